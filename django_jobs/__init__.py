@@ -1,0 +1,25 @@
+"""Database-backed background jobs for Django."""
+
+from .exceptions import InvalidJob, JobCanceled, JobTimeout, PermanentError, UnknownJobType
+from .registry import handler
+from .retry import ExponentialBackoff, FixedSchedule
+
+__all__ = [
+    "ExponentialBackoff",
+    "FixedSchedule",
+    "InvalidJob",
+    "JobCanceled",
+    "JobTimeout",
+    "PermanentError",
+    "UnknownJobType",
+    "current_job",
+    "handler",
+]
+__version__ = "0.1.0.dev0"
+
+
+def current_job():  # type: ignore[no-untyped-def]
+    """The Job the calling handler is running, or None outside a worker."""
+    from .execution import current_job as _current
+
+    return _current.get()

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class DjangoJobsConfig(AppConfig):
+    name = "django_jobs"
+    verbose_name = "Jobs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .registry import autodiscover
+
+        autodiscover()

@@ -1,0 +1,27 @@
+"""The exceptions django-jobs raises, and the ones handlers raise to steer it."""
+
+from django.core.exceptions import ValidationError
+
+
+class InvalidJob(ValidationError, ValueError):
+    """Bad arguments to ``Job.enqueue``; ``message_dict`` names each bad field."""
+
+
+class UnknownJobType(InvalidJob):
+    """No handler is registered under the job's type."""
+
+
+class PermanentError(Exception):
+    """Raised by a handler: the job cannot succeed, so it goes dead without retry."""
+
+
+class JobTimeout(Exception):
+    """Raised inside a handler that ran past its timeout."""
+
+
+class JobCanceled(Exception):
+    """Raised inside a handler whose job was canceled while it ran."""
+
+
+class WorkerLost(Exception):
+    """Recorded for an attempt whose worker stopped heartbeating (killed, lost power)."""

@@ -1,0 +1,110 @@
+"""Runs one claimed job once, as a short chain of steps, and says what came of it.
+
+record start -> resolve handler -> call -> normalise result -> record outcome -> tidy up.
+Nothing the handler raises escapes: ``SystemExit`` and ``KeyboardInterrupt`` included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import resource
+import time
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connections
+from django.utils import timezone
+
+from .exceptions import JobCanceled, JobTimeout
+from .models import Job, error_dict
+from .outcomes import AttemptOutcome
+from .registry import get_handler
+from .signals import job_started
+
+if TYPE_CHECKING:
+    from .registry import Handler
+
+current_job: ContextVar[Job | None] = ContextVar("django_jobs_current_job", default=None)
+
+
+def run_job(job: Job) -> AttemptOutcome:
+    """Run ``job`` once in this thread and return its outcome; never raises."""
+    started_at = timezone.now()
+    cpu_start = time.thread_time()
+    found = get_handler(job.type)
+    if found is None:
+        outcome = _failure(job, started_at, error_dict(
+            type="UnknownJobType", message=f"no handler is registered for job type {job.type!r}"
+        ), permanent=True)
+    else:
+        outcome = _call(found, job, started_at)
+    outcome.finished_at = timezone.now()
+    outcome.cpu_time = time.thread_time() - cpu_start
+    outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    _tidy_connections()
+    return outcome
+
+
+def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
+    token = current_job.set(job)
+    try:
+        if job_started.has_listeners(Job):
+            job_started.send(sender=Job, job=job, attempt=job.attempt)
+        result = _invoke(found.func, job.payload)
+        result = normalise_result(result)
+    except BaseException as exc:  # noqa: BLE001  a handler must never kill the worker
+        return outcome_for_exception(job, exc, started_at, found)
+    finally:
+        current_job.reset(token)
+    return AttemptOutcome(
+        job=job, kind="completed", result=result, started_at=started_at, finished_at=started_at
+    )
+
+
+def _invoke(func: Any, payload: Any) -> Any:
+    if inspect.iscoroutinefunction(func):
+        return asyncio.run(func(payload))
+    return func(payload)
+
+
+def normalise_result(result: Any) -> Any:
+    """The result as it will read back from the database: plain JSON types."""
+    if result is None or isinstance(result, bool | int | str):
+        return result
+    return json.loads(json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False))
+
+
+def outcome_for_exception(
+    job: Job, exc: BaseException, started_at, found: Handler | None = None
+) -> AttemptOutcome:
+    """Classify what a handler raised: cancel, timeout (retryable), permanent or retryable."""
+    if isinstance(exc, JobCanceled):
+        return AttemptOutcome(
+            job=job, kind="canceled", error=error_dict(exc), started_at=started_at,
+            finished_at=started_at,
+        )
+    permanent = not isinstance(exc, JobTimeout) and found is not None and found.is_permanent(exc)
+    return _failure(job, started_at, error_dict(exc), permanent=permanent)
+
+
+def _failure(job: Job, started_at, error: dict, *, permanent: bool) -> AttemptOutcome:
+    return AttemptOutcome(
+        job=job, kind="failed", error=error, permanent=permanent, started_at=started_at,
+        finished_at=started_at,
+    )
+
+
+def _tidy_connections() -> None:
+    """Leave this thread's connections as a handler found them: no open transaction."""
+    for conn in connections.all(initialized_only=True):
+        try:
+            if conn.connection is not None and not conn.get_autocommit():
+                conn.rollback()
+                conn.set_autocommit(True)
+            if conn.errors_occurred and not conn.is_usable():
+                conn.close()
+        except Exception:  # noqa: BLE001  a broken connection is closed and reopened later
+            conn.close()

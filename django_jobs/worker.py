@@ -1,0 +1,317 @@
+"""The worker loop: claim up to free slots, run in threads, finish in batches, heartbeat,
+rescue lost jobs, honour timeouts, cancel requests and pauses, and shut down gracefully."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db import DatabaseError, InterfaceError, connection
+from django.utils import timezone
+
+from .conf import jobs_settings
+from .exceptions import JobCanceled, JobTimeout
+from .listener import Listener
+from .models import Job, QueueState, Worker as WorkerRow, error_dict
+from .outcomes import AttemptOutcome
+from .registry import get_handler
+from .signals import job_finished
+from .threads import Slot
+
+logger = logging.getLogger("django_jobs.worker")
+
+TIMEOUT_GRACE_SECONDS = 5.0
+
+
+@dataclass
+class Running:
+    job: Job
+    started: float
+    deadline: float | None
+    slot: Slot | None = None
+    interrupted: bool = False
+
+
+@dataclass
+class WorkerOptions:
+    queues: Sequence[str] = ()
+    concurrency: int = 1
+    burst: bool = False
+    max_jobs: int | None = None
+    poll_interval: float = field(default_factory=lambda: float(jobs_settings.POLL_INTERVAL))
+    shutdown_timeout: float = field(default_factory=lambda: float(jobs_settings.SHUTDOWN_TIMEOUT))
+    lease_seconds: float = field(default_factory=lambda: float(jobs_settings.LEASE_SECONDS))
+    heartbeat_seconds: float = field(
+        default_factory=lambda: float(jobs_settings.HEARTBEAT_SECONDS)
+    )
+    worker_id: str = ""
+
+
+class Abort(Exception):
+    """A second stop signal: leave now."""
+
+
+class Worker:
+    def __init__(self, options: WorkerOptions) -> None:
+        self.options = options
+        self.worker_id = options.worker_id or default_worker_id()
+        self.wake = threading.Event()
+        self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.outbox: queue.SimpleQueue[AttemptOutcome] = queue.SimpleQueue()
+        self.running: dict[int, Running] = {}
+        self.slots: list[Slot] = []
+        self.stopping = False
+        self.stop_deadline = 0.0
+        self.claimed = 0
+        self.processed = 0
+        self.paused: set[str] = set()
+        self.listener: Listener | None = None
+
+    # The loop.
+
+    def run(self) -> int:
+        """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
+        self._install_signals()
+        self._start_slots(self.options.concurrency)
+        self._register()
+        self.listener = Listener.start_for(connection, self.wake)
+        next_beat = 0.0
+        try:
+            while True:
+                self._finish_outcomes()
+                now = time.monotonic()
+                if now >= next_beat:
+                    self._safely(self._heartbeat)
+                    next_beat = now + self.options.heartbeat_seconds
+                self._enforce_deadlines(now)
+                if self.stopping:
+                    if not self.running or now >= self.stop_deadline:
+                        break
+                elif self._out_of_budget():
+                    if not self.running:
+                        break
+                else:
+                    claimed = self._safely(self._claim) or 0
+                    if self.options.burst and not claimed and not self.running:
+                        break
+                    if claimed and len(self.running) < self.options.concurrency:
+                        continue
+                self.wake.wait(self._wait_time())
+                self.wake.clear()
+        except Abort:
+            logger.warning("worker %s: second signal, leaving at once", self.worker_id)
+        finally:
+            self._shutdown()
+        return self.processed
+
+    def _claim(self) -> int:
+        free = self.options.concurrency - len(self.running)
+        if self.options.max_jobs is not None:
+            free = min(free, self.options.max_jobs - self.claimed)
+        if free <= 0:
+            return 0
+        jobs = Job.objects.claim(
+            worker_id=self.worker_id,
+            limit=free,
+            lease_seconds=self.options.lease_seconds,
+            queues=list(self.options.queues) or None,
+            exclude_queues=sorted(self.paused),
+        )
+        now = time.monotonic()
+        for job in jobs:
+            found = get_handler(job.type)
+            timeout = found.timeout if found else None
+            self.running[job.pk] = Running(job, now, now + timeout if timeout else None)
+            self.inbox.put(job)
+        self.claimed += len(jobs)
+        return len(jobs)
+
+    def _finish_outcomes(self) -> None:
+        outcomes: list[AttemptOutcome] = []
+        while True:
+            try:
+                outcome = self.outbox.get_nowait()
+            except queue.Empty:
+                break
+            held = self.running.get(outcome.job.pk)
+            if held is not None and held.job.lease_token == outcome.job.lease_token:
+                outcomes.append(outcome)
+        if outcomes:
+            self._write(outcomes)
+
+    def _write(self, outcomes: list[AttemptOutcome]) -> None:
+        written = self._safely(Job.objects.finish, outcomes)
+        if written is None:  # the database is away: keep them and try again next turn
+            for outcome in outcomes:
+                self.outbox.put(outcome)
+            time.sleep(min(self.options.poll_interval, 1.0))
+            return
+        for outcome in outcomes:
+            self.running.pop(outcome.job.pk, None)
+        lost = len(outcomes) - len(written)
+        if lost:
+            logger.warning("worker %s: %d outcome(s) dropped: lease taken over", self.worker_id, lost)
+        self.processed += len(written)
+        send = job_finished.has_listeners(Job)
+        for outcome in written:
+            log_end(self.worker_id, outcome)
+            if send:
+                job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)
+
+    # Heartbeat, rescue, pauses, deadlines.
+
+    def _heartbeat(self) -> None:
+        held = {pk: r.job.lease_token for pk, r in self.running.items()}
+        still, cancel = Job.objects.heartbeat(held=held, lease_seconds=self.options.lease_seconds)
+        for pk in set(held) - still:
+            logger.warning("worker %s: lost the lease of job %s", self.worker_id, pk)
+        for pk in cancel:
+            self._interrupt(pk, JobCanceled)
+        for job in Job.objects.rescue():
+            logger.warning(
+                "worker %s: rescued job %s of lost worker %s: %s",
+                self.worker_id, job.public_id, job.worker_id, job.status,
+            )
+        self.paused = set(QueueState.objects.filter(paused=True).values_list("name", flat=True))
+        WorkerRow.objects.filter(pk=self.worker_id).update(
+            last_heartbeat=timezone.now(), running=len(self.running)
+        )
+        stale = timezone.now() - timedelta(seconds=self.options.lease_seconds * 4)
+        WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
+
+    def _enforce_deadlines(self, now: float) -> None:
+        for pk, held in list(self.running.items()):
+            if held.deadline is None or now < held.deadline:
+                continue
+            if not held.interrupted:
+                held.interrupted = True
+                self._interrupt(pk, JobTimeout)
+            elif now >= held.deadline + TIMEOUT_GRACE_SECONDS:
+                self._abandon(held)
+
+    def _interrupt(self, pk: int, exc_class: type[BaseException]) -> None:
+        for slot in self.slots:
+            if slot.interrupt(pk, exc_class):
+                logger.warning("worker %s: stopping job %s: %s", self.worker_id, pk,
+                               exc_class.__name__)
+                return
+
+    def _abandon(self, held: Running) -> None:
+        """A handler ignored its timeout: record the failure, replace its thread, move on."""
+        for slot in self.slots:
+            if slot.current == held.job.pk:
+                slot.abandoned = True
+                self.slots.remove(slot)
+                self._start_slots(1)
+                break
+        now = timezone.now()
+        error = error_dict(
+            type="JobTimeout",
+            message="the handler ran past its timeout and did not stop; its thread was abandoned",
+        )
+        self.outbox.put(AttemptOutcome(
+            job=held.job, kind="failed", error=error, started_at=held.job.started_at or now,
+            finished_at=now,
+        ))
+
+    # Start, stop, signals.
+
+    def stop(self, *_args: object) -> None:
+        if self.stopping:
+            raise Abort
+        logger.info("worker %s: stopping; %d job(s) running", self.worker_id, len(self.running))
+        self.stopping = True
+        self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
+        self.wake.set()
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
+
+    def _start_slots(self, count: int) -> None:
+        for _ in range(count):
+            slot = Slot(self.inbox, self.outbox, self._log_start, self.wake,
+                        name=f"django-jobs-{len(self.slots)}")
+            slot.start()
+            self.slots.append(slot)
+
+    def _register(self) -> None:
+        WorkerRow.objects.update_or_create(
+            worker_id=self.worker_id,
+            defaults={
+                "hostname": socket.gethostname()[:255], "pid": os.getpid(),
+                "queues": list(self.options.queues), "concurrency": self.options.concurrency,
+                "started_at": timezone.now(), "last_heartbeat": timezone.now(), "running": 0,
+            },
+        )
+        logger.info("worker %s: started; queues=%s concurrency=%d", self.worker_id,
+                    ",".join(self.options.queues) or "*", self.options.concurrency)
+
+    def _shutdown(self) -> None:
+        self._finish_outcomes()
+        if self.running:
+            released = self._safely(Job.objects.release, [r.job for r in self.running.values()])
+            logger.warning("worker %s: handed back %s unfinished job(s)", self.worker_id, released)
+            self.running.clear()
+        for _ in self.slots:
+            self.inbox.put(None)
+        if self.listener:
+            self.listener.stop()
+        self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
+        logger.info("worker %s: stopped after %d job(s)", self.worker_id, self.processed)
+
+    def _out_of_budget(self) -> bool:
+        return self.options.max_jobs is not None and self.claimed >= self.options.max_jobs
+
+    def _wait_time(self) -> float:
+        wait = self.options.poll_interval
+        if self.stopping:
+            wait = min(wait, max(self.stop_deadline - time.monotonic(), 0.0))
+        deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
+        if deadlines:
+            wait = min(wait, max(min(deadlines) - time.monotonic(), 0.0) + 0.05)
+        return min(wait, self.options.heartbeat_seconds)
+
+    def _safely(self, func, *args):  # type: ignore[no-untyped-def]
+        """Run a database step; on a lost connection, log it, drop the connection, go on."""
+        try:
+            return func(*args)
+        except (DatabaseError, InterfaceError):
+            logger.exception("worker %s: database error in %s", self.worker_id,
+                             getattr(func, "__name__", func))
+            connection.close()
+            return None
+
+    def _log_start(self, job: Job) -> None:
+        logger.info(
+            "job started: %s %s attempt %d", job.public_id, job.type, job.attempt,
+            extra={"worker_id": self.worker_id, "job_id": job.public_id, "job_type": job.type,
+                   "attempt": job.attempt, "event": "job_started"},
+        )
+
+
+def log_end(worker_id: str, outcome: AttemptOutcome) -> None:
+    job = outcome.job
+    duration_ms = (outcome.finished_at - outcome.started_at).total_seconds() * 1000
+    level = logging.INFO if outcome.kind == "completed" else logging.WARNING
+    logger.log(
+        level, "job %s: %s %s attempt %d in %.1f ms", outcome.kind, job.public_id, job.type,
+        job.attempt, duration_ms,
+        extra={"worker_id": worker_id, "job_id": job.public_id, "job_type": job.type,
+               "attempt": job.attempt, "duration_ms": round(duration_ms, 3),
+               "outcome": outcome.kind, "event": "job_finished"},
+    )
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

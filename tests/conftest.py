@@ -1,0 +1,77 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def on_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+requires_postgres = pytest.mark.skipif(
+    os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite") != "postgres", reason="needs PostgreSQL"
+)
+
+
+class WorkerProcess:
+    """A real ``manage.py runworker`` subprocess on the test database."""
+
+    def __init__(self, *args: str, env: dict | None = None) -> None:
+        db_name = settings.DATABASES["default"]["NAME"]
+        full_env = {**os.environ, "JOBS_DB_NAME": str(db_name), "PYTHONUNBUFFERED": "1"}
+        full_env.update(env or {})
+        self.log = open(ROOT / "tests" / "artifacts" / f"worker-{time.time_ns()}.log", "w+")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "runworker", "--settings=tests.settings", *args],
+            cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+@pytest.fixture
+def start_worker():
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, env: dict | None = None) -> WorkerProcess:
+        worker = WorkerProcess(*args, env=env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy (for subprocess tests only)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")

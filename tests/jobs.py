@@ -1,0 +1,104 @@
+"""Fixture handlers, discovered like any app's ``jobs.py``."""
+
+import os
+import time
+from pathlib import Path
+
+from django_jobs import PermanentError, current_job, handler
+
+
+class Fragile(Exception):
+    pass
+
+
+class Broken(Exception):
+    pass
+
+
+@handler("noop")
+def noop(payload):
+    return None
+
+
+@handler("echo")
+def echo(payload):
+    return {"echo": payload}
+
+
+@handler("always_fails", max_attempts=3)
+def always_fails(payload):
+    raise RuntimeError(f"boom {payload.get('n', '')}".strip())
+
+
+@handler("flaky", max_attempts=5)
+def flaky(payload):
+    job = current_job()
+    if job.attempt <= payload.get("fail_times", 2):
+        raise Fragile(f"attempt {job.attempt} failed")
+    return {"succeeded_on": job.attempt}
+
+
+@handler("permanent")
+def permanent(payload):
+    raise PermanentError("cannot ever work")
+
+
+@handler("listed_permanent", permanent=[Broken])
+def listed_permanent(payload):
+    raise Broken("listed as permanent")
+
+
+@handler("retry_only_fragile", retry_on=[Fragile])
+def retry_only_fragile(payload):
+    raise KeyError("not in retry_on")
+
+
+@handler("system_exit")
+def system_exit(payload):
+    raise SystemExit(3)
+
+
+@handler("keyboard_interrupt")
+def keyboard_interrupt(payload):
+    raise KeyboardInterrupt
+
+
+@handler("bad_result")
+def bad_result(payload):
+    return object()
+
+
+@handler("record")
+def record(payload):
+    """Write one row per run, so tests can count how often each job ran."""
+    from tests.models import Execution
+
+    job = current_job()
+    Execution.objects.create(job_public_id=job.public_id, pid=os.getpid(), attempt=job.attempt)
+    if payload.get("sleep"):
+        time.sleep(payload["sleep"])
+    return {"pid": os.getpid()}
+
+
+@handler("slow", max_attempts=3)
+def slow(payload):
+    """Marks a file when it starts, then sleeps in small steps (interruptible)."""
+    job = current_job()
+    if payload.get("marker"):
+        Path(payload["marker"]).write_text(f"{os.getpid()} {job.attempt}")
+    deadline = time.monotonic() + payload.get("seconds", 5)
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+    return {"slept": payload.get("seconds", 5), "attempt": job.attempt}
+
+
+@handler("timeout_short", timeout=0.3, max_attempts=2)
+def timeout_short(payload):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@handler("async_echo")
+async def async_echo(payload):
+    return {"async": payload}

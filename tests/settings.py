@@ -1,0 +1,73 @@
+"""Test settings: SQLite file by default, PostgreSQL with DJANGO_JOBS_TEST_DB=postgres.
+
+Subprocess workers started by the tests read JOBS_DB_NAME to open the test database.
+"""
+
+import os
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parent
+ENGINE = os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite")
+SUFFIX = os.environ.get("DJANGO_JOBS_TEST_SUFFIX", "")
+
+if ENGINE == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": os.environ.get("JOBS_DB_NAME", "test"),
+            "USER": os.environ.get("PGUSER", "postgres"),
+            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+            "PORT": os.environ.get("PGPORT", "5432"),
+            "TEST": {"NAME": f"test_django_jobs{SUFFIX}"},
+        }
+    }
+else:
+    sqlite_file = str(BASE / "artifacts" / f"test_django_jobs{SUFFIX}.sqlite3")
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": os.environ.get("JOBS_DB_NAME", sqlite_file),
+            "TEST": {"NAME": sqlite_file},
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+SECRET_KEY = "tests-only-not-secret"
+USE_TZ = True
+TIME_ZONE = "UTC"
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_jobs",
+    "tests",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+DJANGO_JOBS = {"BACKOFF_BASE": 0.01, "BACKOFF_CAP": 0.05, "POLL_INTERVAL": 0.2}
