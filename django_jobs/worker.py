@@ -75,6 +75,7 @@ class Worker:
         self.processed = 0
         self.paused: set[str] = set()
         self.listener: Listener | None = None
+        self._previous_handlers: dict[int, object] = {}
 
     # The loop.
 
@@ -235,8 +236,13 @@ class Worker:
 
     def _install_signals(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self.stop)
-            signal.signal(signal.SIGINT, self.stop)
+            self._previous_handlers = {
+                sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)
+            }
+
+    def _restore_signals(self) -> None:
+        for sig, previous in self._previous_handlers.items():
+            signal.signal(sig, previous)
 
     def _start_slots(self, count: int) -> None:
         for _ in range(count):
@@ -268,6 +274,7 @@ class Worker:
         if self.listener:
             self.listener.stop()
         self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
+        self._restore_signals()
         logger.info("worker %s: stopped after %d job(s)", self.worker_id, self.processed)
 
     def _out_of_budget(self) -> bool:

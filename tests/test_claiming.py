@@ -1,0 +1,181 @@
+"""Claim order, concurrent claims, leases, fencing, rescue, release and the verbs."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from django_jobs.models import Job, JobAttempt
+from django_jobs.outcomes import AttemptOutcome
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = Job.Status
+
+
+def claim(limit=10, worker="w1", lease=30.0, **kw):
+    return Job.objects.claim(worker_id=worker, limit=limit, lease_seconds=lease, **kw)
+
+
+def completed(job):
+    now = timezone.now()
+    return AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
+
+
+def test_claim_order_is_priority_then_run_at_then_age():
+    now = timezone.now()
+    low = Job.enqueue("echo", priority="low")
+    later = Job.enqueue("echo", run_at=now - timedelta(seconds=1))
+    earlier = Job.enqueue("echo", run_at=now - timedelta(seconds=5))
+    high = Job.enqueue("echo", priority="high")
+    same_a = Job.enqueue("echo", run_at=now - timedelta(seconds=1))
+    got = claim()
+    assert [j.pk for j in got] == [high.pk, earlier.pk, later.pk, same_a.pk, low.pk]
+    assert all(j.status == S.PROCESSING and j.attempt == 1 for j in got)
+
+
+def test_claim_marks_rows_processing_with_a_lease():
+    job = Job.enqueue("echo")
+    (got,) = claim(worker="w9", lease=30)
+    job.refresh_from_db()
+    assert job.status == S.PROCESSING and job.worker_id == "w9"
+    assert job.lease_token == got.lease_token is not None
+    assert job.leased_until > timezone.now() + timedelta(seconds=25)
+    assert claim() == []  # nothing left
+
+
+def test_concurrent_claimers_never_get_the_same_job():
+    """Eight threads, each with its own connection, claim until the queue is empty."""
+    jobs = Job.enqueue_many("noop", [{}] * 300)
+    taken: list[list[int]] = [[] for _ in range(8)]
+    errors = []
+
+    def claimer(i):
+        try:
+            while got := claim(limit=7, worker=f"w{i}"):
+                taken[i].extend(j.pk for j in got)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    every = [pk for part in taken for pk in part]
+    assert len(every) == len(set(every)) == 300
+    assert set(every) == {j.pk for j in jobs}
+    assert sum(1 for part in taken if part) > 1  # the work really was shared
+
+
+def test_expired_lease_is_rescued_as_a_lost_attempt_and_retried():
+    job = Job.enqueue("echo")
+    (held,) = claim(lease=30)
+    Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    rescued = Job.objects.rescue()
+    assert [j.pk for j in rescued] == [job.pk]
+    job.refresh_from_db()
+    assert job.status == S.FAILED and job.error["type"] == "WorkerLost"
+    assert "w1" in job.error["message"]
+    (attempt,) = job.attempts.all()
+    assert attempt.outcome == JobAttempt.Outcome.LOST and attempt.number == 1
+    assert Job.objects.rescue() == []  # idempotent
+
+
+def test_lost_attempt_on_last_try_buries_the_job():
+    job = Job.enqueue("echo", max_attempts=1)
+    claim()
+    Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    Job.objects.rescue()
+    job.refresh_from_db()
+    assert job.status == S.DEAD
+
+
+def test_late_worker_cannot_overwrite_a_newer_attempt():
+    job = Job.enqueue("echo")
+    (old,) = claim(worker="slow")
+    Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    Job.objects.rescue()
+    Job.objects.filter(pk=job.pk).run_now()
+    (new,) = claim(worker="fresh")
+    assert new.lease_token != old.lease_token
+    assert Job.objects.finish([completed(old)]) == []  # fenced: dropped
+    job.refresh_from_db()
+    assert job.status == S.PROCESSING and job.worker_id == "fresh"
+    assert [o.job.pk for o in Job.objects.finish([completed(new)])] == [job.pk]
+    job.refresh_from_db()
+    assert job.status == S.COMPLETED and job.attempt == 2
+
+
+def test_heartbeat_renews_held_leases_and_reports_cancel_requests():
+    a, b = Job.enqueue("echo"), Job.enqueue("echo")
+    held = {j.pk: j.lease_token for j in claim(lease=1)}
+    Job.objects.filter(pk=b.pk).cancel()
+    still, cancel = Job.objects.heartbeat(held=held, lease_seconds=60)
+    assert still == {a.pk, b.pk} and cancel == {b.pk}
+    assert Job.objects.get(pk=a.pk).leased_until > timezone.now() + timedelta(seconds=50)
+    stolen = {a.pk: held[a.pk], 999999: held[a.pk]}
+    assert Job.objects.heartbeat(held=stolen, lease_seconds=60)[0] == {a.pk}
+
+
+def test_release_hands_back_without_spending_the_attempt():
+    job = Job.enqueue("echo")
+    (held,) = claim()
+    assert Job.objects.release([held]) == 1
+    job.refresh_from_db()
+    assert job.status == S.PENDING and job.attempt == 0 and job.leased_until is None
+    assert job.attempts.get().outcome == JobAttempt.Outcome.RELEASED
+    (again,) = claim()
+    assert again.attempt == 1
+
+
+def test_retry_makes_dead_failed_and_canceled_jobs_pending_and_keeps_history():
+    dead = Job.enqueue("echo", max_attempts=1)
+    claim()
+    Job.objects.filter(pk=dead.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    Job.objects.rescue()
+    done = Job.enqueue("echo")
+    Job.objects.finish([completed(j) for j in claim()])
+    canceled = Job.enqueue("echo")
+    canceled.cancel()
+    assert Job.objects.all().retry() == 2  # the completed one is left alone
+    dead.refresh_from_db()
+    assert dead.status == S.PENDING and dead.max_attempts == 2  # one more try at least
+    assert dead.attempts.count() == 1
+    assert Job.objects.get(pk=done.pk).status == S.COMPLETED
+    assert Job.objects.get(pk=canceled.pk).status == S.PENDING
+
+
+def test_dead_queryset_retry_and_model_retry():
+    job = Job.enqueue("echo")
+    Job.objects.filter(pk=job.pk).update(status=S.DEAD)
+    assert Job.objects.dead().count() == 1
+    assert job.retry() is True and job.status == S.PENDING
+    assert job.retry() is False
+
+
+def test_cancel_applies_to_pending_and_failed_and_requests_stop_of_processing():
+    pending = Job.enqueue("echo")
+    failed = Job.enqueue("echo")
+    Job.objects.filter(pk=failed.pk).update(status=S.FAILED)
+    running = Job.enqueue("echo")
+    Job.objects.filter(pk=running.pk).update(status=S.PROCESSING)
+    done = Job.enqueue("echo")
+    Job.objects.filter(pk=done.pk).update(status=S.COMPLETED)
+    assert Job.objects.all().cancel() == 3
+    assert Job.objects.get(pk=pending.pk).status == S.CANCELED
+    assert Job.objects.get(pk=failed.pk).status == S.CANCELED
+    running.refresh_from_db()
+    assert running.status == S.PROCESSING and running.cancel_requested
+    assert Job.objects.get(pk=done.pk).status == S.COMPLETED
+
+
+def test_run_now_makes_a_scheduled_job_due():
+    job = Job.enqueue("echo", delay=3600)
+    assert claim() == []
+    assert job.run_now() is True
+    assert [j.pk for j in claim()] == [job.pk]

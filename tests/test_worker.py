@@ -1,0 +1,186 @@
+"""The worker in-process: outcomes, retries, dead jobs, errors of every kind, signals, logs."""
+
+import json
+import logging
+
+import pytest
+
+from django_jobs.jsonlog import JSONFormatter
+from django_jobs.models import Job, JobAttempt
+from django_jobs.registry import handler, unregister
+from django_jobs.signals import job_finished, job_started
+from tests.helpers import run_burst, run_until_settled
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = Job.Status
+O = JobAttempt.Outcome
+
+
+def test_success_stores_result_and_one_completed_attempt():
+    job = Job.enqueue("echo", {"a": 1})
+    assert run_burst() == 1
+    job.refresh_from_db()
+    assert job.status == S.COMPLETED
+    assert job.result == {"echo": {"a": 1}}
+    assert job.error is None and job.leased_until is None
+    assert job.started_at <= job.finished_at
+    (attempt,) = job.attempts.all()
+    assert (attempt.number, attempt.outcome) == (1, O.COMPLETED)
+    assert attempt.cpu_time is not None and attempt.cpu_time >= 0
+    assert attempt.peak_memory > 0
+    assert attempt.worker_id == job.worker_id != ""
+
+
+def test_async_handler_result_is_stored():
+    job = Job.enqueue("async_echo", {"b": 2})
+    run_burst()
+    job.refresh_from_db()
+    assert (job.status, job.result) == (S.COMPLETED, {"async": {"b": 2}})
+
+
+def test_failures_retry_then_go_dead_with_every_attempt_recorded():
+    job = run_until_settled(Job.enqueue("always_fails", {"n": 7}))
+    assert job.status == S.DEAD and job.attempt == 3
+    assert job.error["type"] == "RuntimeError"
+    assert job.error["message"] == "boom 7"
+    assert "Traceback" in job.error["traceback"] and "always_fails" in job.error["traceback"]
+    outcomes = list(job.attempts.values_list("number", "outcome"))
+    assert outcomes == [(1, O.FAILED), (2, O.FAILED), (3, O.DEAD)]
+    assert all(a.error["message"] == "boom 7" for a in job.attempts.all())
+
+
+def test_failed_job_waits_for_its_backoff(settings):
+    settings.DJANGO_JOBS = {"BACKOFF_BASE": 60, "BACKOFF_CAP": 60}
+    job = Job.enqueue("always_fails")
+    run_burst()
+    job.refresh_from_db()
+    assert job.status == S.FAILED and job.attempt == 1
+    assert job.run_at > job.updated_at
+    assert run_burst() == 0  # not due yet
+
+
+def test_flaky_job_is_retried_then_completes():
+    job = run_until_settled(Job.enqueue("flaky", {"fail_times": 2}))
+    assert (job.status, job.result, job.error) == (S.COMPLETED, {"succeeded_on": 3}, None)
+    assert [a.outcome for a in job.attempts.all()] == [O.FAILED, O.FAILED, O.COMPLETED]
+
+
+@pytest.mark.parametrize(("type", "error_type"), [
+    ("permanent", "PermanentError"),
+    ("listed_permanent", "Broken"),
+    ("retry_only_fragile", "KeyError"),
+])
+def test_permanent_errors_go_dead_without_retry(type, error_type):
+    job = Job.enqueue(type)
+    run_burst()
+    job.refresh_from_db()
+    assert (job.status, job.attempt, job.error["type"]) == (S.DEAD, 1, error_type)
+
+
+@pytest.mark.parametrize(("type", "error_type"), [
+    ("system_exit", "SystemExit"),
+    ("keyboard_interrupt", "KeyboardInterrupt"),
+    ("bad_result", "TypeError"),
+])
+def test_any_exception_fails_the_job_and_the_worker_carries_on(type, error_type, settings):
+    settings.DJANGO_JOBS = {"BACKOFF_BASE": 60}
+    bad = Job.enqueue(type)
+    good = Job.enqueue("echo", {"after": type}, priority="low")
+    assert run_burst(concurrency=1) == 2
+    bad.refresh_from_db()
+    good.refresh_from_db()
+    assert bad.status == S.FAILED and bad.error["type"] == error_type
+    assert good.status == S.COMPLETED
+
+
+def test_job_without_a_handler_goes_dead_and_the_worker_lives():
+    @handler("ephemeral")
+    def ephemeral(payload):
+        return 1
+
+    job = Job.enqueue("ephemeral")
+    unregister("ephemeral")
+    other = Job.enqueue("echo", priority="low")
+    assert run_burst(concurrency=1) == 2
+    job.refresh_from_db()
+    assert job.status == S.DEAD and job.error["type"] == "UnknownJobType"
+    assert "ephemeral" in job.error["message"]
+    assert Job.objects.get(pk=other.pk).status == S.COMPLETED
+
+
+def test_future_job_waits_until_due():
+    job = Job.enqueue("echo", delay=3600)
+    assert run_burst() == 0
+    assert Job.objects.get(pk=job.pk).status == S.PENDING
+    job.run_now()
+    assert run_burst() == 1
+    assert Job.objects.get(pk=job.pk).status == S.COMPLETED
+
+
+def test_queues_option_limits_what_a_worker_takes():
+    mail = Job.enqueue("echo", queue="emails")
+    other = Job.enqueue("echo", queue="reports")
+    assert run_burst(queues=["emails"]) == 1
+    assert Job.objects.get(pk=mail.pk).status == S.COMPLETED
+    assert Job.objects.get(pk=other.pk).status == S.PENDING
+
+
+def test_paused_queue_is_skipped_until_resumed():
+    from django_jobs.models import QueueState
+
+    QueueState.objects.create(name="emails", paused=True)
+    job = Job.enqueue("echo", queue="emails")
+    assert run_burst() == 0
+    QueueState.objects.filter(name="emails").update(paused=False)
+    assert run_burst() == 1
+    assert Job.objects.get(pk=job.pk).status == S.COMPLETED
+
+
+def test_max_jobs_stops_after_that_many():
+    Job.enqueue_many("noop", [{}] * 5)
+    assert run_burst(max_jobs=3, concurrency=2) == 3
+    assert Job.objects.filter(status=S.COMPLETED).count() == 3
+
+
+def test_timeout_stops_a_job_and_counts_a_failed_attempt():
+    job = Job.enqueue("timeout_short")
+    other = Job.enqueue("echo", priority="low")
+    run_burst(concurrency=1)
+    job.refresh_from_db()
+    assert job.status == S.FAILED and job.error["type"] == "JobTimeout"
+    assert Job.objects.get(pk=other.pk).status == S.COMPLETED
+
+
+def test_started_and_finished_signals_are_sent():
+    seen = []
+
+    def started(sender, job, attempt, **kwargs):
+        seen.append(("started", job.public_id, attempt))
+
+    def finished(sender, job, outcome, **kwargs):
+        seen.append(("finished", job.public_id, outcome))
+
+    job_started.connect(started)
+    job_finished.connect(finished)
+    try:
+        job = Job.enqueue("echo")
+        run_burst()
+    finally:
+        job_started.disconnect(started)
+        job_finished.disconnect(finished)
+    assert seen == [("started", job.public_id, 1), ("finished", job.public_id, "completed")]
+
+
+def test_log_lines_for_start_and_end_carry_job_fields(caplog):
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("echo")
+    run_burst(worker_id="w-test")
+    records = [r for r in caplog.records if getattr(r, "job_id", None) == job.public_id]
+    assert [r.event for r in records] == ["job_started", "job_finished"]
+    end = records[1]
+    assert (end.worker_id, end.job_type, end.attempt, end.outcome) == (
+        "w-test", "echo", 1, "completed")
+    assert end.duration_ms >= 0
+    line = json.loads(JSONFormatter().format(end))
+    assert line["job_id"] == job.public_id and line["level"] == "info"
+    assert line["timestamp"].endswith("Z") and line["outcome"] == "completed"
