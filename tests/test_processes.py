@@ -1,0 +1,133 @@
+"""Real ``runworker`` subprocesses: kill -9 and rescue, SIGTERM drain, hand-back, many workers."""
+
+import os
+import signal
+
+import pytest
+from django.db import connection
+
+from django_jobs.models import Job, JobAttempt, Worker
+from tests.conftest import requires_postgres, wait_for
+from tests.models import Execution
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+S = Job.Status
+O = JobAttempt.Outcome
+FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
+
+
+def status_of(job):
+    return Job.objects.values_list("status", flat=True).get(pk=job.pk)
+
+
+def test_kill_9_mid_job_is_rescued_and_completed_by_another_worker(start_worker, tmp_path):
+    marker = tmp_path / "started"
+    job = Job.enqueue("slow", {"seconds": 1.5, "marker": str(marker)})
+    first = start_worker("--worker-id", "doomed", *FAST)
+    wait_for(marker.exists)
+    first.signal(signal.SIGKILL)
+    assert first.wait() == -signal.SIGKILL
+    assert status_of(job) == S.PROCESSING  # nobody finished it
+    second = start_worker("--worker-id", "rescuer", *FAST)
+    wait_for(lambda: status_of(job) == S.COMPLETED, timeout=60)
+    job.refresh_from_db()
+    assert job.attempt == 2 and job.worker_id == "rescuer"
+    attempts = list(job.attempts.values_list("number", "worker_id", "outcome"))
+    assert attempts == [(1, "doomed", O.LOST), (2, "rescuer", O.COMPLETED)]
+    lost = job.attempts.get(number=1)
+    assert lost.error["type"] == "WorkerLost" and "doomed" in lost.error["message"]
+    second.signal(signal.SIGTERM)
+    assert second.wait() == 0
+
+
+def test_sigterm_lets_the_running_job_finish_then_exits(start_worker, tmp_path):
+    marker = tmp_path / "started"
+    job = Job.enqueue("slow", {"seconds": 1.0, "marker": str(marker)})
+    waiting = Job.enqueue("echo", delay=0.5)
+    worker = start_worker("--worker-id", "drainer", "--shutdown-timeout", "30", *FAST)
+    wait_for(marker.exists)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()
+    assert status_of(job) == S.COMPLETED
+    assert status_of(waiting) == S.PENDING  # no new claims after the signal
+    assert not Worker.objects.filter(pk="drainer").exists()
+    assert "stopping" in worker.output()
+
+
+def test_job_still_running_at_shutdown_timeout_is_handed_back_unspent(start_worker, tmp_path):
+    marker = tmp_path / "started"
+    job = Job.enqueue("slow", {"seconds": 30, "marker": str(marker)})
+    worker = start_worker("--shutdown-timeout", "0.5", *FAST)
+    wait_for(marker.exists)
+    worker.signal(signal.SIGINT)
+    assert worker.wait(timeout=20) == 0
+    job.refresh_from_db()
+    assert (job.status, job.attempt, job.leased_until) == (S.PENDING, 0, None)
+    assert job.attempts.get().outcome == O.RELEASED
+
+
+def test_second_signal_exits_at_once(start_worker, tmp_path):
+    marker = tmp_path / "started"
+    job = Job.enqueue("slow", {"seconds": 30, "marker": str(marker)})
+    worker = start_worker("--shutdown-timeout", "600", *FAST)
+    wait_for(marker.exists)
+    worker.signal(signal.SIGTERM)
+    wait_for(lambda: "stopping" in worker.output())
+    worker.signal(signal.SIGTERM)
+    worker.wait(timeout=20)  # far less than the 600 s shutdown timeout or the 30 s job
+    job.refresh_from_db()
+    assert job.status == S.PENDING and job.attempt == 0
+
+
+def test_handler_raising_system_exit_does_not_kill_the_process(start_worker):
+    bad = Job.enqueue("system_exit", max_attempts=1)
+    good = Job.enqueue("echo", {"x": 1}, priority="low")
+    worker = start_worker("--burst", "--concurrency", "1", *FAST)
+    assert worker.wait() == 0, worker.output()
+    assert status_of(bad) == S.DEAD and status_of(good) == S.COMPLETED
+    assert "worker finished: 2 job(s) run" in worker.output()
+
+
+def test_bad_command_line_is_a_command_error():
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "django", "runworker", "--settings=tests.settings",
+         "--concurrency", "0"],
+        capture_output=True, text=True, env={**os.environ, "JOBS_DB_NAME": "unused"},
+        cwd=os.path.dirname(os.path.dirname(__file__)), timeout=60,
+    )
+    assert result.returncode == 1
+    assert "CommandError" in result.stderr and "--concurrency" in result.stderr
+
+
+@requires_postgres
+def test_four_workers_drain_2000_jobs_each_exactly_once(start_worker):
+    jobs = Job.enqueue_many("record", [{} for _ in range(2000)])
+    workers = [start_worker("--burst", "--concurrency", "4", "--worker-id", f"w{i}", *FAST)
+               for i in range(4)]
+    for worker in workers:
+        assert worker.wait(timeout=300) == 0, worker.output()
+    assert Job.objects.filter(status=S.COMPLETED).count() == 2000
+    assert Execution.objects.count() == 2000
+    assert Execution.objects.values("job_public_id").distinct().count() == 2000
+    assert {e for e in Execution.objects.values_list("job_public_id", flat=True)} == {
+        j.public_id for j in jobs}
+    assert JobAttempt.objects.filter(outcome=O.COMPLETED).count() == 2000
+    by_worker = Job.objects.values_list("worker_id", flat=True).distinct()
+    assert len(set(by_worker)) > 1  # really shared between processes
+    assert connection.vendor == "postgresql"
+
+
+def test_several_workers_on_sqlite_run_each_job_once(start_worker):
+    """SQLite allows one writer at a time; claims still never overlap."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the PostgreSQL variant above covers this with 2,000 jobs")
+    Job.enqueue_many("record", [{} for _ in range(300)])
+    workers = [start_worker("--burst", "--concurrency", "2", *FAST) for _ in range(3)]
+    for worker in workers:
+        assert worker.wait(timeout=300) == 0, worker.output()
+    assert Job.objects.filter(status=S.COMPLETED).count() == 300
+    assert Execution.objects.values("job_public_id").distinct().count() == 300
+    assert Execution.objects.count() == 300
