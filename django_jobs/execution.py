@@ -55,7 +55,7 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
             job_started.send(sender=Job, job=job, attempt=job.attempt)
         result = _invoke(found.func, job.payload)
         result = normalise_result(result)
-    except BaseException as exc:  # noqa: BLE001  a handler must never kill the worker
+    except BaseException as exc:
         return outcome_for_exception(job, exc, started_at, found)
     finally:
         current_job.reset(token)
@@ -106,5 +106,5 @@ def _tidy_connections() -> None:
                 conn.set_autocommit(True)
             if conn.errors_occurred and not conn.is_usable():
                 conn.close()
-        except Exception:  # noqa: BLE001  a broken connection is closed and reopened later
+        except Exception:
             conn.close()

@@ -34,7 +34,7 @@ class Listener(threading.Thread):
         while not self.stopped.is_set():
             try:
                 self._listen()
-            except Exception:  # noqa: BLE001  fall back to polling, try again shortly
+            except Exception:
                 logger.debug("LISTEN connection failed; polling meanwhile", exc_info=True)
                 self.stopped.wait(5.0)
 

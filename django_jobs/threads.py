@@ -54,7 +54,7 @@ class Slot(threading.Thread):
                 self.current = job.pk
             self.on_start(job)
             outcome = run_job(job)
-        except BaseException as exc:  # noqa: BLE001  an interrupt that landed outside the handler
+        except BaseException as exc:
             outcome = outcome_for_exception(job, exc, started_at)
             outcome.finished_at = timezone.now()
         finally:

@@ -28,7 +28,7 @@ class WorkerProcess:
         db_name = settings.DATABASES["default"]["NAME"]
         full_env = {**os.environ, "JOBS_DB_NAME": str(db_name), "PYTHONUNBUFFERED": "1"}
         full_env.update(env or {})
-        self.log = open(ROOT / "tests" / "artifacts" / f"worker-{time.time_ns()}.log", "w+")  # noqa: SIM115
+        self.log = open(ROOT / "tests" / "artifacts" / f"worker-{time.time_ns()}.log", "w+")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "django", "runworker", "--settings=tests.settings", *args],
             cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,

@@ -74,7 +74,7 @@ def test_concurrent_claimers_never_get_the_same_job():
 
 def test_expired_lease_is_rescued_as_a_lost_attempt_and_retried():
     job = Job.enqueue("echo")
-    (held,) = claim(lease=30)
+    claim(lease=30)
     Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
     rescued = Job.objects.rescue()
     assert [j.pk for j in rescued] == [job.pk]

@@ -12,7 +12,7 @@ from tests.models import Execution
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 S = Job.Status
-O = JobAttempt.Outcome
+OUT = JobAttempt.Outcome
 FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
 
 
@@ -33,7 +33,7 @@ def test_kill_9_mid_job_is_rescued_and_completed_by_another_worker(start_worker,
     job.refresh_from_db()
     assert job.attempt == 2 and job.worker_id == "rescuer"
     attempts = list(job.attempts.values_list("number", "worker_id", "outcome"))
-    assert attempts == [(1, "doomed", O.LOST), (2, "rescuer", O.COMPLETED)]
+    assert attempts == [(1, "doomed", OUT.LOST), (2, "rescuer", OUT.COMPLETED)]
     lost = job.attempts.get(number=1)
     assert lost.error["type"] == "WorkerLost" and "doomed" in lost.error["message"]
     second.signal(signal.SIGTERM)
@@ -63,7 +63,7 @@ def test_job_still_running_at_shutdown_timeout_is_handed_back_unspent(start_work
     assert worker.wait(timeout=20) == 0
     job.refresh_from_db()
     assert (job.status, job.attempt, job.leased_until) == (S.PENDING, 0, None)
-    assert job.attempts.get().outcome == O.RELEASED
+    assert job.attempts.get().outcome == OUT.RELEASED
 
 
 def test_second_signal_exits_at_once(start_worker, tmp_path):
@@ -114,7 +114,7 @@ def test_four_workers_drain_2000_jobs_each_exactly_once(start_worker):
     assert Execution.objects.values("job_public_id").distinct().count() == 2000
     assert {e for e in Execution.objects.values_list("job_public_id", flat=True)} == {
         j.public_id for j in jobs}
-    assert JobAttempt.objects.filter(outcome=O.COMPLETED).count() == 2000
+    assert JobAttempt.objects.filter(outcome=OUT.COMPLETED).count() == 2000
     by_worker = Job.objects.values_list("worker_id", flat=True).distinct()
     assert len(set(by_worker)) > 1  # really shared between processes
     assert connection.vendor == "postgresql"

@@ -13,7 +13,7 @@ from tests.helpers import run_burst, run_until_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Job.Status
-O = JobAttempt.Outcome
+OUT = JobAttempt.Outcome
 
 
 def test_success_stores_result_and_one_completed_attempt():
@@ -25,7 +25,7 @@ def test_success_stores_result_and_one_completed_attempt():
     assert job.error is None and job.leased_until is None
     assert job.started_at <= job.finished_at
     (attempt,) = job.attempts.all()
-    assert (attempt.number, attempt.outcome) == (1, O.COMPLETED)
+    assert (attempt.number, attempt.outcome) == (1, OUT.COMPLETED)
     assert attempt.cpu_time is not None and attempt.cpu_time >= 0
     assert attempt.peak_memory > 0
     assert attempt.worker_id == job.worker_id != ""
@@ -45,7 +45,7 @@ def test_failures_retry_then_go_dead_with_every_attempt_recorded():
     assert job.error["message"] == "boom 7"
     assert "Traceback" in job.error["traceback"] and "always_fails" in job.error["traceback"]
     outcomes = list(job.attempts.values_list("number", "outcome"))
-    assert outcomes == [(1, O.FAILED), (2, O.FAILED), (3, O.DEAD)]
+    assert outcomes == [(1, OUT.FAILED), (2, OUT.FAILED), (3, OUT.DEAD)]
     assert all(a.error["message"] == "boom 7" for a in job.attempts.all())
 
 
@@ -62,7 +62,7 @@ def test_failed_job_waits_for_its_backoff(settings):
 def test_flaky_job_is_retried_then_completes():
     job = run_until_settled(Job.enqueue("flaky", {"fail_times": 2}))
     assert (job.status, job.result, job.error) == (S.COMPLETED, {"succeeded_on": 3}, None)
-    assert [a.outcome for a in job.attempts.all()] == [O.FAILED, O.FAILED, O.COMPLETED]
+    assert [a.outcome for a in job.attempts.all()] == [OUT.FAILED, OUT.FAILED, OUT.COMPLETED]
 
 
 @pytest.mark.parametrize(("type", "error_type"), [
