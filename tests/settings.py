@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 BASE = Path(__file__).resolve().parent
+(BASE / "artifacts").mkdir(exist_ok=True)
 ENGINE = os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite")
 SUFFIX = os.environ.get("DJANGO_JOBS_TEST_SUFFIX", "")
 
