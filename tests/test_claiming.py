@@ -4,7 +4,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
 from django_jobs.models import Job, JobAttempt
@@ -179,3 +179,17 @@ def test_run_now_makes_a_scheduled_job_due():
     assert claim() == []
     assert job.run_now() is True
     assert [j.pk for j in claim()] == [job.pk]
+
+
+def test_claim_query_is_served_by_the_partial_ready_index():
+    """The claim's filter and order match django_jobs_ready_idx, so finished rows cost nothing."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("partial index plans are checked on PostgreSQL")
+    Job.enqueue_many("echo", [{}] * 50)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plan = Job.objects.ready(["default"]).select_for_update(skip_locked=True)[:10].explain()
+    assert "django_jobs_ready_idx" in plan
+    assert "Sort" not in plan  # the index order is the claim order

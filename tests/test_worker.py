@@ -142,7 +142,8 @@ def test_max_jobs_stops_after_that_many():
     assert Job.objects.filter(status=S.COMPLETED).count() == 3
 
 
-def test_timeout_stops_a_job_and_counts_a_failed_attempt():
+def test_timeout_stops_a_job_and_counts_a_failed_attempt(settings):
+    settings.DJANGO_JOBS = {"BACKOFF_BASE": 60}
     job = Job.enqueue("timeout_short")
     other = Job.enqueue("echo", priority="low")
     run_burst(concurrency=1)
