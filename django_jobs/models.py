@@ -60,6 +60,14 @@ class Job(models.Model):
         indexes = [
             # Exactly the claim query's WHERE and ORDER BY: only ready-able rows are in it,
             # so claiming costs the same with ten million finished rows as with none.
+            # The first serves workers of all queues, the second workers given --queues.
+            models.Index(
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="django_jobs_ready_any_idx",
+                condition=Q(status__in=["pending", "failed"]),
+            ),
             models.Index(
                 "queue",
                 models.F("priority").desc(),

@@ -181,7 +181,11 @@ def test_run_now_makes_a_scheduled_job_due():
     assert [j.pk for j in claim()] == [job.pk]
 
 
-def test_claim_query_is_served_by_the_partial_ready_index():
+@pytest.mark.parametrize(("queues", "index"), [
+    (["default"], "django_jobs_ready_idx"),  # a worker given --queues
+    (None, "django_jobs_ready_any_idx"),     # a worker of all queues
+])
+def test_claim_query_is_served_by_a_partial_ready_index(queues, index):
     """The claim's filter and order match django_jobs_ready_idx, so finished rows cost nothing."""
     from django.db import connection
 
@@ -190,6 +194,6 @@ def test_claim_query_is_served_by_the_partial_ready_index():
     Job.enqueue_many("echo", [{}] * 50)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        plan = Job.objects.ready(["default"]).select_for_update(skip_locked=True)[:10].explain()
-    assert "django_jobs_ready_idx" in plan
+        plan = Job.objects.ready(queues).select_for_update(skip_locked=True)[:10].explain()
+    assert f"{index} on" in plan
     assert "Sort" not in plan  # the index order is the claim order

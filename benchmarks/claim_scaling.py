@@ -1,0 +1,115 @@
+"""Claim cost with an empty history versus one million finished rows, on PostgreSQL.
+
+    .venv/bin/python benchmarks/claim_scaling.py [--finished 1000000] [--ready 2000]
+
+Measures, in one run on one database, the mean time of a claim-and-finish cycle (claim 10,
+finish 10) with no finished rows (the baseline), then again after inserting ``--finished``
+completed and dead rows, and prints the ratio. The partial index django_jobs_ready_idx
+holds only pending and failed rows, so the ratio should stay near 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import django
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB = "bench_claim_scaling"
+
+
+def configure() -> None:
+    settings.configure(
+        DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": DB,
+                               "USER": "postgres", "HOST": "127.0.0.1", "PORT": "5432"}},
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_jobs",
+                        "benchmarks.noop_app"],
+        USE_TZ=True,
+        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+    )
+    django.setup()
+
+
+def recreate_database() -> None:
+    import psycopg
+
+    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB}")
+        c.execute(f"CREATE DATABASE {DB}")
+
+
+def cycles(ready: int) -> tuple[list[float], list[float]]:
+    """Enqueue ``ready`` jobs, then time claim(10) and finish until they are all done."""
+    from django.utils import timezone
+
+    from django_jobs.models import Job
+    from django_jobs.outcomes import AttemptOutcome
+
+    Job.enqueue_many("bench.noop", [{}] * ready)
+    claims, finishes = [], []
+    while True:
+        start = time.perf_counter()
+        jobs = Job.objects.claim(worker_id="bench", limit=10, lease_seconds=30)
+        if not jobs:
+            break
+        claimed = time.perf_counter()
+        now = timezone.now()
+        Job.objects.finish([AttemptOutcome(job=j, kind="completed", started_at=now,
+                                           finished_at=now) for j in jobs])
+        claims.append(claimed - start)
+        finishes.append(time.perf_counter() - claimed)
+    return claims, finishes
+
+
+def add_history(count: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at,
+                attempt, max_attempts, created_at, updated_at, finished_at, worker_id,
+                cancel_requested, callback_url)
+            SELECT 'j-h' || lpad(to_hex(g), 19, '0'), 'bench.noop', '{}',
+                   CASE WHEN g %% 50 = 0 THEN 'dead' ELSE 'completed' END, 0, 'default',
+                   now() - interval '1 day', 1, 3, now() - interval '1 day', now(), now(), 'old',
+                   false, ''
+            FROM generate_series(1, %s) AS g
+            """,
+            [count],
+        )
+        cursor.execute("ANALYZE django_jobs_job")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--finished", type=int, default=1_000_000)
+    parser.add_argument("--ready", type=int, default=2000)
+    args = parser.parse_args()
+    recreate_database()
+    configure()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    empty = cycles(args.ready)
+    start = time.perf_counter()
+    add_history(args.finished)
+    filled_in = time.perf_counter() - start
+    full = cycles(args.ready)
+    print(f"history rows inserted: {args.finished:,} in {filled_in:.1f} s")
+    print(f"median over {len(empty[0])} cycles of 10 jobs; baseline: no finished rows")
+    print(f"{'step':<10} {'baseline ms':>12} {'loaded ms':>12} {'ratio':>7}")
+    for name, base_times, loaded_times in (("claim", empty[0], full[0]),
+                                           ("finish", empty[1], full[1])):
+        base, loaded = statistics.median(base_times), statistics.median(loaded_times)
+        print(f"{name:<10} {base * 1000:>12.2f} {loaded * 1000:>12.2f} {loaded / base:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()
