@@ -131,3 +131,23 @@ def test_several_workers_on_sqlite_run_each_job_once(start_worker):
     assert Job.objects.filter(status=S.COMPLETED).count() == 300
     assert Execution.objects.values("job_public_id").distinct().count() == 300
     assert Execution.objects.count() == 300
+
+
+@requires_postgres
+def test_worker_survives_its_database_connections_being_killed(start_worker):
+    """Like a database restart for the worker: it reconnects and carries on, losing nothing."""
+    first = Job.enqueue("echo", {"n": 1})
+    worker = start_worker("--worker-id", "survivor", *FAST)
+    wait_for(lambda: status_of(first) == S.COMPLETED)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] >= 1
+    second = Job.enqueue("echo", {"n": 2})
+    wait_for(lambda: status_of(second) == S.COMPLETED, timeout=60)
+    assert worker.proc.poll() is None  # still running
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert "database error" in worker.output()
