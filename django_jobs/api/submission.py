@@ -28,16 +28,18 @@ def read_body(request: HttpRequest) -> dict[str, Any]:
         declared = 0
     if declared > limit:
         raise too_big
-    content_type = request.content_type or ""
-    if content_type != "application/json":
-        raise ApiError(415, f"send the body as application/json, not {content_type!r}",
-                       {"body": "must be application/json"})
     try:
         raw = request.body
     except RequestDataTooBig:
         raise too_big from None
     if len(raw) > limit:
         raise too_big
+    if not raw:
+        raise ApiError.bad_request("body", "is empty; send a JSON object")
+    content_type = request.content_type or ""
+    if content_type != "application/json":
+        raise ApiError(415, f"send the body as application/json, not {content_type!r}",
+                       {"body": "must be application/json"})
     try:
         data = json.loads(raw, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
