@@ -52,7 +52,7 @@ def test_a_token_without_the_scope_gets_403_and_with_it_gets_in(
 
 @pytest.mark.parametrize(("method", "path", "body", "scope", "perm"), ROUTES, ids=ROUTE_IDS)
 def test_a_session_user_needs_the_model_permission(job, method, path, body, scope, perm):
-    user = User.objects.create_user("staff", password="pw")
+    user = User.objects.create_user("staff")
     client = Client()
     client.force_login(user)
     assert call(Api(client=client), method, path, body, job).status_code == 403
@@ -98,7 +98,7 @@ def test_using_a_token_records_when_it_was_last_used():
 
 
 def test_a_session_post_without_the_csrf_token_is_403_and_creates_nothing():
-    user = User.objects.create_superuser("admin", password="pw")
+    user = User.objects.create_superuser("admin")
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     response = Api(client=client).post("/api/jobs", {"type": "noop"})
@@ -108,7 +108,7 @@ def test_a_session_post_without_the_csrf_token_is_403_and_creates_nothing():
 
 
 def test_a_session_post_with_the_csrf_token_is_accepted():
-    user = User.objects.create_superuser("admin", password="pw")
+    user = User.objects.create_superuser("admin")
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     client.get("/admin/")  # sets the csrftoken cookie
@@ -125,7 +125,7 @@ def test_a_bearer_post_needs_no_csrf_token():
 
 
 def test_an_inactive_user_gets_401():
-    user = User.objects.create_superuser("gone", password="pw")
+    user = User.objects.create_superuser("gone")
     client = Client()
     client.force_login(user)
     User.objects.filter(pk=user.pk).update(is_active=False)
@@ -144,7 +144,7 @@ def test_a_wrong_method_is_405_with_allow():
 
 
 def test_the_admin_creates_a_token_shows_its_secret_once_and_stores_only_the_hash():
-    admin = User.objects.create_superuser("admin", password="pw")
+    admin = User.objects.create_superuser("admin")
     client = Client()
     client.force_login(admin)
     response = client.post("/admin/django_jobs/apitoken/add/",
@@ -164,7 +164,7 @@ def test_the_admin_creates_a_token_shows_its_secret_once_and_stores_only_the_has
 
 
 def test_the_admin_revoke_action_shuts_a_token_out():
-    admin = User.objects.create_superuser("admin", password="pw")
+    admin = User.objects.create_superuser("admin")
     raw = make_token("read")
     client = Client()
     client.force_login(admin)
