@@ -43,6 +43,10 @@ def submit(api: Api, **body: Any) -> str:
 
 
 def run_ready(limit: int = 10) -> list:
-    """Claim, run and finish ready jobs once, through the worker's own write path."""
+    """Claim, run and finish ready jobs once, through the worker's own write path.
+
+    ``run_job`` rolls back any open transaction when it ends, as a worker thread must: tests
+    that call this need ``django_db(transaction=True)``.
+    """
     jobs = Job.objects.claim(worker_id="test-worker", limit=limit, lease_seconds=30)
     return Job.objects.finish([run_job(job) for job in jobs])
