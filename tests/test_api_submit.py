@@ -113,7 +113,8 @@ def test_the_default_size_limit_is_64_kib(api):
 
 
 def test_a_body_that_is_not_json_by_content_type_is_415(api):
-    response = api.post("/api/jobs", raw="type=echo", content_type="application/x-www-form-urlencoded")
+    response = api.post("/api/jobs", raw="type=echo",
+                        content_type="application/x-www-form-urlencoded")
     assert response.status_code == 415
     assert response.json()["errors"] == {"body": "must be application/json"}
     assert Job.objects.count() == 0
@@ -171,7 +172,8 @@ def test_the_ttl_setting_sets_the_expiry(api):
 def test_a_rejected_body_stores_no_key(api):
     api.post("/api/jobs", {"type": "nope"}, headers={"Idempotency-Key": "x"})
     assert IdempotencyKey.objects.count() == 0
-    assert api.post("/api/jobs", {"type": "echo"}, headers={"Idempotency-Key": "x"}).status_code == 201
+    again = api.post("/api/jobs", {"type": "echo"}, headers={"Idempotency-Key": "x"})
+    assert again.status_code == 201
 
 
 @pytest.mark.parametrize("key", ["", "has space", "x" * 256, "é"])
