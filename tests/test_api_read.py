@@ -99,6 +99,9 @@ def test_since_keeps_jobs_updated_at_or_after_the_time(api):
     assert ids(api.get("/api/jobs", since=since)) == [new.public_id]
     offset = (timezone.now() - timedelta(hours=3)).isoformat()  # +00:00, sent encoded
     assert ids(api.get("/api/jobs", since=offset)) == [new.public_id, old.public_id]
+    far_offset = (timezone.now() - timedelta(hours=1)).astimezone(
+        timezone.get_fixed_timezone(22 * 60 + 49)).isoformat()  # PostgreSQL refuses +22:49
+    assert ids(api.get("/api/jobs", since=far_offset)) == [new.public_id]
 
 
 @pytest.mark.parametrize(("params", "field"), [
@@ -107,6 +110,7 @@ def test_since_keeps_jobs_updated_at_or_after_the_time(api):
     ({"since": "yesterday"}, "since"),
     ({"since": "2024-06-14T12:00:00"}, "since"),  # no time zone
     ({"since": "2024-13-45T12:00:00Z"}, "since"),
+    ({"since": "9999-12-31T23:59:59-23:00"}, "since"),  # past the end of time in UTC
     ({"limit": "0"}, "limit"),
     ({"limit": "201"}, "limit"),
     ({"limit": "ten"}, "limit"),

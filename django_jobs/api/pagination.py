@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
@@ -38,8 +38,8 @@ class Cursor:
             when = parse_datetime(created)
             if direction not in (OLDER, NEWER) or when is None or when.tzinfo is None:
                 raise ValueError(raw)
-            return cls(direction, when, int(pk))
-        except (binascii.Error, UnicodeDecodeError, ValueError):
+            return cls(direction, when.astimezone(UTC), int(pk))
+        except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError):
             raise ApiError.bad_request("cursor", "is not a cursor this API gave out") from None
 
 

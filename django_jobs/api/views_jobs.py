@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import reverse
@@ -108,9 +110,11 @@ def _since(text: str):  # type: ignore[no-untyped-def]
     hint = "an ISO 8601 date and time with a time zone, e.g. 2024-06-14T12:00:00Z (send + as %2B)"
     try:
         when = parse_datetime(text)
-    except ValueError:
+        # In UTC: databases refuse some offsets Python allows (PostgreSQL: beyond ±15:59).
+        when = when.astimezone(UTC) if when is not None and when.tzinfo is not None else None
+    except (ValueError, OverflowError):
         when = None
-    if when is None or when.tzinfo is None:
+    if when is None:
         raise ApiError.bad_request("since", f"must be {hint}, not {text!r}")
     return when
 
