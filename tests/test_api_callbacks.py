@@ -4,7 +4,9 @@ to a real HTTP server, by a job of the app's own, retried with backoff, to allow
 import hashlib
 import hmac
 import json
+import re
 import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -252,3 +254,21 @@ def test_a_real_worker_runs_the_job_and_delivers_its_callback(receiver, start_wo
     assert request.headers["X-Jobs-Signature"] == expected_signature(
         request.headers["X-Jobs-Timestamp"], request.body)
     assert Job.objects.get(type=CALLBACK_TYPE).status == "completed"
+
+
+def test_the_verification_snippet_in_the_how_to_accepts_a_real_delivery(receiver):
+    """The docs' snippet is run as written, so the documented scheme cannot drift."""
+    page = (Path(__file__).parent.parent / "docs" / "how-to-verify-callbacks.md").read_text()
+    [snippet] = [block for block in re.findall(r"```python\n(.*?)```", page, re.S)
+                 if "def verify_callback" in block]
+    namespace: dict = {}
+    exec(snippet, namespace)
+    verify_callback = namespace["verify_callback"]
+    Job.enqueue("echo", callback_url=receiver.url())
+    run_ready()
+    run_ready()
+    [request] = receiver.received
+    stamp, signature = request.headers["X-Jobs-Timestamp"], request.headers["X-Jobs-Signature"]
+    assert verify_callback(request.body, stamp, signature, SECRET)
+    assert not verify_callback(request.body.replace(b"echo", b"ech0"), stamp, signature, SECRET)
+    assert not verify_callback(request.body, str(int(stamp) - 301), signature, SECRET)
