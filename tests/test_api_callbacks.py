@@ -5,6 +5,7 @@ import hashlib
 import hmac
 import json
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -272,3 +273,23 @@ def test_the_verification_snippet_in_the_how_to_accepts_a_real_delivery(receiver
     assert verify_callback(request.body, stamp, signature, SECRET)
     assert not verify_callback(request.body.replace(b"echo", b"ech0"), stamp, signature, SECRET)
     assert not verify_callback(request.body, str(int(stamp) - 301), signature, SECRET)
+
+
+@pytest.mark.slow
+def test_a_running_job_canceled_through_the_api_calls_back_when_the_worker_stops_it(
+    receiver, start_worker
+):
+    api = Api(make_token("submit", "read", "manage"))
+    job_id = api.post("/api/jobs", {"type": "slow", "payload": {"seconds": 60},
+                                    "callback_url": receiver.url()}).json()["job_id"]
+    worker = start_worker("--heartbeat", "0.2", "--lease", "5")
+    wait_for(lambda: Job.objects.get(public_id=job_id).status == "processing")
+    assert api.post(f"/api/jobs/{job_id}/cancel").status_code == 202
+    wait_for(lambda: receiver.received, timeout=30)
+    [request] = receiver.received
+    assert request.headers["X-Jobs-Event"] == "job.canceled"
+    body = json.loads(request.body)
+    assert (body["job_id"], body["status"]) == (job_id, "canceled")
+    assert body["attempts"][-1]["outcome"] == "canceled"
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0, worker.output()

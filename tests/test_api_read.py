@@ -164,3 +164,13 @@ def test_jobs_created_in_the_same_instant_are_ordered_by_id(api):
     second = api.get("/api/jobs", limit=2, cursor=cursor)
     assert ids(first) + ids(second) == [j.public_id for j in reversed(jobs)]
     assert second.json()["next"] is None
+
+
+def test_a_page_costs_the_same_queries_whatever_its_size(api, django_assert_num_queries):
+    for _ in range(30):
+        Job.enqueue("noop")
+    api.get("/api/jobs", limit=1)  # the token's last_used_at is written on first use
+    with django_assert_num_queries(2):  # the token, the page
+        assert len(ids(api.get("/api/jobs", limit=1))) == 1
+    with django_assert_num_queries(2):
+        assert len(ids(api.get("/api/jobs", limit=30))) == 30

@@ -182,3 +182,33 @@ def test_a_malformed_key_is_400(api, key):
     assert response.status_code == 400
     assert "Idempotency-Key" in response.json()["errors"]
     assert Job.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_with_one_key_make_one_job(live_server):
+    """Eight threads send the same keyed request at once: one job, and all get its id."""
+    import threading
+
+    import requests
+
+    token = make_token("submit")
+    barrier = threading.Barrier(8)
+    answers: list = []
+
+    def send() -> None:
+        barrier.wait()
+        answers.append(requests.post(
+            f"{live_server.url}/api/jobs", json={"type": "echo", "payload": {"n": 1}},
+            headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "race"},
+            timeout=60,
+        ))
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert Job.objects.count() == 1
+    job_id = Job.objects.get().public_id
+    assert sorted(a.status_code for a in answers) == [200] * 7 + [201]
+    assert {a.json()["job_id"] for a in answers} == {job_id}
