@@ -34,8 +34,9 @@ def submit(request: HttpRequest) -> HttpResponse:
     arguments = enqueue_arguments(data)
 
     def create() -> Job:
+        options = {k: v for k, v in arguments.items() if k not in ("type", "payload")}
         try:
-            return Job.enqueue(arguments.pop("type"), arguments.pop("payload"), **arguments)
+            return Job.enqueue(arguments["type"], arguments["payload"], **options)
         except InvalidJob as exc:
             raise ApiError.from_invalid_job(exc) from None
 
