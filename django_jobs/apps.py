@@ -1,4 +1,4 @@
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 
 
 class DjangoJobsConfig(AppConfig):
@@ -7,7 +7,10 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import callbacks, checks  # noqa: F401  (register the callback handler, checks)
         from .registry import autodiscover
+
+        if apps.is_installed("django.contrib.admin"):
+            from .api import admin  # noqa: F401  (API tokens are created and revoked there)
 
         autodiscover()

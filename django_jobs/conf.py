@@ -26,6 +26,24 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_QUEUE": "default",
     # Logger name used for the per-job start and end lines.
     "LOGGER": "django_jobs.worker",
+    # --- HTTP API and completion callbacks (django_jobs.api, django_jobs.callbacks) ---
+    # Largest request body POST /jobs accepts, in bytes.
+    "API_MAX_PAYLOAD_BYTES": 65536,
+    # Page size of GET /jobs when the caller gives no limit, and the most it may ask for.
+    "API_PAGE_SIZE": 50,
+    "API_MAX_PAGE_SIZE": 200,
+    # Seconds an Idempotency-Key is remembered after the job it created.
+    "IDEMPOTENCY_TTL": 86400,
+    # Hosts a callback_url may name, as in ALLOWED_HOSTS ("api.example.com", ".example.com").
+    # Empty: callbacks are refused.
+    "CALLBACK_ALLOWED_HOSTS": [],
+    # The HMAC-SHA256 key callbacks are signed with; callbacks are refused while it is empty.
+    "CALLBACK_SECRET": "",
+    # Seconds one delivery may take, and the attempts and delays (seconds) between them.
+    "CALLBACK_TIMEOUT": 10.0,
+    "CALLBACK_MAX_ATTEMPTS": 8,
+    "CALLBACK_BACKOFF": [10, 30, 120, 600, 1800, 3600, 7200],
+    "CALLBACK_QUEUE": "default",
 }
 
 

@@ -72,12 +72,16 @@ class JobQuerySet(models.QuerySet):
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
         now = timezone.now()
         with transaction.atomic(using=self.db):
+            hooked = _with_callback_locked(self.filter(status__in=READY_STATES))  # API issue
             waiting = self.filter(status__in=READY_STATES).update(
                 status=CANCELED, updated_at=now, finished_at=now
             )
             running = self.filter(status=PROCESSING, cancel_requested=False).update(
                 cancel_requested=True, updated_at=now
             )
+            for job in hooked:
+                _apply(job, {"status": CANCELED, "updated_at": now, "finished_at": now})
+            _call_back(hooked, self.db)
         return waiting + running
 
     def run_now(self) -> int:
@@ -198,6 +202,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             for outcome in written:
                 attempts.append(_attempt_row(outcome))
             JobAttempt.objects.using(self.db).bulk_create(attempts)
+            _call_back([outcome.job for outcome in written], self.db)  # API issue
         return written
 
     def _finish_group(
@@ -270,6 +275,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 row.outcome = JobAttempt.Outcome.LOST
                 row.save(force_insert=True, using=self.db)
                 rescued.append(job)
+            _call_back(rescued, self.db)  # API issue
         return rescued
 
     def release(self, jobs: Sequence[Job]) -> int:
@@ -336,3 +342,23 @@ def _attempt_row(outcome: AttemptOutcome):
         cpu_time=outcome.cpu_time,
         peak_memory=outcome.peak_memory,
     )
+
+
+# --- Completion callbacks (HTTP API issue) ---
+# A job with a callback_url that ends (completed, dead, canceled) gets a delivery job enqueued in
+# the same transaction as its status change: see django_jobs/callbacks.py.
+
+
+def _call_back(jobs: Sequence[Job], using: str) -> None:
+    if any(job.callback_url for job in jobs):
+        from .callbacks import enqueue_callbacks
+
+        enqueue_callbacks(jobs, using)
+
+
+def _with_callback_locked(waiting: JobQuerySet) -> list[Job]:
+    """The waiting jobs that have a callback_url, locked (where the database can) until commit."""
+    hooked = waiting.exclude(callback_url="")
+    if connections[waiting.db].features.has_select_for_update:
+        hooked = hooked.select_for_update()
+    return list(hooked)

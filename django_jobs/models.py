@@ -104,16 +104,18 @@ class Job(models.Model):
         delay: timedelta | float | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        callback_url: str | None = None,
     ) -> Job:
         """Record a job in the caller's transaction: a rollback leaves no job.
 
         ``priority`` is low, normal, high or an integer from -100 to 100 (higher runs first);
         ``delay`` a timedelta or seconds, or ``run_at`` an aware datetime. Raises InvalidJob
         (a ValidationError naming the field) or UnknownJobType on bad input.
+        ``callback_url``: where the job's JSON is POSTed, signed, once it ends (see callbacks).
         """
         return cls.objects.enqueue(
             type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
-            max_attempts=max_attempts,
+            max_attempts=max_attempts, callback_url=callback_url,
         )
 
     @classmethod
@@ -218,3 +220,7 @@ def error_dict(
         traceback = traceback or "".join(tb.format_exception(exc))
         details = details if details is not None else getattr(exc, "details", None)
     return {"type": type, "message": message, "traceback": traceback, "details": details or {}}
+
+
+# --- HTTP API models (API issue): tokens and idempotency keys live in django_jobs/api/ ---
+from .api.models import ApiToken, IdempotencyKey  # noqa: E402, F401

@@ -6,8 +6,12 @@ import json
 import re
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.http.request import validate_host
 from django.utils import timezone
 
 from .conf import jobs_settings
@@ -84,6 +88,7 @@ def enqueue_fields(
     delay: Any = None,
     run_at: Any = None,
     max_attempts: Any = None,
+    callback_url: Any = None,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """Model field values shared by every job of one enqueue call (all but the payload)."""
@@ -113,6 +118,43 @@ def enqueue_fields(
         "queue": queue,
         "run_at": resolve_run_at(delay, run_at, now),
         "max_attempts": max_attempts,
+        "callback_url": check_callback_url(callback_url),
         "created_at": now,
         "updated_at": now,
     }
+
+
+# --- callback_url (HTTP API issue): where a job's completion callback may be sent ---
+
+CALLBACK_URL_MAX_LENGTH = 2000
+
+
+def check_callback_url(url: Any) -> str:
+    """``url`` if a callback may be sent there, "" for none; else InvalidJob naming the field."""
+    if url is None or url == "":
+        return ""
+    if not isinstance(url, str):
+        raise InvalidJob({"callback_url": f"must be a string, not {type(url).__name__}"})
+    problem = callback_url_problem(url)
+    if problem:
+        raise InvalidJob({"callback_url": problem})
+    return url
+
+
+def callback_url_problem(url: str) -> str | None:
+    """Why a callback may not go to ``url`` (checked at enqueue and again at delivery)."""
+    if len(url) > CALLBACK_URL_MAX_LENGTH:
+        return f"must be at most {CALLBACK_URL_MAX_LENGTH} characters"
+    try:
+        URLValidator(schemes=["http", "https"])(url)
+    except ValidationError:
+        return "must be an absolute http or https URL"
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        return "must not carry a user name or password"
+    if not jobs_settings.CALLBACK_SECRET:
+        return "callbacks are off on this server (DJANGO_JOBS['CALLBACK_SECRET'] is not set)"
+    host = parts.hostname or ""
+    if not validate_host(host, list(jobs_settings.CALLBACK_ALLOWED_HOSTS)):
+        return f"host {host!r} is not allowed (DJANGO_JOBS['CALLBACK_ALLOWED_HOSTS'])"
+    return None

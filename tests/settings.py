@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "static/"  # live_server's static handler needs one
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
@@ -72,3 +73,11 @@ TEMPLATES = [
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS = {"BACKOFF_BASE": 0.01, "BACKOFF_CAP": 0.05, "POLL_INTERVAL": 0.2}
+
+# Completion callbacks (API issue): tests run a real receiver on 127.0.0.1.
+DJANGO_JOBS.update({
+    "CALLBACK_ALLOWED_HOSTS": ["127.0.0.1"],
+    "CALLBACK_SECRET": "tests-only-callback-secret",
+    "CALLBACK_BACKOFF": [0.01, 0.05],
+    "CALLBACK_TIMEOUT": 5.0,
+})

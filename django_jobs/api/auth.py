@@ -1,0 +1,126 @@
+"""Who may call the API: a Bearer token with the right scope, or a logged-in user with the
+model permission (session cookie, CSRF checked on writes). Nobody anonymous.
+
+Missing or wrong credentials answer 401; known callers without the right answer 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from .errors import ApiError
+from .models import ApiToken
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+CHALLENGE = {"WWW-Authenticate": 'Bearer realm="django-jobs"'}
+LAST_USED_RESOLUTION = timedelta(minutes=1)  # at most one write per token per minute
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a route asks of its caller: a token scope, or these model permissions."""
+
+    scope: str
+    perms: tuple[str, ...]
+
+
+READ = Need("read", ("django_jobs.view_job",))
+SUBMIT = Need("submit", ("django_jobs.add_job",))
+CANCEL = Need("manage", ("django_jobs.cancel_job",))
+RETRY = Need("manage", ("django_jobs.retry_job",))
+
+
+@dataclass(frozen=True)
+class Caller:
+    token: ApiToken | None = None
+    user: Any = None
+
+    @property
+    def owner(self) -> str:
+        """Who owns idempotency keys: each token and each user has its own."""
+        return f"token:{self.token.pk}" if self.token else f"user:{self.user.pk}"
+
+    def may(self, need: Need) -> bool:
+        if self.token is not None:
+            return self.token.has_scope(need.scope)
+        return self.user.has_perms(need.perms)
+
+
+def authenticate(request: HttpRequest) -> Caller:
+    """The caller of this request, or ApiError 401/403."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    if header:
+        scheme, _, raw = header.partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            raise ApiError(401, "use 'Authorization: Bearer <token>'", headers=CHALLENGE)
+        token = ApiToken.find(raw.strip())
+        if token is None:
+            raise ApiError(401, "the token is unknown or revoked", headers=CHALLENGE)
+        _touch(token)
+        return Caller(token=token)
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated or not user.is_active:
+        raise ApiError(401, "authentication required: a Bearer token or a logged-in session",
+                       headers=CHALLENGE)
+    if request.method not in SAFE_METHODS:
+        reason = _csrf_failure(request)
+        if reason:
+            raise ApiError(403, f"CSRF check failed: {reason}")
+    return Caller(user=user)
+
+
+def endpoint(needs: dict[str, Need]) -> Callable[[Callable[..., HttpResponse]], Callable]:
+    """Route ``request.method`` to a view that needs ``needs[method]``; answer errors as JSON.
+
+    CSRF is checked here for session callers only: a Bearer token is not sent by browsers on
+    their own, so forged cross-site requests cannot carry one.
+    """
+
+    def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @csrf_exempt
+        @wraps(view)
+        def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                need = needs.get(request.method or "")
+                if need is None:
+                    raise ApiError(405, f"method {request.method} is not allowed here",
+                                   headers={"Allow": ", ".join(needs)})
+                caller = authenticate(request)
+                if not caller.may(need):
+                    raise ApiError(403, f"this needs the {need.scope!r} scope "
+                                   f"(or the permissions {', '.join(need.perms)})")
+                request.api_caller = caller  # type: ignore[attr-defined]
+                return view(request, *args, **kwargs)
+            except ApiError as exc:
+                return exc.response()
+
+        return inner
+
+    return wrap
+
+
+def _touch(token: ApiToken) -> None:
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    def _reject(self, request: HttpRequest, reason: str) -> str:  # type: ignore[override]
+        return reason
+
+
+def _csrf_failure(request: HttpRequest) -> str | None:
+    """Django's own CSRF check, run for session callers whatever the site's middleware."""
+    check = _CsrfCheck(lambda req: HttpResponse())
+    check.process_request(request)
+    return check.process_view(request, None, (), {})  # type: ignore[arg-type]

@@ -1,0 +1,84 @@
+"""``Idempotency-Key`` on ``POST /jobs``: the same key and body give back the first job.
+
+Keys are per caller (token or user), remembered for ``IDEMPOTENCY_TTL`` seconds, and
+compared with the body as canonical JSON (key order and spacing do not matter).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ..conf import jobs_settings
+from .errors import ApiError
+from .models import IdempotencyKey
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, no spaces
+
+
+class _Raced(Exception):
+    """Another request with the same key committed first."""
+
+
+def check_key(key: str) -> str:
+    if not KEY_RE.match(key):
+        raise ApiError.bad_request(
+            "Idempotency-Key", "must be 1 to 255 printable ASCII characters without spaces"
+        )
+    return key
+
+
+def request_hash(data: dict[str, Any]) -> str:
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def submit_once(owner: str, key: str, data: dict[str, Any], create: Callable[[], Job]) -> tuple[
+    Job, bool
+]:
+    """The job for this key: created now (False) or the one created before (True).
+
+    The key row is inserted in the job's transaction; if a concurrent request with the same
+    key wins the unique constraint, this request's job is rolled back and theirs answered.
+    """
+    digest = request_hash(data)
+    for _ in range(2):
+        try:
+            return _submit(owner, key, digest, create)
+        except _Raced:
+            continue
+    raise ApiError(409, "a request with this Idempotency-Key is being processed; try again",
+                   {"Idempotency-Key": "in use by a concurrent request"})
+
+
+def _submit(owner: str, key: str, digest: str, create: Callable[[], Job]) -> tuple[Job, bool]:
+    now = timezone.now()
+    with transaction.atomic():
+        IdempotencyKey.objects.filter(expires_at__lte=now).delete()
+        seen = IdempotencyKey.objects.select_related("job").filter(owner=owner, key=key).first()
+        if seen is not None:
+            if seen.request_hash != digest:
+                raise ApiError(409, "this Idempotency-Key was used with a different body",
+                               {"Idempotency-Key": "reused with a different body"})
+            return seen.job, True
+        job = create()
+        ttl = timedelta(seconds=float(jobs_settings.IDEMPOTENCY_TTL))
+        try:
+            with transaction.atomic():
+                IdempotencyKey.objects.create(
+                    owner=owner, key=key, request_hash=digest, job=job, created_at=now,
+                    expires_at=now + ttl,
+                )
+        except IntegrityError:
+            raise _Raced from None
+    return job, False

@@ -1,0 +1,226 @@
+"""The OpenAPI 3.1 document of the API, built per request so it lists the registered types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..conf import jobs_settings
+from ..models import Job
+from ..registry import registered_types
+from ..validation import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
+from .submission import RESERVED_PREFIX
+
+STATUS = {"type": "string", "enum": list(Job.Status.values)}
+STATUS_LIST = "(" + "|".join(Job.Status.values) + ")"
+TIME = {"type": "string", "format": "date-time"}
+MAYBE_TIME = {"type": ["string", "null"], "format": "date-time"}
+PRIORITY = {
+    "anyOf": [
+        {"type": "string", "enum": ["low", "normal", "high"]},
+        {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
+    ]
+}
+JOB_ID = {"type": "string", "pattern": r"^j-[0-9a-f]{20}$", "examples": ["j-4f1c2a9b8e7d6c5b4a39"]}
+
+
+def _public_types() -> list[str]:
+    return [name for name in registered_types() if not name.startswith(RESERVED_PREFIX)]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    words = {400: "Bad input; `errors` names each field", 401: "No or wrong credentials",
+             403: "Not allowed (scope, permission or CSRF)", 404: "No such job",
+             409: "Conflict with the job's state or an Idempotency-Key",
+             415: "The body is not application/json"}
+    return {str(code): _json(_ref("Error"), words[code]) for code in codes}
+
+
+def _schemas() -> dict[str, Any]:
+    error = {"type": "object", "required": ["detail", "errors"], "properties": {
+        "detail": {"type": "string"},
+        "errors": {"type": "object", "additionalProperties": {"type": "string"}},
+    }}
+    attempt = {"type": "object", "required": [
+        "number", "outcome", "worker_id", "started_at", "finished_at", "duration_ms", "error",
+    ], "properties": {
+        "number": {"type": "integer", "minimum": 0},
+        "outcome": {"type": "string"},
+        "worker_id": {"type": "string"},
+        "started_at": TIME, "finished_at": MAYBE_TIME,
+        "duration_ms": {"type": ["number", "null"]},
+        "error": {"anyOf": [_ref("JobError"), {"type": "null"}]},
+        "cpu_time": {"type": ["number", "null"]},
+        "peak_memory": {"type": ["integer", "null"]},
+    }}
+    job_error = {"type": "object", "required": ["type", "message"], "properties": {
+        "type": {"type": "string"}, "message": {"type": "string"},
+        "traceback": {"type": "string"}, "details": {},
+    }}
+    job_properties = {
+        "job_id": JOB_ID, "url": {"type": ["string", "null"]},
+        "type": {"type": "string"}, "status": STATUS, "priority": PRIORITY,
+        "queue": {"type": "string"}, "attempt": {"type": "integer", "minimum": 0},
+        "max_attempts": {"type": "integer", "minimum": 1}, "payload": {}, "result": {},
+        "error": {"anyOf": [_ref("JobError"), {"type": "null"}]},
+        "cancel_requested": {"type": "boolean"},
+        "callback_url": {"type": ["string", "null"]},
+        "run_at": TIME, "created_at": TIME, "updated_at": TIME,
+        "started_at": MAYBE_TIME, "finished_at": MAYBE_TIME,
+    }
+    job = {"type": "object", "required": list(job_properties), "properties": job_properties}
+    detail = {"allOf": [job, {"type": "object", "required": ["attempts"], "properties": {
+        "attempts": {"type": "array", "items": _ref("Attempt")}}}]}
+    submission = {"type": "object", "required": ["type"], "additionalProperties": False,
+                  "properties": {
+        "type": {"type": "string", "minLength": 1, "maxLength": 100,
+                 "examples": _public_types()[:20] or ["email_send"],
+                 "description": "A registered job type."},
+        "payload": {"description": "Any JSON value; an object by convention."},
+        "priority": {"anyOf": [*PRIORITY["anyOf"], {"type": "null"}]},
+        "delay": {"type": ["integer", "null"], "minimum": 0,
+                  "description": "Milliseconds to wait before the job may run."},
+        "queue": {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_.\-]{1,100}$"},
+        "max_attempts": {"type": ["integer", "null"], "minimum": 1,
+                         "maximum": MAX_ATTEMPTS_LIMIT},
+        "callback_url": {"type": ["string", "null"], "format": "uri", "maxLength": 2000,
+                         "description": "POSTed the job's JSON, signed, when it ends."},
+    }}
+    created = {"type": "object", "required": ["job_id", "url"],
+               "properties": {"job_id": JOB_ID, "url": {"type": "string"}}}
+    page = {"type": "object", "required": ["results", "next", "previous"], "properties": {
+        "results": {"type": "array", "items": _ref("Job")},
+        "next": {"type": ["string", "null"]}, "previous": {"type": ["string", "null"]},
+    }}
+    number = {"type": ["number", "null"]}
+    job_type = {"type": "object", "required": ["type", "count", "avg_time", "error_rate"],
+                "properties": {"type": {"type": "string"}, "count": {"type": "integer"},
+                               "avg_time": number, "error_rate": number}}
+    counts = {name: {"type": "integer", "minimum": 0} for name in ["total_jobs", *STATUS["enum"]]}
+    metrics_properties = {
+        **counts, "avg_processing_time_ms": number, "avg_time_to_complete_ms": number,
+        "oldest_ready_age_seconds": number, "window_seconds": number, "generated_at": TIME,
+        "job_types": {"type": "array", "items": _ref("JobTypeMetrics")},
+    }
+    metrics = {"type": "object", "required": list(metrics_properties),
+               "properties": metrics_properties}
+    return {"Error": error, "JobError": job_error, "Attempt": attempt, "Job": job,
+            "JobDetail": detail, "JobSubmission": submission, "Created": created,
+            "JobPage": page, "JobTypeMetrics": job_type, "Metrics": metrics}
+
+
+def _path_id() -> dict[str, Any]:
+    return {"name": "job_id", "in": "path", "required": True, "schema": JOB_ID}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema,
+            "description": description}
+
+
+def _paths() -> dict[str, Any]:
+    most = int(jobs_settings.API_MAX_PAGE_SIZE)
+    location = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."}}
+    manage = {"200": _json(_ref("JobDetail"), "The job after the change"),
+              **_errors(401, 403, 404, 409)}
+    return {
+        "/jobs": {
+            "post": {
+                "operationId": "submitJob", "summary": "Submit a job",
+                "security": [{"bearer": []}, {"session": []}],
+                "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                                "schema": {"type": "string", "pattern": r"^[!-~]{1,255}$"}}],
+                "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": _ref("JobSubmission")}}},
+                "responses": {
+                    "201": {**_json(_ref("Created"), "Created"), "headers": location},
+                    "200": {**_json(_ref("Created"), "The job this Idempotency-Key created"),
+                            "headers": location},
+                    **_errors(400, 401, 403, 409, 415),
+                },
+            },
+            "get": {
+                "operationId": "listJobs", "summary": "Jobs, newest first, a page at a time",
+                "parameters": [
+                    _query("status", {"type": "string",
+                                      "pattern": f"^{STATUS_LIST}(,{STATUS_LIST})*$"},
+                           "One status, or several separated by commas."),
+                    _query("type", {"type": "string"}, "Only jobs of this type."),
+                    _query("queue", {"type": "string"}, "Only jobs in this queue."),
+                    _query("since", TIME, "Only jobs updated at or after this time."),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": most},
+                           "Page size."),
+                    _query("cursor", {"type": "string"}, "From a previous page's next/previous."),
+                ],
+                "responses": {"200": _json(_ref("JobPage"), "A page of jobs"),
+                              **_errors(400, 401, 403)},
+            },
+        },
+        "/jobs/{job_id}": {"get": {
+            "operationId": "getJob", "summary": "One job with its attempts",
+            "parameters": [_path_id()],
+            "responses": {"200": _json(_ref("JobDetail"), "The job"), **_errors(401, 403, 404)},
+        }},
+        "/jobs/{job_id}/cancel": {"post": {
+            "operationId": "cancelJob", "summary": "Cancel a waiting job, or stop a running one",
+            "parameters": [_path_id()],
+            "responses": {**manage, "202": _json(_ref("JobDetail"), "Asked the worker to stop")},
+        }},
+        "/jobs/{job_id}/retry": {"post": {
+            "operationId": "retryJob", "summary": "Run a dead, failed or canceled job again",
+            "parameters": [_path_id()], "responses": manage,
+        }},
+        "/metrics/jobs": {"get": {
+            "operationId": "jobMetrics", "summary": "Counts and timings",
+            "parameters": [
+                _query("window", {"type": "string", "pattern": r"^[0-9]{1,9}[smhd]?$"},
+                       "Only jobs submitted within this time: seconds, or 15m, 24h, 7d."),
+                _query("format", {"type": "string", "enum": ["json", "prometheus"]},
+                       "prometheus: the text exposition format, for scraping."),
+            ],
+            "responses": {
+                "200": {"description": "The figures", "content": {
+                    "application/json": {"schema": _ref("Metrics")},
+                    "text/plain": {"schema": {"type": "string"}},
+                }},
+                **_errors(400, 401, 403),
+            },
+        }},
+        "/openapi.json": {"get": {
+            "operationId": "openapi", "summary": "This document",
+            "responses": {"200": {"description": "OpenAPI 3.1",
+                                  "content": {"application/json": {"schema": {
+                                      "type": "object"}}}}, **_errors(401, 403)},
+        }},
+    }
+
+
+def openapi_document(server_url: str = "/api") -> dict[str, Any]:
+    from .. import __version__
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "django-jobs API", "version": __version__,
+                 "description": "Submit, watch, cancel and retry background jobs."},
+        "servers": [{"url": server_url}],
+        "security": [{"bearer": []}, {"session": []}],
+        "paths": _paths(),
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer",
+                           "description": "An API token made in the admin; scopes: "
+                                          "submit, read, manage."},
+                "session": {"type": "apiKey", "in": "cookie", "name": "sessionid",
+                            "description": "A logged-in user with the model permissions; "
+                                           "writes need the CSRF token in X-CSRFToken."},
+            },
+        },
+    }

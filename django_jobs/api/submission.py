@@ -1,0 +1,121 @@
+"""Reading a ``POST /jobs`` body into ``Job.enqueue`` arguments, refusing anything odd."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest
+
+from ..conf import jobs_settings
+from .errors import ApiError
+
+RESERVED_PREFIX = "django_jobs."  # the app's own job types (callbacks) are not for clients
+MAX_DEPTH = 64
+FIELDS = ("type", "payload", "priority", "delay", "queue", "max_attempts", "callback_url")
+
+
+def read_body(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object; ApiError 400/415 for anything else."""
+    limit = int(jobs_settings.API_MAX_PAYLOAD_BYTES)
+    too_big = ApiError(400, f"the request body is larger than {limit} bytes",
+                       {"payload": f"must be at most {limit} bytes of JSON"})
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        raise too_big
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise too_big from None
+    if len(raw) > limit:
+        raise too_big
+    if not raw:
+        raise ApiError.bad_request("body", "is empty; send a JSON object")
+    content_type = request.content_type or ""
+    if content_type != "application/json":
+        raise ApiError(415, f"send the body as application/json, not {content_type!r}",
+                       {"body": "must be application/json"})
+    try:
+        data = json.loads(raw, parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}",
+                       {"body": "malformed JSON"}) from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"the body must be a JSON object, not {_json_kind(data)}",
+                       {"body": "must be a JSON object"})
+    return data
+
+
+def enqueue_arguments(data: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``Job.enqueue`` from a submitted object (delay in milliseconds)."""
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise ApiError(400, f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(FIELDS)}",
+                       {name: "unknown field" for name in unknown})
+    if "type" not in data:
+        raise ApiError.bad_request("type", "is required")
+    if isinstance(data["type"], str) and data["type"].startswith(RESERVED_PREFIX):
+        raise ApiError.bad_request("type", f"types starting {RESERVED_PREFIX!r} are internal")
+    problem = _walk_problem(data)
+    if problem:
+        raise ApiError.bad_request("body", problem)
+    arguments: dict[str, Any] = {"type": data["type"], "payload": data.get("payload")}
+    for name in ("priority", "queue", "max_attempts", "callback_url"):
+        if data.get(name) is not None:
+            arguments[name] = data[name]
+    if data.get("delay") is not None:
+        arguments["delay"] = _delay(data["delay"])
+    return arguments
+
+
+def _delay(value: Any) -> timedelta:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ApiError.bad_request("delay", f"must be an integer of milliseconds, not {value!r}")
+    if value < 0:
+        raise ApiError.bad_request("delay", f"must not be negative, got {value}")
+    try:
+        return timedelta(milliseconds=value)
+    except OverflowError:
+        raise ApiError.bad_request("delay", f"{value} milliseconds is too far ahead") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _walk_problem(value: Any) -> str | None:
+    """What in the body cannot be stored: a NUL (PostgreSQL refuses it), or deep nesting."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"is nested deeper than {MAX_DEPTH} levels"
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "contains a NUL (\\u0000) character"
+            if not _is_utf8(item):
+                return "contains a lone surrogate (\\ud800-\\udfff) that is not text"
+        if isinstance(item, dict):
+            stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+        elif isinstance(item, list):
+            stack.extend((part, depth + 1) for part in item)
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,0 +1,137 @@
+"""``/jobs``: submit (POST), list with filters (GET), and one job (GET /jobs/<job_id>)."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+
+from ..conf import jobs_settings
+from ..exceptions import InvalidJob
+from ..models import Job
+from .auth import READ, SUBMIT, endpoint
+from .errors import ApiError, json_response
+from .idempotency import check_key, submit_once
+from .pagination import Cursor, paginate
+from .serializers import job_json
+from .submission import enqueue_arguments, read_body
+
+LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")
+
+
+@endpoint({"GET": READ, "POST": SUBMIT})
+def jobs(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        return submit(request)
+    return job_list(request)
+
+
+def submit(request: HttpRequest) -> HttpResponse:
+    data = read_body(request)
+    arguments = enqueue_arguments(data)
+
+    def create() -> Job:
+        options = {k: v for k, v in arguments.items() if k not in ("type", "payload")}
+        try:
+            return Job.enqueue(arguments["type"], arguments["payload"], **options)
+        except InvalidJob as exc:
+            raise ApiError.from_invalid_job(exc) from None
+
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        job, replayed = create(), False
+    else:
+        job, replayed = submit_once(request.api_caller.owner, check_key(key), data, create)
+    url = job_url(request, job.public_id)
+    headers = {"Location": url}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return json_response({"job_id": job.public_id, "url": url}, 200 if replayed else 201,
+                         headers=headers)
+
+
+def job_list(request: HttpRequest) -> HttpResponse:
+    query = request.GET
+    unknown = sorted(set(query) - set(LIST_PARAMETERS))
+    if unknown:
+        raise ApiError(400, f"unknown parameter(s): {', '.join(unknown)}",
+                       {name: "unknown parameter" for name in unknown})
+    if any("\x00" in value for values in query.lists() for value in values[1]):
+        raise ApiError(400, "parameters must not contain NUL characters", {"query": "NUL"})
+    cursor = Cursor.decode(query["cursor"]) if "cursor" in query else None
+    page = paginate(filtered(query), cursor, _limit(query.get("limit")))
+    return json_response({
+        "results": [job_json(job, url=job_url(request, job.public_id)) for job in page.items],
+        "next": _page_url(request, page.next),
+        "previous": _page_url(request, page.previous),
+    })
+
+
+def filtered(query: QueryDict) -> QuerySet:
+    """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``."""
+    jobs = Job.objects.all()
+    if query.get("status"):
+        wanted = query["status"].split(",")
+        bad = [s for s in wanted if s not in Job.Status.values]
+        if bad:
+            raise ApiError.bad_request(
+                "status", f"unknown status {bad[0]!r}; one of {', '.join(Job.Status.values)}"
+            )
+        jobs = jobs.filter(status__in=wanted)
+    for name in ("type", "queue"):
+        if name in query:
+            jobs = jobs.filter(**{name: query[name]})
+    if "since" in query:
+        jobs = jobs.filter(updated_at__gte=_since(query["since"]))
+    return jobs
+
+
+@endpoint({"GET": READ})
+def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = find_job(job_id)
+    return json_response(job_json(job, url=job_url(request, job.public_id),
+                                  attempts=list(job.attempts.all())))
+
+
+def find_job(job_id: str) -> Job:
+    job = Job.objects.filter(public_id=job_id).first()
+    if job is None:
+        raise ApiError(404, f"there is no job {job_id!r}", {"job_id": "not found"})
+    return job
+
+
+def job_url(request: HttpRequest, public_id: str) -> str:
+    return request.build_absolute_uri(reverse("django_jobs_api:job-detail", args=[public_id]))
+
+
+def _since(text: str):  # type: ignore[no-untyped-def]
+    hint = "an ISO 8601 date and time with a time zone, e.g. 2024-06-14T12:00:00Z (send + as %2B)"
+    try:
+        when = parse_datetime(text)
+        # In UTC: databases refuse some offsets Python allows (PostgreSQL: beyond ±15:59).
+        when = when.astimezone(UTC) if when is not None and when.tzinfo is not None else None
+    except (ValueError, OverflowError):
+        when = None
+    if when is None:
+        raise ApiError.bad_request("since", f"must be {hint}, not {text!r}")
+    return when
+
+
+def _limit(text: str | None) -> int:
+    most = int(jobs_settings.API_MAX_PAGE_SIZE)
+    if text is None:
+        return min(int(jobs_settings.API_PAGE_SIZE), most)
+    if not text.isdigit() or not 1 <= int(text) <= most:
+        raise ApiError.bad_request("limit", f"must be an integer from 1 to {most}, not {text!r}")
+    return int(text)
+
+
+def _page_url(request: HttpRequest, cursor: Cursor | None) -> str | None:
+    if cursor is None:
+        return None
+    query = request.GET.copy()
+    query["cursor"] = cursor.encode()
+    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")

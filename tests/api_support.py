@@ -1,0 +1,52 @@
+"""Helpers for the API tests: tokens, a client that sends them, and running jobs in-process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.test import Client
+
+from django_jobs.execution import run_job
+from django_jobs.models import ApiToken, Job
+
+ALL_SCOPES = ("submit", "read", "manage")
+
+
+def make_token(*scopes: str, name: str = "test") -> str:
+    token, raw = ApiToken.generate(name, list(scopes))
+    token.save()
+    return raw
+
+
+class Api:
+    """A Django test client that speaks JSON and sends a Bearer token (or none)."""
+
+    def __init__(self, token: str | None = None, client: Client | None = None) -> None:
+        self.client = client or Client()
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def get(self, path: str, **params: Any):
+        return self.client.get(path, params, headers=self.headers)
+
+    def post(self, path: str, data: Any = None, *, raw: str | bytes | None = None,
+             content_type: str = "application/json", headers: dict | None = None):
+        body = raw if raw is not None else ("" if data is None else json.dumps(data))
+        return self.client.post(path, body, content_type=content_type,
+                                headers={**self.headers, **(headers or {})})
+
+
+def submit(api: Api, **body: Any) -> str:
+    response = api.post("/api/jobs", body)
+    assert response.status_code == 201, response.content
+    return response.json()["job_id"]
+
+
+def run_ready(limit: int = 10) -> list:
+    """Claim, run and finish ready jobs once, through the worker's own write path.
+
+    ``run_job`` rolls back any open transaction when it ends, as a worker thread must: tests
+    that call this need ``django_db(transaction=True)``.
+    """
+    jobs = Job.objects.claim(worker_id="test-worker", limit=limit, lease_seconds=30)
+    return Job.objects.finish([run_job(job) for job in jobs])

@@ -1,0 +1,125 @@
+"""GET /metrics/jobs: counts by status, timings per type, queue age, a window, Prometheus text."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from django_jobs.api.metrics import prometheus_text
+from django_jobs.models import Job, JobAttempt
+from tests.api_support import Api, make_token, run_ready
+
+pytestmark = pytest.mark.django_db(transaction=True)  # jobs are run by run_job
+
+
+@pytest.fixture
+def api():
+    return Api(make_token("read"))
+
+
+@pytest.fixture
+def history():
+    """2 completed echo jobs (100 and 300 ms; 1 s and 3 s end to end), 1 failed, 1 dead,
+    1 canceled, 1 pending due a minute ago, 1 processing."""
+    now = timezone.now()
+    echoes = [Job.enqueue("echo"), Job.enqueue("echo")]
+    run_ready()
+    for job, ms, total in zip(echoes, (100, 300), (1, 3), strict=True):
+        start = now - timedelta(seconds=10)
+        JobAttempt.objects.filter(job=job).update(
+            started_at=start, finished_at=start + timedelta(milliseconds=ms))
+        Job.objects.filter(pk=job.pk).update(
+            created_at=now - timedelta(seconds=total), finished_at=now)
+    Job.enqueue("always_fails")
+    Job.enqueue("permanent")
+    run_ready()
+    Job.enqueue("noop").cancel()
+    Job.enqueue("slow", queue="busy")
+    Job.objects.claim(worker_id="w", limit=1, lease_seconds=30, queues=["busy"])
+    waiting = Job.enqueue("noop")
+    Job.objects.filter(pk=waiting.pk).update(run_at=now - timedelta(seconds=60))
+    return now
+
+
+def test_counts_by_status_and_totals(api, history):
+    body = api.get("/api/metrics/jobs").json()
+    assert body["total_jobs"] == 7
+    assert {s: body[s] for s in ("pending", "processing", "completed", "failed", "dead",
+                                 "canceled")} == {
+        "pending": 1, "processing": 1, "completed": 2, "failed": 1, "dead": 1, "canceled": 1}
+
+
+def test_timings_are_means_of_completed_attempts_and_of_submission_to_completion(api, history):
+    body = api.get("/api/metrics/jobs").json()
+    assert body["avg_processing_time_ms"] == 200.0
+    assert body["avg_time_to_complete_ms"] == 2000.0
+
+
+def test_job_types_carry_count_mean_time_and_error_rate(api, history):
+    types = {t["type"]: t for t in api.get("/api/metrics/jobs").json()["job_types"]}
+    assert types["echo"] == {"type": "echo", "count": 2, "avg_time": 200.0, "error_rate": 0.0}
+    assert types["always_fails"]["error_rate"] == 1.0
+    assert types["always_fails"]["avg_time"] is None
+    assert types["permanent"]["error_rate"] == 1.0
+    assert types["noop"] == {"type": "noop", "count": 2, "avg_time": None, "error_rate": None}
+
+
+def test_the_oldest_ready_job_age_counts_from_when_it_became_due(api, history):
+    age = api.get("/api/metrics/jobs").json()["oldest_ready_age_seconds"]
+    assert 60 <= age < 3600
+
+
+def test_the_oldest_ready_age_is_null_when_nothing_waits(api):
+    Job.enqueue("noop", delay=3600)
+    assert api.get("/api/metrics/jobs").json()["oldest_ready_age_seconds"] is None
+
+
+def test_a_window_keeps_only_jobs_submitted_within_it(api, history):
+    Job.objects.filter(type="permanent").update(created_at=history - timedelta(days=2))
+    everything = api.get("/api/metrics/jobs").json()
+    recent = api.get("/api/metrics/jobs", window="1d").json()
+    assert (everything["dead"], recent["dead"]) == (1, 0)
+    assert recent["total_jobs"] == 6
+    assert "permanent" not in {t["type"] for t in recent["job_types"]}
+    assert recent["window_seconds"] == 86400
+    assert api.get("/api/metrics/jobs", window="3600").json()["window_seconds"] == 3600
+
+
+def test_prometheus_format_has_the_same_figures(api, history):
+    response = api.get("/api/metrics/jobs", format="prometheus")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    lines = response.content.decode().splitlines()
+    samples = dict(line.rsplit(" ", 1) for line in lines if not line.startswith("#"))
+    assert samples['django_jobs_jobs{status="completed"}'] == "2"
+    assert samples['django_jobs_jobs{status="canceled"}'] == "1"
+    assert float(samples["django_jobs_avg_processing_seconds"]) == 0.2
+    assert float(samples["django_jobs_avg_time_to_complete_seconds"]) == 2.0
+    assert samples['django_jobs_type_jobs{type="echo"}'] == "2"
+    assert float(samples['django_jobs_type_error_ratio{type="always_fails"}']) == 1.0
+    assert samples['django_jobs_type_error_ratio{type="noop"}'] == "NaN"
+    for name in {line.split()[2] for line in lines if line.startswith("# TYPE")}:
+        assert f"# HELP {name} " in response.content.decode()
+
+
+def test_prometheus_label_values_are_escaped():
+    data = {"job_types": [{"type": 'a"b\\c', "count": 1, "avg_time": None, "error_rate": 0.5}],
+            "total_jobs": 1, "avg_processing_time_ms": None, "avg_time_to_complete_ms": None,
+            "oldest_ready_age_seconds": None,
+            **dict.fromkeys(("pending", "processing", "completed", "failed", "dead",
+                             "canceled"), 0)}
+    assert 'django_jobs_type_jobs{type="a\\"b\\\\c"} 1' in prometheus_text(data)
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"window": "0"}, "window"),
+    ({"window": "-5m"}, "window"),
+    ({"window": "1w"}, "window"),
+    ({"window": "99999d"}, "window"),
+    ({"format": "xml"}, "format"),
+    ({"since": "2024-01-01T00:00:00Z"}, "since"),
+])
+def test_bad_metrics_parameters_are_400(api, params, field):
+    response = api.get("/api/metrics/jobs", **params)
+    assert response.status_code == 400
+    assert field in response.json()["errors"]
