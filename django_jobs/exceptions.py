@@ -18,6 +18,10 @@ class PermanentError(Exception):
 class JobTimeout(Exception):
     """Raised inside a handler that ran past its timeout."""
 
+    def __init__(self, message: str = "the handler ran past its timeout") -> None:
+        # The worker raises the bare class in the handler's thread: give it a message.
+        super().__init__(message)
+
 
 class JobCanceled(Exception):
     """Raised inside a handler whose job was canceled while it ran."""

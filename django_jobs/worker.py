@@ -39,6 +39,7 @@ class Running:
     deadline: float | None
     slot: Slot | None = None
     interrupted: bool = False
+    abandoned: bool = False  # sched: its timeout outcome is queued; never abandon it twice
 
 
 @dataclass
@@ -195,7 +196,8 @@ class Worker:
             if not held.interrupted:
                 held.interrupted = True
                 self._interrupt(pk, JobTimeout)
-            elif now >= held.deadline + TIMEOUT_GRACE_SECONDS:
+            elif not held.abandoned and now >= held.deadline + TIMEOUT_GRACE_SECONDS:
+                held.abandoned = True
                 self._abandon(held)
 
     def _interrupt(self, pk: int, exc_class: type[BaseException]) -> None:
