@@ -3,6 +3,7 @@
 from .exceptions import InvalidJob, JobCanceled, JobTimeout, PermanentError, UnknownJobType
 from .registry import handler
 from .retry import ExponentialBackoff, FixedSchedule
+from .unique import Unique
 
 __all__ = [
     "ExponentialBackoff",
@@ -11,6 +12,7 @@ __all__ = [
     "JobCanceled",
     "JobTimeout",
     "PermanentError",
+    "Unique",
     "UnknownJobType",
     "current_job",
     "handler",

@@ -20,6 +20,8 @@ from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
 from .signals import job_enqueued
+from .unique import insert as insert_unique
+from .unique import keep_key_if, pop_rule
 from .validation import check_payload, enqueue_fields
 
 if TYPE_CHECKING:
@@ -73,7 +75,8 @@ class JobQuerySet(models.QuerySet):
         now = timezone.now()
         with transaction.atomic(using=self.db):
             waiting = self.filter(status__in=READY_STATES).update(
-                status=CANCELED, updated_at=now, finished_at=now
+                status=CANCELED, updated_at=now, finished_at=now,
+                unique_key=keep_key_if(CANCELED),  # sched
             )
             running = self.filter(status=PROCESSING, cancel_requested=False).update(
                 cancel_requested=True, updated_at=now
@@ -91,20 +94,36 @@ class JobQuerySet(models.QuerySet):
 class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
+        rule = pop_rule(type, options)  # sched: unique jobs
         fields = enqueue_fields(type, **options)
         job = self.model(payload=check_payload(payload), **fields)
-        job.save(force_insert=True, using=self.db)
+        if rule is not None:  # sched: insert, or return the job holding the key
+            job.unique_key = rule.key_for(type, job.payload, fields["created_at"])
+            job.unique_states = rule.states
+            job = insert_unique(self, [job], rule)[0]
+            if job.duplicate:
+                return job
+        else:
+            job.save(force_insert=True, using=self.db)
         if job_enqueued.has_listeners(self.model):
             job_enqueued.send(sender=self.model, job=job)
         return job
 
     def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
+        rule = pop_rule(type, options)  # sched: unique jobs
         fields = enqueue_fields(type, **options)
         jobs = [self.model(payload=check_payload(p), **fields) for p in payloads]
-        created = self.bulk_create(jobs)
+        if rule is not None:  # sched: one savepoint per job; duplicates map to their holder
+            for job in jobs:
+                job.unique_key = rule.key_for(type, job.payload, fields["created_at"])
+                job.unique_states = rule.states
+            created = insert_unique(self, jobs, rule)
+            new = [job for job in created if not job.duplicate]
+        else:
+            created = new = self.bulk_create(jobs)
         if job_enqueued.has_listeners(self.model):
-            for job in created:
+            for job in dict.fromkeys(new):
                 job_enqueued.send(sender=self.model, job=job)
         return created
 
@@ -141,6 +160,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             "attempt": F("attempt") + 1,
             "started_at": now,
             "updated_at": now,
+            "unique_key": keep_key_if(PROCESSING),  # sched: unique jobs
         }
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
@@ -235,6 +255,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 fields.update(status=DEAD, error=outcome.error, finished_at=now)
             else:
                 fields.update(status=FAILED, error=outcome.error, run_at=decision.retry_at)
+        fields["unique_key"] = keep_key_if(fields["status"])  # sched: unique jobs
         outcome.kind = fields["status"]
         if outcome.kind != COMPLETED or outcome.result is not None:
             _apply(job, fields)
@@ -318,7 +339,8 @@ def _split_plain_completions(
 
 def _apply(job: Job, fields: dict[str, Any]) -> None:
     for name, value in fields.items():
-        setattr(job, name, value)
+        if not hasattr(value, "resolve_expression"):  # sched: skip SQL expressions
+            setattr(job, name, value)
 
 
 def _attempt_row(outcome: AttemptOutcome):

@@ -32,6 +32,7 @@ class Job(models.Model):
         FAILED = "failed", "Failed"  # an attempt failed; retried at run_at
         DEAD = "dead", "Dead"  # out of attempts or permanent error; waits for a person
         CANCELED = "canceled", "Canceled"  # canceled before it completed
+        WAITING = "waiting", "Waiting"  # sched: waits for the jobs it depends on to complete
 
     public_id = models.CharField(max_length=24, unique=True, default=new_public_id, editable=False)
     type = models.CharField(max_length=100)
@@ -53,6 +54,13 @@ class Job(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     callback_url = models.URLField(max_length=2000, blank=True, default="")
+    # sched: unique jobs (django_jobs/unique.py): the key, held while the job is in one of
+    # unique_states (",pending,processing,failed,"), cleared when it leaves them.
+    unique_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    unique_states = models.CharField(max_length=100, blank=True, default="")
+    # sched: progress reported by the handler (django_jobs.set_progress)
+    progress = models.FloatField(null=True, blank=True, help_text="0 to 1")
+    progress_message = models.CharField(max_length=200, blank=True, default="")
 
     objects = JobManager()
 
@@ -96,16 +104,24 @@ class Job(models.Model):
         delay: timedelta | float | None = None,
         run_at: datetime | None = None,
         max_attempts: int | None = None,
+        unique_key: str | None = None,
+        unique_states: Iterable[str] | None = None,
+        unique_for: timedelta | None = None,
     ) -> Job:
         """Record a job in the caller's transaction: a rollback leaves no job.
 
         ``priority`` is low, normal, high or an integer from -100 to 100 (higher runs first);
         ``delay`` a timedelta or seconds, or ``run_at`` an aware datetime. Raises InvalidJob
         (a ValidationError naming the field) or UnknownJobType on bad input.
+
+        ``unique_key`` keeps at most one job of this type per key among ``unique_states``
+        (default pending, processing, failed), within fixed windows of ``unique_for``; a
+        duplicate returns the existing job, with ``duplicate = True``.
         """
         return cls.objects.enqueue(
             type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
-            max_attempts=max_attempts,
+            max_attempts=max_attempts, unique_key=unique_key, unique_states=unique_states,
+            unique_for=unique_for,
         )
 
     @classmethod
@@ -146,6 +162,7 @@ class JobAttempt(models.Model):
         LOST = "lost", "Worker lost"  # the worker stopped heartbeating mid-attempt
         CANCELED = "canceled", "Canceled"  # stopped by a cancel request
         RELEASED = "released", "Released"  # handed back at shutdown; did not count
+        SNOOZED = "snoozed", "Snoozed"  # sched: the handler asked to run later; did not count
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
