@@ -83,6 +83,19 @@ class JobQuerySet(models.QuerySet):
             )
         return waiting + running
 
+    def delete_batch(self, limit: int) -> int:
+        """Delete up to ``limit`` of these jobs (oldest first) and their attempts, in one short
+        transaction; returns how many jobs went. Rows another transaction holds are skipped."""
+        with transaction.atomic(using=self.db):
+            batch = self.order_by("created_at", "pk")
+            if connections[self.db].features.has_select_for_update_skip_locked:
+                batch = batch.select_for_update(skip_locked=True)
+            ids = list(batch.values_list("pk", flat=True)[:limit])
+            if not ids:
+                return 0
+            deleted = self.model.objects.using(self.db).filter(pk__in=ids).delete()[1]
+        return deleted.get(self.model._meta.label, 0)
+
     def run_now(self) -> int:
         """Scheduled (or backing-off) jobs become due now."""
         now = timezone.now()

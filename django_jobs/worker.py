@@ -23,6 +23,7 @@ from .exceptions import JobCanceled, JobTimeout
 from .listener import Listener
 from .models import Job, QueueState, Worker as WorkerRow, error_dict
 from .outcomes import AttemptOutcome
+from .periodic import Periodic
 from .registry import get_handler
 from .signals import job_finished
 from .threads import Slot
@@ -76,6 +77,7 @@ class Worker:
         self.processed = 0
         self.paused: set[str] = set()
         self.listener: Listener | None = None
+        self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
 
     # The loop.
 
@@ -188,6 +190,7 @@ class Worker:
         )
         stale = timezone.now() - timedelta(seconds=self.options.lease_seconds * 4)
         WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
+        self.periodic(self.worker_id)  # sched: recurring jobs and automatic pruning
 
     def _enforce_deadlines(self, now: float) -> None:
         for pk, held in list(self.running.items()):

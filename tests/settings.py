@@ -71,3 +71,5 @@ TEMPLATES = [
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS = {"BACKOFF_BASE": 0.01, "BACKOFF_CAP": 0.05, "POLL_INTERVAL": 0.2}
+# Extra DJANGO_JOBS keys (JSON) for subprocess workers started by one test.
+DJANGO_JOBS.update(__import__("json").loads(os.environ.get("DJANGO_JOBS_TEST_EXTRA", "{}")))
