@@ -11,3 +11,8 @@ class DjangoJobsConfig(AppConfig):
         from .registry import autodiscover
 
         autodiscover()
+        from django.apps import apps
+
+        if apps.is_installed("django.contrib.admin"):  # sched: the schedules admin
+            from .scheduling import admin  # noqa: F401
+

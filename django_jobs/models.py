@@ -227,3 +227,7 @@ def error_dict(
         traceback = traceback or "".join(tb.format_exception(exc))
         details = details if details is not None else getattr(exc, "details", None)
     return {"type": type, "message": message, "traceback": traceback, "details": details or {}}
+
+
+# sched: recurring jobs (their own module, so merges stay easy)
+from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

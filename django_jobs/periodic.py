@@ -16,7 +16,9 @@ logger = logging.getLogger("django_jobs.worker")
 
 class Periodic:
     def __init__(self) -> None:
-        self.steps = [AutoPruner()]
+        from .scheduling.ticker import Ticker
+
+        self.steps = [Ticker(), AutoPruner()]
 
     def __call__(self, worker_id: str) -> None:
         for step in self.steps:

@@ -20,6 +20,7 @@ from .conf import jobs_settings
 logger = logging.getLogger("django_jobs.worker")
 
 PRUNABLE = ("completed", "canceled", "dead")
+OCCURRENCE_AGE = timedelta(days=1)
 
 
 def as_age(value: Any, name: str = "age") -> timedelta | None:
@@ -83,7 +84,26 @@ def prune(
             if deleted < batch_size:
                 break
         counts[status] = total
+    if not dry_run:
+        prune_occurrences(now, batch_size)
     return counts
+
+
+def prune_occurrences(now: datetime, batch_size: int) -> int:
+    """Drop schedule occurrences whose job was pruned, a day after they fell due.
+
+    Safe for exactly-once: a worker only inserts occurrences after its schedule's
+    ``last_occurrence``, which moves forward only, so an old occurrence is never due again.
+    """
+    from .scheduling.models import ScheduleOccurrence
+
+    old = ScheduleOccurrence.objects.filter(job__isnull=True, at__lt=now - OCCURRENCE_AGE)
+    total = 0
+    while True:
+        ids = list(old.values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return total
+        total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
 
 
 class AutoPruner:

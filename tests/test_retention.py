@@ -118,3 +118,17 @@ def test_a_worker_prunes_old_jobs_when_prune_interval_is_set(start_worker):
     start_worker("--heartbeat", "0.2", "--lease", "5",
                  env={"DJANGO_JOBS_TEST_EXTRA": '{"PRUNE_INTERVAL": 0.2}'})
     wait_for(lambda: Job.objects.count() == 1, timeout=30)
+
+
+@pytest.mark.django_db
+def test_occurrences_whose_job_was_pruned_go_a_day_later():
+    from django_jobs.models import Schedule, ScheduleOccurrence
+
+    Schedule.objects.create(name="s")
+    (old_job,) = make("completed", 10)
+    (recent_job,) = make("completed", 0)
+    at = timezone.now() - timedelta(days=10)
+    ScheduleOccurrence.objects.create(schedule_id="s", at=at, job=old_job)
+    ScheduleOccurrence.objects.create(schedule_id="s", at=timezone.now(), job=recent_job)
+    prune({"completed": timedelta(days=1)})
+    assert list(ScheduleOccurrence.objects.values_list("job_id", flat=True)) == [recent_job.pk]
