@@ -1,17 +1,20 @@
 """Database-backed background jobs for Django."""
 
 from .exceptions import InvalidJob, JobCanceled, JobTimeout, PermanentError, UnknownJobType
+from .limits import ConcurrencyLimit, RateLimit
 from .registry import handler
 from .retry import ExponentialBackoff, FixedSchedule
 from .unique import Unique
 
 __all__ = [
+    "ConcurrencyLimit",
     "ExponentialBackoff",
     "FixedSchedule",
     "InvalidJob",
     "JobCanceled",
     "JobTimeout",
     "PermanentError",
+    "RateLimit",
     "Unique",
     "UnknownJobType",
     "current_job",

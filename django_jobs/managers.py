@@ -16,6 +16,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from .limits.claim import admit as admit_limited
+from .limits.claim import claim_without_row_locks
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
@@ -180,12 +182,20 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 jobs = list(ready.select_for_update(skip_locked=True)[:limit])
                 if not jobs:
                     return []
+                # sched: concurrency and rate limits; no query unless a candidate has limits
+                jobs = admit_limited(self, jobs, ready, limit, now)
+                if not jobs:
+                    return []
                 self.filter(pk__in=[j.pk for j in jobs]).update(**claim)
             for job in jobs:
                 job.status, job.lease_token, job.worker_id = PROCESSING, token, worker_id
                 job.leased_until, job.started_at, job.updated_at = claim["leased_until"], now, now
                 job.attempt += 1
             return jobs
+        # sched: on SQLite, limits need the candidates first (None: no limits registered)
+        limited = claim_without_row_locks(self, ready, claim, limit, now)
+        if limited is not None:
+            return limited
         ids = ready.values("pk")[:limit]
         if not self.filter(pk__in=models.Subquery(ids), status__in=READY_STATES).update(**claim):
             return []

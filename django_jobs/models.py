@@ -230,4 +230,6 @@ def error_dict(
 
 
 # sched: recurring jobs (their own module, so merges stay easy)
+# sched: concurrency and rate limits
+from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
 from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

@@ -3,9 +3,10 @@
 Imported from ``tests/jobs.py`` so the worker's autodiscovery registers them.
 """
 
+import os
 import time
 
-from django_jobs import Unique, handler
+from django_jobs import ConcurrencyLimit, RateLimit, Unique, handler
 
 
 @handler("timeout_blocking", timeout=0.3, max_attempts=1)
@@ -18,3 +19,56 @@ def timeout_blocking(payload):
 def unique_customer(payload):
     """At most one unfinished job per customer, by the handler's rule."""
     return {"customer": payload["customer_id"]}
+
+
+def _running(type, **payload_match):
+    from django_jobs.models import Job
+
+    return Job.objects.filter(type=type, status="processing", **payload_match).count()
+
+
+def capped(payload):
+    """Records the most jobs of its type it saw running at once (the cap is 2)."""
+    seen = _running("capped")
+    deadline = time.monotonic() + payload.get("sleep", 0.2)
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        seen = max(seen, _running("capped"))
+    return {"running_seen": seen}
+
+
+def capped_tenant(payload):
+    """At most one running per tenant; records how many of its tenant it saw running."""
+    seen = _running("capped_tenant", payload__tenant=payload["tenant"])
+    time.sleep(payload.get("sleep", 0.05))
+    return {"running_seen": max(seen, _running("capped_tenant",
+                                                payload__tenant=payload["tenant"]))}
+
+
+def rated(payload):
+    return None
+
+
+LIMITED = {
+    "capped": (capped, [ConcurrencyLimit(2)]),
+    "capped_tenant": (capped_tenant, [ConcurrencyLimit(1, key="tenant")]),
+    "rated": (rated, [RateLimit(3, per=1)]),
+}
+
+
+def register_limited() -> None:
+    """Register the limited handlers. Not at import for in-process tests, so every other test's
+    claim runs the plain path; worker subprocesses get them with DJANGO_JOBS_TEST_LIMITS=1."""
+    for type, (func, limits) in LIMITED.items():
+        handler(type, limits=limits)(func)
+
+
+def unregister_limited() -> None:
+    from django_jobs.registry import unregister
+
+    for type in LIMITED:
+        unregister(type)
+
+
+if os.environ.get("DJANGO_JOBS_TEST_LIMITS"):
+    register_limited()
