@@ -29,3 +29,14 @@ class JobCanceled(Exception):
 
 class WorkerLost(Exception):
     """Recorded for an attempt whose worker stopped heartbeating (killed, lost power)."""
+
+
+class Snooze(Exception):
+    """Raised by a handler: run the job again in ``seconds``, without spending the attempt."""
+
+    def __init__(self, seconds: float = 60.0) -> None:
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or \
+                not 0 <= seconds <= 366 * 86400:
+            raise ValueError(f"Snooze needs 0 to 366 days in seconds, not {seconds!r}")
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = float(seconds)

@@ -12,17 +12,19 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, models, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from .control import after_finish
+from .dependencies import dependency_ids
+from .enqueueing import insert as insert_special
 from .limits.claim import admit as admit_limited
 from .limits.claim import claim_without_row_locks
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
 from .signals import job_enqueued
-from .unique import insert as insert_unique
 from .unique import keep_key_if, pop_rule
 from .validation import check_payload, enqueue_fields
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 PENDING, PROCESSING, COMPLETED = "pending", "processing", "completed"
 FAILED, DEAD, CANCELED = "failed", "dead", "canceled"
+WAITING, SNOOZED = "waiting", "snoozed"  # sched: dependencies; a snoozed attempt's outcome
 READY_STATES = (PENDING, FAILED)
 LEASE_CLEARED = {"leased_until": None}
 
@@ -76,7 +79,7 @@ class JobQuerySet(models.QuerySet):
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
         now = timezone.now()
         with transaction.atomic(using=self.db):
-            waiting = self.filter(status__in=READY_STATES).update(
+            waiting = self.filter(status__in=(*READY_STATES, WAITING)).update(  # sched: WAITING
                 status=CANCELED, updated_at=now, finished_at=now,
                 unique_key=keep_key_if(CANCELED),  # sched
             )
@@ -110,12 +113,11 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         rule = pop_rule(type, options)  # sched: unique jobs
+        depends_on = dependency_ids(options.pop("depends_on", None))  # sched: dependencies
         fields = enqueue_fields(type, **options)
         job = self.model(payload=check_payload(payload), **fields)
-        if rule is not None:  # sched: insert, or return the job holding the key
-            job.unique_key = rule.key_for(type, job.payload, fields["created_at"])
-            job.unique_states = rule.states
-            job = insert_unique(self, [job], rule)[0]
+        if rule is not None or depends_on:  # sched: or the job holding the key
+            job = insert_special(self, [job], rule, depends_on)[0]
             if job.duplicate:
                 return job
         else:
@@ -127,13 +129,11 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
     def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
         rule = pop_rule(type, options)  # sched: unique jobs
+        depends_on = dependency_ids(options.pop("depends_on", None))  # sched: dependencies
         fields = enqueue_fields(type, **options)
         jobs = [self.model(payload=check_payload(p), **fields) for p in payloads]
-        if rule is not None:  # sched: one savepoint per job; duplicates map to their holder
-            for job in jobs:
-                job.unique_key = rule.key_for(type, job.payload, fields["created_at"])
-                job.unique_states = rule.states
-            created = insert_unique(self, jobs, rule)
+        if rule is not None or depends_on:  # sched: duplicates map to the job holding the key
+            created = insert_special(self, jobs, rule, depends_on)
             new = [job for job in created if not job.duplicate]
         else:
             created = new = self.bulk_create(jobs)
@@ -141,6 +141,13 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             for job in dict.fromkeys(new):
                 job_enqueued.send(sender=self.model, job=job)
         return created
+
+    def record_progress(self, job: Job, fraction: float, message: str) -> bool:
+        """Store a running job's progress, fenced on its lease (sched: ``set_progress``)."""
+        changed = self._fenced(job).update(progress=fraction, progress_message=message)
+        if changed:
+            job.progress, job.progress_message = fraction, message
+        return bool(changed)
 
     def claim(
         self,
@@ -241,6 +248,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             for outcome in written:
                 attempts.append(_attempt_row(outcome))
             JobAttempt.objects.using(self.db).bulk_create(attempts)
+            after_finish(self, written, now)  # sched: follow-ups, dependents; no query if none
         return written
 
     def _finish_group(
@@ -272,6 +280,9 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             fields.update(status=COMPLETED, result=outcome.result, error=None, finished_at=now)
         elif outcome.kind == CANCELED:
             fields.update(status=CANCELED, error=outcome.error, finished_at=now)
+        elif outcome.kind == SNOOZED:  # sched: pending again later; the attempt is given back
+            fields.update(status=PENDING, attempt=F("attempt") - 1, started_at=None,
+                          run_at=now + timedelta(seconds=outcome.snooze_seconds or 0))
         else:
             decision = _decide(job, outcome.permanent, now)
             if decision.dead:
@@ -279,7 +290,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             else:
                 fields.update(status=FAILED, error=outcome.error, run_at=decision.retry_at)
         fields["unique_key"] = keep_key_if(fields["status"])  # sched: unique jobs
-        outcome.kind = fields["status"]
+        outcome.kind = fields["status"] if outcome.kind != SNOOZED else SNOOZED
         if outcome.kind != COMPLETED or outcome.result is not None:
             _apply(job, fields)
         return fields

@@ -61,6 +61,8 @@ class Job(models.Model):
     # sched: progress reported by the handler (django_jobs.set_progress)
     progress = models.FloatField(null=True, blank=True, help_text="0 to 1")
     progress_message = models.CharField(max_length=200, blank=True, default="")
+    # sched: dependencies (django_jobs/dependencies.py): some waiting job depends on this one
+    has_dependents = models.BooleanField(default=False)
 
     objects = JobManager()
 
@@ -107,6 +109,7 @@ class Job(models.Model):
         unique_key: str | None = None,
         unique_states: Iterable[str] | None = None,
         unique_for: timedelta | None = None,
+        depends_on: Iterable[Job | int] | None = None,
     ) -> Job:
         """Record a job in the caller's transaction: a rollback leaves no job.
 
@@ -116,12 +119,13 @@ class Job(models.Model):
 
         ``unique_key`` keeps at most one job of this type per key among ``unique_states``
         (default pending, processing, failed), within fixed windows of ``unique_for``; a
-        duplicate returns the existing job, with ``duplicate = True``.
+        duplicate returns the existing job, with ``duplicate = True``. ``depends_on`` (jobs or
+        ids) makes the job wait, in state waiting, until all of those have completed.
         """
         return cls.objects.enqueue(
             type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
             max_attempts=max_attempts, unique_key=unique_key, unique_states=unique_states,
-            unique_for=unique_for,
+            unique_for=unique_for, depends_on=depends_on,
         )
 
     @classmethod
@@ -232,4 +236,6 @@ def error_dict(
 # sched: recurring jobs (their own module, so merges stay easy)
 # sched: concurrency and rate limits
 from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
+# sched: dependencies between jobs
+from .dependencies import JobDependency  # noqa: E402, F401
 from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

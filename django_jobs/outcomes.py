@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 class AttemptOutcome:
     """The result of running one claimed job once.
 
-    ``kind`` is ``completed``, ``failed`` or ``canceled``; for ``failed``, ``permanent`` says
+    ``kind`` is ``completed``, ``failed``, ``canceled`` or ``snoozed``; for ``failed``, ``permanent`` says
     the error is not worth retrying. The retry decision is taken in the write path.
     """
 
@@ -27,3 +27,4 @@ class AttemptOutcome:
     permanent: bool = False
     cpu_time: float | None = None
     peak_memory: int | None = None
+    snooze_seconds: float | None = None  # sched: kind "snoozed": run again after this delay

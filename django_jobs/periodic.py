@@ -1,4 +1,5 @@
-"""Work any worker does on its heartbeat: enqueue due recurring jobs, prune old jobs.
+"""Work any worker does on its heartbeat: enqueue due recurring jobs, prune old jobs, release
+jobs whose dependencies completed.
 
 Each step is idempotent across workers (the database decides), so no worker is special.
 """
@@ -16,9 +17,10 @@ logger = logging.getLogger("django_jobs.worker")
 
 class Periodic:
     def __init__(self) -> None:
+        from .dependencies import Sweep
         from .scheduling.ticker import Ticker
 
-        self.steps = [Ticker(), AutoPruner()]
+        self.steps = [Ticker(), AutoPruner(), Sweep()]
 
     def __call__(self, worker_id: str) -> None:
         for step in self.steps:

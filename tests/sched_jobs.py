@@ -6,7 +6,10 @@ Imported from ``tests/jobs.py`` so the worker's autodiscovery registers them.
 import os
 import time
 
-from django_jobs import ConcurrencyLimit, RateLimit, Unique, handler
+from django_jobs import (
+    ConcurrencyLimit, RateLimit, Snooze, Unique, current_job, enqueue_after_success, handler,
+    set_progress,
+)
 
 
 @handler("timeout_blocking", timeout=0.3, max_attempts=1)
@@ -72,3 +75,30 @@ def unregister_limited() -> None:
 
 if os.environ.get("DJANGO_JOBS_TEST_LIMITS"):
     register_limited()
+
+
+@handler("snoozer", max_attempts=1)
+def snoozer(payload):
+    """Snoozes ``times`` times (each snooze is recorded as an attempt row), then completes."""
+    from django_jobs.models import JobAttempt
+
+    job = current_job()
+    snoozed = JobAttempt.objects.filter(job_id=job.pk, outcome="snoozed").count()
+    if snoozed < payload.get("times", 2):
+        raise Snooze(payload.get("seconds", 0))
+    return {"snoozed": snoozed, "attempt": job.attempt}
+
+
+@handler("with_followup", max_attempts=1)
+def with_followup(payload):
+    enqueue_after_success(payload.get("then", "echo"), {"after": current_job().public_id})
+    if payload.get("fail"):
+        raise RuntimeError("failed after asking for a follow-up")
+    return None
+
+
+@handler("progressing")
+def progressing(payload):
+    results = [set_progress(0.25, "a quarter")]
+    results.append(set_progress(payload.get("fraction", 0.5), payload.get("message", "half")))
+    return {"recorded": results}
