@@ -233,9 +233,8 @@ def error_dict(
     return {"type": type, "message": message, "traceback": traceback, "details": details or {}}
 
 
-# sched: recurring jobs (their own module, so merges stay easy)
-# sched: concurrency and rate limits
-from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
-# sched: dependencies between jobs
+# sched: models of the scheduling issue live in their own modules, so merges stay easy:
+# dependencies between jobs, concurrency and rate limits, recurring schedules.
 from .dependencies import JobDependency  # noqa: E402, F401
+from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
 from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

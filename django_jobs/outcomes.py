@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 class AttemptOutcome:
     """The result of running one claimed job once.
 
-    ``kind`` is ``completed``, ``failed``, ``canceled`` or ``snoozed``; for ``failed``, ``permanent`` says
-    the error is not worth retrying. The retry decision is taken in the write path.
+    ``kind`` is ``completed``, ``failed``, ``canceled`` or ``snoozed`` (sched); for ``failed``,
+    ``permanent`` says the error is not worth retrying. The retry decision is taken in the write
+    path.
     """
 
     job: Job

@@ -7,7 +7,13 @@ import os
 import time
 
 from django_jobs import (
-    ConcurrencyLimit, RateLimit, Snooze, Unique, current_job, enqueue_after_success, handler,
+    ConcurrencyLimit,
+    RateLimit,
+    Snooze,
+    Unique,
+    current_job,
+    enqueue_after_success,
+    handler,
     set_progress,
 )
 
