@@ -31,7 +31,6 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
                 job.status = "waiting"
             if rule is not None:
                 job.unique_key = rule.key_for(job.type, job.payload, job.created_at)
-                job.unique_states = rule.states
         if rule is not None:
             created = insert_unique(manager, jobs, rule)
         else:

@@ -144,9 +144,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
 
     def record_progress(self, job: Job, fraction: float, message: str) -> bool:
         """Store a running job's progress, fenced on its lease (sched: ``set_progress``)."""
-        changed = self._fenced(job).update(progress=fraction, progress_message=message)
+        progress = {"fraction": fraction, "message": message}
+        changed = self._fenced(job).update(progress=progress)
         if changed:
-            job.progress, job.progress_message = fraction, message
+            job.progress = progress
         return bool(changed)
 
     def claim(

@@ -54,13 +54,11 @@ class Job(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     callback_url = models.URLField(max_length=2000, blank=True, default="")
-    # sched: unique jobs (django_jobs/unique.py): the key, held while the job is in one of
-    # unique_states (",pending,processing,failed,"), cleared when it leaves them.
+    # sched: unique jobs (django_jobs/unique.py): "<state flags>|<type>:<key>", held while the
+    # job is in one of the flagged states, cleared when it leaves them.
     unique_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
-    unique_states = models.CharField(max_length=100, blank=True, default="")
-    # sched: progress reported by the handler (django_jobs.set_progress)
-    progress = models.FloatField(null=True, blank=True, help_text="0 to 1")
-    progress_message = models.CharField(max_length=200, blank=True, default="")
+    # sched: progress reported by the handler: {"fraction": 0.5, "message": "..."}
+    progress = models.JSONField(null=True, blank=True)
     # sched: dependencies (django_jobs/dependencies.py): some waiting job depends on this one
     has_dependents = models.BooleanField(default=False)
 
@@ -132,6 +130,16 @@ class Job(models.Model):
     def enqueue_many(cls, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, with the options of ``enqueue``, in one statement."""
         return cls.objects.enqueue_many(type, payloads, **options)
+
+    @property
+    def progress_fraction(self) -> float | None:
+        """The last fraction (0 to 1) the handler reported with ``set_progress``, or None."""
+        return (self.progress or {}).get("fraction")
+
+    @property
+    def progress_message(self) -> str:
+        """The last message the handler reported with ``set_progress``."""
+        return (self.progress or {}).get("message", "")
 
     @property
     def duration(self) -> timedelta | None:

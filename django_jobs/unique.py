@@ -1,10 +1,12 @@
 """Unique jobs: at most one job per key among the states the caller names, held by the database.
 
-A job with a key stores it in ``Job.unique_key``, a nullable column with a unique constraint,
-and the states it guards in ``Job.unique_states`` (``",pending,processing,failed,"``). Every
-write that moves a job to a state outside that list clears the key in the same UPDATE
-(``keep_key_if``), so a new job may take it. A time window is folded into the key as the number
-of the window the job was enqueued in: ``order-42@3412`` for the 3412th hour since the epoch.
+A job with a key stores it in ``Job.unique_key``, a nullable column with a unique constraint.
+The stored key starts with the states it guards, one flag per state of ``ALL_STATES``
+(``1110100|echo:order-42`` guards waiting, pending, processing and failed), so no other column
+is needed. Every write that moves a job to a state whose flag is 0 clears the key in the same
+UPDATE (``keep_key_if``), so a new job may take it. A time window is folded into the key as the
+number of the window the job was enqueued in: ``...:order-42@3412`` for the 3412th hour since
+the epoch.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, models, transaction
 from django.db.models import Case, F, Value, When
+from django.db.models.functions import Substr
+from django.db.models.lookups import Exact
 
 from .exceptions import InvalidJob
 
@@ -48,7 +52,7 @@ class Rule:
 
     key: str | None
     fields: tuple[str, ...]
-    states: str
+    states: str  # the flags, "1110100" for waiting, pending, processing, failed
     within: timedelta | None
 
     def key_for(self, type: str, payload: Any, now: datetime) -> str:
@@ -62,9 +66,9 @@ class Rule:
         key = f"{type}:{raw}"
         if self.within is not None:
             key += f"@{int(now.timestamp() // self.within.total_seconds())}"
-        if len(key) > KEY_LENGTH:
+        if len(key) > KEY_LENGTH - len(self.states) - 1:
             key = f"{type[:50]}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
-        return key
+        return f"{self.states}|{key}"
 
 
 def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
@@ -95,13 +99,19 @@ def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
     if within is not None and (not isinstance(within, timedelta) or within.total_seconds() <= 0):
         raise InvalidJob({"unique_for": f"must be a positive timedelta, not {within!r}"})
     fields = tuple(default.fields) if default is not None and key is None else ()
-    return Rule(key=key, fields=fields, states="," + ",".join(states) + ",", within=within)
+    return Rule(key=key, fields=fields, states=state_flags(states), within=within)
+
+
+def state_flags(states: Sequence[str]) -> str:
+    """One character per state of ALL_STATES: 1 if the key is held in it."""
+    return "".join("1" if state in states else "0" for state in ALL_STATES)
 
 
 def keep_key_if(status: str) -> Case:
     """The UPDATE value of ``unique_key`` for jobs moving to ``status``: kept if guarded."""
+    position = ALL_STATES.index(status) + 1
     return Case(
-        When(unique_states__contains=f",{status},", then=F("unique_key")),
+        When(Exact(Substr("unique_key", position, 1), Value("1")), then=F("unique_key")),
         default=Value(None),
         output_field=models.CharField(),
     )

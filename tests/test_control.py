@@ -138,7 +138,8 @@ def test_bad_dependencies_are_refused_and_insert_nothing(depends_on):
 def test_progress_is_stored_on_the_job_while_it_runs():
     job = run_once(Job.enqueue("progressing", {"fraction": 0.75, "message": "x" * 300}))
     assert job.status == "completed" and job.result == {"recorded": [True, True]}
-    assert job.progress == 0.75 and job.progress_message == "x" * 200
+    assert job.progress == {"fraction": 0.75, "message": "x" * 200}
+    assert job.progress_fraction == 0.75 and job.progress_message == "x" * 200
 
 
 @pytest.mark.django_db(transaction=True)

@@ -94,9 +94,9 @@ def test_cancel_releases_the_key():
 @pytest.mark.django_db
 def test_a_window_folds_into_the_key():
     job = Job.enqueue("echo", unique_key="k", unique_for=timedelta(days=36500))
-    assert job.unique_key.startswith("echo:k@")
+    assert job.unique_key.startswith("1110100|echo:k@")
     assert Job.enqueue("echo", unique_key="k", unique_for=timedelta(days=36500)).duplicate
-    rule = Rule(key="k", fields=(), states=",pending,", within=timedelta(hours=1))
+    rule = Rule(key="k", fields=(), states="0100000", within=timedelta(hours=1))
     at = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
     assert rule.key_for("t", {}, at) == rule.key_for("t", {}, at + timedelta(minutes=59))
     assert rule.key_for("t", {}, at) != rule.key_for("t", {}, at + timedelta(minutes=60))
@@ -108,7 +108,7 @@ def test_the_handler_rule_builds_the_key_from_payload_fields():
     b = Job.enqueue("unique_customer", {"customer_id": 7, "x": 2})
     c = Job.enqueue("unique_customer", {"customer_id": 8})
     assert b.pk == a.pk and b.duplicate and not c.duplicate
-    assert a.unique_key == "unique_customer:[7]"
+    assert a.unique_key == "1110100|unique_customer:[7]"  # waiting, pending, processing, failed
     with pytest.raises(InvalidJob) as err:
         Job.enqueue("unique_customer", {"x": 1})
     assert "customer_id" in str(err.value.message_dict["payload"])
@@ -170,3 +170,10 @@ def test_eight_concurrent_enqueuers_of_one_key_make_one_job():
     assert len(found) == 8 and len(set(found)) == 1
     assert Job.objects.filter(type="echo").count() == 1
 
+
+
+@pytest.mark.django_db
+def test_a_very_long_key_is_stored_as_a_digest_behind_its_flags():
+    job = Job.enqueue("echo", unique_key="x" * 1000)
+    assert job.unique_key.startswith("1110100|echo:sha256:") and len(job.unique_key) <= 255
+    assert Job.enqueue("echo", unique_key="x" * 1000).duplicate
