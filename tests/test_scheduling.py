@@ -111,6 +111,16 @@ def test_ticks_enqueue_each_occurrence_once_and_never_the_past_on_first_sight():
 
 
 @pytest.mark.django_db
+def test_a_schedule_of_an_unknown_type_does_not_hold_back_the_others(caplog):
+    specs = {"bad": parse("bad", {"type": "no_such_type", "every": 60}), "good": spec(every=60)}
+    tick(specs, T0)
+    assert tick(specs, T0 + timedelta(minutes=1, seconds=1)) == 1
+    assert Job.objects.get().type == "echo"
+    assert ScheduleOccurrence.objects.get().schedule_id == "good"
+    assert "no_such_type" in caplog.text
+
+
+@pytest.mark.django_db
 def test_a_second_worker_inserting_the_same_occurrence_enqueues_nothing():
     s = spec(every=60, payload={"k": 1}, queue="reports", priority="high")
     Schedule.objects.create(name="s")

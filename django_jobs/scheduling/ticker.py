@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..exceptions import InvalidJob
 from .config import ScheduleSpec, schedules
 from .models import Schedule, ScheduleOccurrence
 
@@ -46,7 +47,11 @@ def tick(specs: dict[str, ScheduleSpec], now: datetime, worker_id: str = "") -> 
         row = rows[name]
         if row.paused or (row.next_run_at is not None and row.next_run_at > now):
             continue
-        enqueued += run_due(spec, row, now, worker_id)
+        try:
+            enqueued += run_due(spec, row, now, worker_id)
+        except InvalidJob as exc:  # one bad schedule must not hold the others back
+            logger.error("worker %s: schedule %s: cannot enqueue: %s", worker_id, name,
+                         exc.messages)
     return enqueued
 
 
