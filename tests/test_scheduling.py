@@ -112,7 +112,8 @@ def test_ticks_enqueue_each_occurrence_once_and_never_the_past_on_first_sight():
 
 @pytest.mark.django_db
 def test_a_schedule_of_an_unknown_type_does_not_hold_back_the_others(caplog):
-    specs = {"bad": parse("bad", {"type": "no_such_type", "every": 60}), "good": spec(every=60)}
+    specs = {"bad": parse("bad", {"type": "no_such_type", "every": 60}),
+             "good": parse("good", {"type": "echo", "every": 60})}
     tick(specs, T0)
     assert tick(specs, T0 + timedelta(minutes=1, seconds=1)) == 1
     assert Job.objects.get().type == "echo"
