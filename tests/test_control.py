@@ -171,3 +171,41 @@ def test_a_worker_runs_a_chain_in_order_with_its_follow_up(start_worker):
     second.refresh_from_db()
     assert second.started_at >= first.finished_at
     assert Job.objects.get(payload__after=first.public_id).status == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_dependencies_completing_at_once_release_the_dependent_without_the_sweep():
+    """Two finish transactions race; the dependent's row lock orders them, so the second to
+    commit sees the first dependency completed and releases the waiting job at once."""
+    import threading
+
+    from django.db import connection
+
+    a, b = Job.enqueue("echo", {"n": "a"}), Job.enqueue("echo", {"n": "b"})
+    c = Job.enqueue("echo", {"n": "c"}, depends_on=[a, b])
+    claimed = Job.objects.claim(worker_id="w", limit=2, lease_seconds=30)
+    assert {j.pk for j in claimed} == {a.pk, b.pk} and all(j.has_dependents for j in claimed)
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def finish(job):
+        try:
+            barrier.wait()
+            now = timezone.now()
+            from django_jobs.outcomes import AttemptOutcome
+
+            Job.objects.finish([AttemptOutcome(job=job, kind="completed", started_at=now,
+                                               finished_at=now)])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=finish, args=(job,)) for job in claimed]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    c.refresh_from_db()
+    assert c.status == "pending"
