@@ -1,19 +1,35 @@
 """Database-backed background jobs for Django."""
 
-from .exceptions import InvalidJob, JobCanceled, JobTimeout, PermanentError, UnknownJobType
+from .control import enqueue_after_success, set_progress
+from .exceptions import (
+    InvalidJob,
+    JobCanceled,
+    JobTimeout,
+    PermanentError,
+    Snooze,
+    UnknownJobType,
+)
+from .limits import ConcurrencyLimit, RateLimit
 from .registry import handler
 from .retry import ExponentialBackoff, FixedSchedule
+from .unique import Unique
 
 __all__ = [
+    "ConcurrencyLimit",
     "ExponentialBackoff",
     "FixedSchedule",
     "InvalidJob",
     "JobCanceled",
     "JobTimeout",
     "PermanentError",
+    "RateLimit",
+    "Snooze",
+    "Unique",
     "UnknownJobType",
     "current_job",
+    "enqueue_after_success",
     "handler",
+    "set_progress",
 ]
 __version__ = "0.1.0.dev0"
 

@@ -11,6 +11,8 @@ class DjangoJobsConfig(AppConfig):
         from .registry import autodiscover
 
         if apps.is_installed("django.contrib.admin"):
-            from .api import admin  # noqa: F401  (API tokens are created and revoked there)
+            # API tokens are created and revoked there; schedules are paused and run there.
+            from .api import admin as api_admin  # noqa: F401
+            from .scheduling import admin as scheduling_admin  # noqa: F401
 
         autodiscover()

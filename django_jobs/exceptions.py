@@ -18,6 +18,10 @@ class PermanentError(Exception):
 class JobTimeout(Exception):
     """Raised inside a handler that ran past its timeout."""
 
+    def __init__(self, message: str = "the handler ran past its timeout") -> None:
+        # The worker raises the bare class in the handler's thread: give it a message.
+        super().__init__(message)
+
 
 class JobCanceled(Exception):
     """Raised inside a handler whose job was canceled while it ran."""
@@ -25,3 +29,14 @@ class JobCanceled(Exception):
 
 class WorkerLost(Exception):
     """Recorded for an attempt whose worker stopped heartbeating (killed, lost power)."""
+
+
+class Snooze(Exception):
+    """Raised by a handler: run the job again in ``seconds``, without spending the attempt."""
+
+    def __init__(self, seconds: float = 60.0) -> None:
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or \
+                not 0 <= seconds <= 366 * 86400:
+            raise ValueError(f"Snooze needs 0 to 366 days in seconds, not {seconds!r}")
+        super().__init__(f"snoozed for {seconds} s")
+        self.seconds = float(seconds)

@@ -18,7 +18,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 from django.utils import timezone
 
-from .exceptions import JobCanceled, JobTimeout
+from .exceptions import JobCanceled, JobTimeout, Snooze
 from .models import Job, error_dict
 from .outcomes import AttemptOutcome
 from .registry import get_handler
@@ -81,6 +81,11 @@ def outcome_for_exception(
     job: Job, exc: BaseException, started_at, found: Handler | None = None
 ) -> AttemptOutcome:
     """Classify what a handler raised: cancel, timeout (retryable), permanent or retryable."""
+    if isinstance(exc, Snooze):  # sched: run again later, the attempt does not count
+        return AttemptOutcome(
+            job=job, kind="snoozed", started_at=started_at, finished_at=started_at,
+            snooze_seconds=exc.seconds,
+        )
     if isinstance(exc, JobCanceled):
         return AttemptOutcome(
             job=job, kind="canceled", error=error_dict(exc), started_at=started_at,

@@ -16,10 +16,16 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from .control import after_finish
+from .dependencies import dependency_ids
+from .enqueueing import insert as insert_special
+from .limits.claim import admit as admit_limited
+from .limits.claim import claim_without_row_locks
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
 from .signals import job_enqueued
+from .unique import keep_key_if, pop_rule
 from .validation import check_payload, enqueue_fields
 
 if TYPE_CHECKING:
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
 
 PENDING, PROCESSING, COMPLETED = "pending", "processing", "completed"
 FAILED, DEAD, CANCELED = "failed", "dead", "canceled"
+WAITING, SNOOZED = "waiting", "snoozed"  # sched: dependencies; a snoozed attempt's outcome
 READY_STATES = (PENDING, FAILED)
 LEASE_CLEARED = {"leased_until": None}
 
@@ -72,9 +79,11 @@ class JobQuerySet(models.QuerySet):
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
         now = timezone.now()
         with transaction.atomic(using=self.db):
-            hooked = _with_callback_locked(self.filter(status__in=READY_STATES))  # API issue
-            waiting = self.filter(status__in=READY_STATES).update(
-                status=CANCELED, updated_at=now, finished_at=now
+            cancelable = self.filter(status__in=(*READY_STATES, WAITING))  # sched: WAITING
+            hooked = _with_callback_locked(cancelable)  # API issue
+            waiting = cancelable.update(
+                status=CANCELED, updated_at=now, finished_at=now,
+                unique_key=keep_key_if(CANCELED),  # sched
             )
             running = self.filter(status=PROCESSING, cancel_requested=False).update(
                 cancel_requested=True, updated_at=now
@@ -83,6 +92,19 @@ class JobQuerySet(models.QuerySet):
                 _apply(job, {"status": CANCELED, "updated_at": now, "finished_at": now})
             _call_back(hooked, self.db)
         return waiting + running
+
+    def delete_batch(self, limit: int) -> int:
+        """Delete up to ``limit`` of these jobs (oldest first) and their attempts, in one short
+        transaction; returns how many jobs went. Rows another transaction holds are skipped."""
+        with transaction.atomic(using=self.db):
+            batch = self.order_by("created_at", "pk")
+            if connections[self.db].features.has_select_for_update_skip_locked:
+                batch = batch.select_for_update(skip_locked=True)
+            ids = list(batch.values_list("pk", flat=True)[:limit])
+            if not ids:
+                return 0
+            deleted = self.model.objects.using(self.db).filter(pk__in=ids).delete()[1]
+        return deleted.get(self.model._meta.label, 0)
 
     def run_now(self) -> int:
         """Scheduled (or backing-off) jobs become due now."""
@@ -95,22 +117,43 @@ class JobQuerySet(models.QuerySet):
 class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
+        rule = pop_rule(type, options)  # sched: unique jobs
+        depends_on = dependency_ids(options.pop("depends_on", None))  # sched: dependencies
         fields = enqueue_fields(type, **options)
         job = self.model(payload=check_payload(payload), **fields)
-        job.save(force_insert=True, using=self.db)
+        if rule is not None or depends_on:  # sched: or the job holding the key
+            job = insert_special(self, [job], rule, depends_on)[0]
+            if job.duplicate:
+                return job
+        else:
+            job.save(force_insert=True, using=self.db)
         if job_enqueued.has_listeners(self.model):
             job_enqueued.send(sender=self.model, job=job)
         return job
 
     def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
+        rule = pop_rule(type, options)  # sched: unique jobs
+        depends_on = dependency_ids(options.pop("depends_on", None))  # sched: dependencies
         fields = enqueue_fields(type, **options)
         jobs = [self.model(payload=check_payload(p), **fields) for p in payloads]
-        created = self.bulk_create(jobs)
+        if rule is not None or depends_on:  # sched: duplicates map to the job holding the key
+            created = insert_special(self, jobs, rule, depends_on)
+            new = [job for job in created if not job.duplicate]
+        else:
+            created = new = self.bulk_create(jobs)
         if job_enqueued.has_listeners(self.model):
-            for job in created:
+            for job in dict.fromkeys(new):
                 job_enqueued.send(sender=self.model, job=job)
         return created
+
+    def record_progress(self, job: Job, fraction: float, message: str) -> bool:
+        """Store a running job's progress, fenced on its lease (sched: ``set_progress``)."""
+        progress = {"fraction": fraction, "message": message}
+        changed = self._fenced(job).update(progress=progress)
+        if changed:
+            job.progress = progress
+        return bool(changed)
 
     def claim(
         self,
@@ -145,10 +188,15 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             "attempt": F("attempt") + 1,
             "started_at": now,
             "updated_at": now,
+            "unique_key": keep_key_if(PROCESSING),  # sched: unique jobs
         }
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
                 jobs = list(ready.select_for_update(skip_locked=True)[:limit])
+                if not jobs:
+                    return []
+                # sched: concurrency and rate limits; no query unless a candidate has limits
+                jobs = admit_limited(self, jobs, ready, limit, now)
                 if not jobs:
                     return []
                 self.filter(pk__in=[j.pk for j in jobs]).update(**claim)
@@ -157,6 +205,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 job.leased_until, job.started_at, job.updated_at = claim["leased_until"], now, now
                 job.attempt += 1
             return jobs
+        # sched: on SQLite, limits need the candidates first (None: no limits registered)
+        limited = claim_without_row_locks(self, ready, claim, limit, now)
+        if limited is not None:
+            return limited
         ids = ready.values("pk")[:limit]
         if not self.filter(pk__in=models.Subquery(ids), status__in=READY_STATES).update(**claim):
             return []
@@ -203,6 +255,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 attempts.append(_attempt_row(outcome))
             JobAttempt.objects.using(self.db).bulk_create(attempts)
             _call_back([outcome.job for outcome in written], self.db)  # API issue
+            after_finish(self, written, now)  # sched: follow-ups, dependents; no query if none
         return written
 
     def _finish_group(
@@ -234,13 +287,17 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             fields.update(status=COMPLETED, result=outcome.result, error=None, finished_at=now)
         elif outcome.kind == CANCELED:
             fields.update(status=CANCELED, error=outcome.error, finished_at=now)
+        elif outcome.kind == SNOOZED:  # sched: pending again later; the attempt is given back
+            fields.update(status=PENDING, attempt=F("attempt") - 1, started_at=None,
+                          run_at=now + timedelta(seconds=outcome.snooze_seconds or 0))
         else:
             decision = _decide(job, outcome.permanent, now)
             if decision.dead:
                 fields.update(status=DEAD, error=outcome.error, finished_at=now)
             else:
                 fields.update(status=FAILED, error=outcome.error, run_at=decision.retry_at)
-        outcome.kind = fields["status"]
+        fields["unique_key"] = keep_key_if(fields["status"])  # sched: unique jobs
+        outcome.kind = fields["status"] if outcome.kind != SNOOZED else SNOOZED
         if outcome.kind != COMPLETED or outcome.result is not None:
             _apply(job, fields)
         return fields
@@ -324,7 +381,8 @@ def _split_plain_completions(
 
 def _apply(job: Job, fields: dict[str, Any]) -> None:
     for name, value in fields.items():
-        setattr(job, name, value)
+        if not hasattr(value, "resolve_expression"):  # sched: skip SQL expressions
+            setattr(job, name, value)
 
 
 def _attempt_row(outcome: AttemptOutcome):

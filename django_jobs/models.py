@@ -32,6 +32,7 @@ class Job(models.Model):
         FAILED = "failed", "Failed"  # an attempt failed; retried at run_at
         DEAD = "dead", "Dead"  # out of attempts or permanent error; waits for a person
         CANCELED = "canceled", "Canceled"  # canceled before it completed
+        WAITING = "waiting", "Waiting"  # sched: waits for the jobs it depends on to complete
 
     public_id = models.CharField(max_length=24, unique=True, default=new_public_id, editable=False)
     type = models.CharField(max_length=100)
@@ -53,6 +54,13 @@ class Job(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     callback_url = models.URLField(max_length=2000, blank=True, default="")
+    # sched: unique jobs (django_jobs/unique.py): "<state flags>|<type>:<key>", held while the
+    # job is in one of the flagged states, cleared when it leaves them.
+    unique_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    # sched: progress reported by the handler: {"fraction": 0.5, "message": "..."}
+    progress = models.JSONField(null=True, blank=True)
+    # sched: dependencies (django_jobs/dependencies.py): some waiting job depends on this one
+    has_dependents = models.BooleanField(default=False)
 
     objects = JobManager()
 
@@ -105,6 +113,10 @@ class Job(models.Model):
         run_at: datetime | None = None,
         max_attempts: int | None = None,
         callback_url: str | None = None,
+        unique_key: str | None = None,
+        unique_states: Iterable[str] | None = None,
+        unique_for: timedelta | None = None,
+        depends_on: Iterable[Job | int] | None = None,
     ) -> Job:
         """Record a job in the caller's transaction: a rollback leaves no job.
 
@@ -112,16 +124,32 @@ class Job(models.Model):
         ``delay`` a timedelta or seconds, or ``run_at`` an aware datetime. Raises InvalidJob
         (a ValidationError naming the field) or UnknownJobType on bad input.
         ``callback_url``: where the job's JSON is POSTed, signed, once it ends (see callbacks).
+
+        ``unique_key`` keeps at most one job of this type per key among ``unique_states``
+        (default pending, processing, failed), within fixed windows of ``unique_for``; a
+        duplicate returns the existing job, with ``duplicate = True``. ``depends_on`` (jobs or
+        ids) makes the job wait, in state waiting, until all of those have completed.
         """
         return cls.objects.enqueue(
             type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
-            max_attempts=max_attempts, callback_url=callback_url,
+            max_attempts=max_attempts, callback_url=callback_url, unique_key=unique_key,
+            unique_states=unique_states, unique_for=unique_for, depends_on=depends_on,
         )
 
     @classmethod
     def enqueue_many(cls, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, with the options of ``enqueue``, in one statement."""
         return cls.objects.enqueue_many(type, payloads, **options)
+
+    @property
+    def progress_fraction(self) -> float | None:
+        """The last fraction (0 to 1) the handler reported with ``set_progress``, or None."""
+        return (self.progress or {}).get("fraction")
+
+    @property
+    def progress_message(self) -> str:
+        """The last message the handler reported with ``set_progress``."""
+        return (self.progress or {}).get("message", "")
 
     @property
     def duration(self) -> timedelta | None:
@@ -156,6 +184,7 @@ class JobAttempt(models.Model):
         LOST = "lost", "Worker lost"  # the worker stopped heartbeating mid-attempt
         CANCELED = "canceled", "Canceled"  # stopped by a cancel request
         RELEASED = "released", "Released"  # handed back at shutdown; did not count
+        SNOOZED = "snoozed", "Snoozed"  # sched: the handler asked to run later; did not count
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
@@ -224,3 +253,9 @@ def error_dict(
 
 # --- HTTP API models (API issue): tokens and idempotency keys live in django_jobs/api/ ---
 from .api.models import ApiToken, IdempotencyKey  # noqa: E402, F401
+
+# sched: models of the scheduling issue live in their own modules, so merges stay easy:
+# dependencies between jobs, concurrency and rate limits, recurring schedules.
+from .dependencies import JobDependency  # noqa: E402, F401
+from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
+from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

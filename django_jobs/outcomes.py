@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 class AttemptOutcome:
     """The result of running one claimed job once.
 
-    ``kind`` is ``completed``, ``failed`` or ``canceled``; for ``failed``, ``permanent`` says
-    the error is not worth retrying. The retry decision is taken in the write path.
+    ``kind`` is ``completed``, ``failed``, ``canceled`` or ``snoozed`` (sched); for ``failed``,
+    ``permanent`` says the error is not worth retrying. The retry decision is taken in the write
+    path.
     """
 
     job: Job
@@ -27,3 +28,4 @@ class AttemptOutcome:
     permanent: bool = False
     cpu_time: float | None = None
     peak_memory: int | None = None
+    snooze_seconds: float | None = None  # sched: kind "snoozed": run again after this delay

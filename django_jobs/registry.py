@@ -30,6 +30,9 @@ class Handler:
     permanent: ExceptionTypes = field(default=())
     timeout: float | None = None
     queue: str | None = None
+    # sched: a Unique rule (django_jobs.unique) and concurrency/rate limits (django_jobs.limits)
+    unique: Any = None
+    limits: tuple[Any, ...] = ()
 
     def is_permanent(self, exc: BaseException) -> bool:
         """True for errors not worth retrying: PermanentError, listed classes, or unlisted ones."""
@@ -55,6 +58,8 @@ def handler(
     permanent: Sequence[type[BaseException]] = (),
     timeout: float | None = None,
     queue: str | None = None,
+    unique: Any = None,
+    limits: Sequence[Any] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``func(payload)`` as the handler of jobs of ``type``."""
     if not isinstance(type, str) or not TYPE_RE.match(type):
@@ -80,6 +85,8 @@ def handler(
             permanent=tuple(permanent),
             timeout=timeout,
             queue=queue,
+            unique=unique,
+            limits=tuple(limits),
         )
         return func
 

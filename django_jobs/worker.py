@@ -24,6 +24,7 @@ from .listener import Listener
 from .models import Job, QueueState, error_dict
 from .models import Worker as WorkerRow
 from .outcomes import AttemptOutcome
+from .periodic import Periodic
 from .registry import get_handler
 from .signals import job_finished
 from .threads import Slot
@@ -40,6 +41,7 @@ class Running:
     deadline: float | None
     slot: Slot | None = None
     interrupted: bool = False
+    abandoned: bool = False  # sched: its timeout outcome is queued; never abandon it twice
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Worker:
         self.paused: set[str] = set()
         self.listener: Listener | None = None
         self._previous_handlers: dict[int, object] = {}
+        self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
 
     # The loop.
 
@@ -191,6 +194,7 @@ class Worker:
         )
         stale = timezone.now() - timedelta(seconds=self.options.lease_seconds * 4)
         WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
+        self.periodic(self.worker_id)  # sched: recurring jobs and automatic pruning
 
     def _enforce_deadlines(self, now: float) -> None:
         for pk, held in list(self.running.items()):
@@ -199,7 +203,8 @@ class Worker:
             if not held.interrupted:
                 held.interrupted = True
                 self._interrupt(pk, JobTimeout)
-            elif now >= held.deadline + TIMEOUT_GRACE_SECONDS:
+            elif not held.abandoned and now >= held.deadline + TIMEOUT_GRACE_SECONDS:
+                held.abandoned = True
                 self._abandon(held)
 
     def _interrupt(self, pk: int, exc_class: type[BaseException]) -> None:

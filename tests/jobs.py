@@ -102,3 +102,5 @@ def timeout_short(payload):
 @handler("async_echo")
 async def async_echo(payload):
     return {"async": payload}
+
+from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)

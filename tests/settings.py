@@ -81,3 +81,6 @@ DJANGO_JOBS.update({
     "CALLBACK_BACKOFF": [0.01, 0.05],
     "CALLBACK_TIMEOUT": 5.0,
 })
+
+# Extra DJANGO_JOBS keys (JSON) for subprocess workers started by one test.
+DJANGO_JOBS.update(__import__("json").loads(os.environ.get("DJANGO_JOBS_TEST_EXTRA", "{}")))

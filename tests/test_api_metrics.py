@@ -106,8 +106,7 @@ def test_prometheus_label_values_are_escaped():
     data = {"job_types": [{"type": 'a"b\\c', "count": 1, "avg_time": None, "error_rate": 0.5}],
             "total_jobs": 1, "avg_processing_time_ms": None, "avg_time_to_complete_ms": None,
             "oldest_ready_age_seconds": None,
-            **dict.fromkeys(("pending", "processing", "completed", "failed", "dead",
-                             "canceled"), 0)}
+            **dict.fromkeys(Job.Status.values, 0)}
     assert 'django_jobs_type_jobs{type="a\\"b\\\\c"} 1' in prometheus_text(data)
 
 

@@ -1,0 +1,1 @@
+"""Handlers for the scheduling-issue benchmarks (limits, unique jobs)."""

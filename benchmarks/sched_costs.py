@@ -1,0 +1,108 @@
+"""What limits and unique keys cost, as ratios against the plain path, on PostgreSQL.
+
+    .venv/bin/python benchmarks/sched_costs.py [--jobs 2000]
+
+In one run on one database: the median claim-and-finish cycle (claim 10, finish 10) of jobs
+without limits and no limit registered in the process (the baseline), of the same jobs once
+other types have limits (should stay near 1: no extra query), and of jobs under a concurrency
+limit, a per-key concurrency limit and a rate limit; then the median enqueue of one job
+without and with a unique key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import django
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB = "bench_sched_costs"
+
+
+def configure() -> None:
+    settings.configure(
+        DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": DB,
+                               "USER": "postgres", "HOST": "127.0.0.1", "PORT": "5432"}},
+        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_jobs",
+                        "benchmarks.sched_app"],
+        USE_TZ=True,
+        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+    )
+    django.setup()
+
+
+def recreate_database() -> None:
+    import psycopg
+
+    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {DB}")
+        c.execute(f"CREATE DATABASE {DB}")
+
+
+def cycle_ms(type: str, jobs: int) -> float:
+    """Median ms of claim(10) + finish over ``jobs`` jobs of ``type``."""
+    from django.utils import timezone
+
+    from django_jobs.models import Job
+    from django_jobs.outcomes import AttemptOutcome
+
+    Job.enqueue_many(type, [{"tenant": i % 50} for i in range(jobs)])
+    times = []
+    while True:
+        start = time.perf_counter()
+        claimed = Job.objects.claim(worker_id="bench", limit=10, lease_seconds=30)
+        if not claimed:
+            break
+        now = timezone.now()
+        Job.objects.finish([AttemptOutcome(job=j, kind="completed", started_at=now,
+                                           finished_at=now) for j in claimed])
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def enqueue_ms(jobs: int, unique: bool) -> float:
+    from django_jobs.models import Job
+
+    times = []
+    for i in range(jobs):
+        start = time.perf_counter()
+        Job.enqueue("bench.free", {"i": i}, unique_key=f"k{i}" if unique else None)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    args = parser.parse_args()
+    recreate_database()
+    configure()
+    from django.core.management import call_command
+
+    from benchmarks.sched_app.jobs import register_limited
+
+    call_command("migrate", verbosity=0)
+    base = cycle_ms("bench.free", args.jobs)
+    register_limited()
+    rows = [("free, limits registered", cycle_ms("bench.free", args.jobs)),
+            ("concurrency limit", cycle_ms("bench.capped", args.jobs)),
+            ("per-key concurrency", cycle_ms("bench.capped_key", args.jobs)),
+            ("rate limit", cycle_ms("bench.rated", args.jobs))]
+    print(f"claim(10)+finish, median ms; baseline (no limits anywhere): {base:.2f}")
+    print(f"{'case':<26} {'ms':>8} {'ratio':>7}")
+    for name, ms in rows:
+        print(f"{name:<26} {ms:>8.2f} {ms / base:>7.2f}")
+    plain = enqueue_ms(args.jobs, unique=False)
+    keyed = enqueue_ms(args.jobs, unique=True)
+    print(f"enqueue one job, median ms: plain {plain:.3f}, unique key {keyed:.3f}, "
+          f"ratio {keyed / plain:.2f}")
+
+
+if __name__ == "__main__":
+    main()

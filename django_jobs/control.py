@@ -1,0 +1,85 @@
+"""What a running handler can ask of its job: follow-ups, progress (and ``raise Snooze``).
+
+    from django_jobs import Snooze, enqueue_after_success, set_progress
+
+    @handler("import_file")
+    def run(payload):
+        set_progress(0.5, "halfway")
+        if not ready():
+            raise Snooze(60)              # run again in a minute; the attempt does not count
+        enqueue_after_success("notify", {"file": payload["file"]})  # only if this completes
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from .exceptions import InvalidJob
+
+logger = logging.getLogger("django_jobs.worker")
+
+MESSAGE_LENGTH = 200
+
+
+def _running_job():  # type: ignore[no-untyped-def]
+    from .execution import current_job
+
+    job = current_job.get()
+    if job is None:
+        raise RuntimeError("only a handler run by a worker can do this")
+    return job
+
+
+def enqueue_after_success(type: str, payload: Any = None, **options: Any) -> None:
+    """Enqueue a job when, and only if, the running handler completes.
+
+    The arguments are those of ``Job.enqueue`` and are checked now (InvalidJob at once); the
+    job is inserted in the transaction that records the completion, so a handler that fails,
+    times out or is canceled leaves no follow-up behind.
+    """
+    from .unique import pop_rule
+    from .validation import check_payload, enqueue_fields
+
+    job = _running_job()
+    check_payload(payload)
+    probe = dict(options)
+    pop_rule(type, probe)
+    probe.pop("depends_on", None)
+    enqueue_fields(type, **probe)
+    job.__dict__.setdefault("_after_success", []).append((type, payload, options))
+
+
+def set_progress(fraction: float, message: str = "") -> bool:
+    """Record the running job's progress (0 to 1) and a short message; shown by admin and API.
+
+    Written at once, in its own statement, fenced on the job's lease: returns False if the job
+    is no longer this worker's. Call it at most every second or so: each call is a write.
+    """
+    if not isinstance(fraction, int | float) or isinstance(fraction, bool) or \
+            not math.isfinite(fraction) or not 0 <= fraction <= 1:
+        raise InvalidJob({"progress": f"must be a number from 0 to 1, not {fraction!r}"})
+    if not isinstance(message, str):
+        raise InvalidJob({"progress_message": "must be a string"})
+    from .models import Job
+
+    job = _running_job()
+    return Job.objects.record_progress(job, float(fraction), message[:MESSAGE_LENGTH])
+
+
+def after_finish(manager: Any, written: list[Any], now: Any) -> None:
+    """In the finish transaction: insert follow-ups of completed jobs, release dependents."""
+    from .dependencies import release_dependents
+
+    completed = [o for o in written if o.kind == "completed"]
+    for outcome in completed:
+        for type, payload, options in outcome.job.__dict__.pop("_after_success", []):
+            try:
+                manager.enqueue(type, payload, **options)
+            except InvalidJob as exc:  # checked when asked; only a vanished dependency is left
+                logger.error("job %s: follow-up %s not enqueued: %s", outcome.job.public_id,
+                             type, exc.messages)
+    with_dependents = [o.job.pk for o in completed if o.job.has_dependents]
+    if with_dependents:
+        release_dependents(manager, with_dependents, now)

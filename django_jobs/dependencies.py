@@ -1,0 +1,112 @@
+"""Jobs that wait for other jobs: ``Job.enqueue(..., depends_on=[a, b])``.
+
+A job with unfinished dependencies is inserted ``waiting`` (outside the claim index). Enqueue
+marks each dependency ``has_dependents`` (an UPDATE, which also locks it, so a concurrent finish
+waits for the enqueue to commit) before reading its status. The finish transaction of a job with
+``has_dependents`` makes pending the waiting jobs whose dependencies have all completed; it locks
+those waiting rows first, so two dependencies completing at once are counted one after the other.
+Each worker's heartbeat also sweeps waiting jobs (``Sweep``): a dependent enqueued while its last
+dependency was already finishing (the finishing worker read ``has_dependents`` before it was
+set) is released there, within one heartbeat. A finish of a job without dependents costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import connections, models
+
+from .exceptions import InvalidJob
+
+
+class JobDependency(models.Model):
+    """``job`` runs only after ``depends_on`` has completed."""
+
+    job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
+                            related_name="dependencies")
+    depends_on = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
+                                   related_name="dependents")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "depends_on"],
+                                               name="django_jobs_dependency_once")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} after {self.depends_on_id}"
+
+
+def dependency_ids(depends_on: Any) -> list[int]:
+    """Job primary keys from jobs or ids; InvalidJob on anything else."""
+    if depends_on is None:
+        return []
+    if not isinstance(depends_on, Iterable) or isinstance(depends_on, str | bytes):
+        raise InvalidJob({"depends_on": "must be a list of jobs or job ids"})
+    ids = []
+    for item in depends_on:
+        pk = getattr(item, "pk", item)
+        if not isinstance(pk, int) or isinstance(pk, bool):
+            raise InvalidJob({"depends_on": f"must be jobs or job ids, not {item!r}"})
+        ids.append(pk)
+    return list(dict.fromkeys(ids))
+
+
+def unfinished(manager: Any, ids: list[int]) -> bool:
+    """Mark (and so lock) the dependencies, and say whether any has not completed; InvalidJob
+    if one does not exist."""
+    manager.filter(pk__in=ids, has_dependents=False).update(has_dependents=True)
+    statuses = dict(manager.filter(pk__in=ids).values_list("pk", "status"))
+    missing = [pk for pk in ids if pk not in statuses]
+    if missing:
+        raise InvalidJob({"depends_on": f"no such job(s): {missing}"})
+    return any(status != "completed" for status in statuses.values())
+
+
+def link(manager: Any, jobs: list[Any], ids: list[int]) -> None:
+    JobDependency.objects.using(manager.db).bulk_create(
+        [JobDependency(job_id=job.pk, depends_on_id=pk) for job in jobs for pk in ids]
+    )
+
+
+def release_dependents(manager: Any, completed_ids: list[int], now: Any) -> int:
+    """In a finish transaction: release the waiting dependents of these completed jobs."""
+    links = JobDependency.objects.using(manager.db).filter(depends_on_id__in=completed_ids)
+    return release(manager, manager.filter(status="waiting", pk__in=links.values("job_id")), now)
+
+
+def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool = False) -> int:
+    """Make pending those of the ``waiting`` jobs whose dependencies have all completed.
+
+    They are locked before their dependencies are counted (a sweep skips rows another
+    transaction holds, and looks only at jobs with no unfinished dependency left).
+    """
+    db = manager.db
+    links = JobDependency.objects.using(db)
+    if sweep:
+        waiting = waiting.exclude(pk__in=links.exclude(depends_on__status="completed")
+                                  .values("job_id"))
+    waiting = waiting.order_by("pk")
+    if connections[db].features.has_select_for_update:
+        waiting = waiting.select_for_update(skip_locked=sweep)
+    candidates = list(waiting.values_list("pk", flat=True)[:limit])
+    if not candidates:
+        return 0
+    blocked = set(links.filter(job_id__in=candidates)
+                  .exclude(depends_on__status="completed").values_list("job_id", flat=True))
+    ready = [pk for pk in candidates if pk not in blocked]
+    return manager.filter(pk__in=ready, status="waiting").update(
+        status="pending", run_at=now, updated_at=now
+    )
+
+
+class Sweep:
+    """The heartbeat step: release waiting jobs whose dependencies all completed."""
+
+    def __call__(self, worker_id: str = "") -> None:
+        from django.db import transaction
+        from django.utils import timezone
+
+        from .models import Job
+
+        with transaction.atomic():
+            release(Job.objects, Job.objects.filter(status="waiting"), timezone.now(), sweep=True)

@@ -1,0 +1,42 @@
+"""Inserts that need more than one plain INSERT: unique keys and dependencies.
+
+``JobManager.enqueue`` and ``enqueue_many`` call ``insert`` only when the caller asked for one
+of them; every other enqueue stays a single INSERT.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from .dependencies import link, unfinished
+from .unique import Rule
+from .unique import insert as insert_unique
+
+if TYPE_CHECKING:
+    from .models import Job
+
+
+def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[int]) -> list[Job]:
+    """Insert ``jobs``; one job per input, those found by their unique key with
+    ``duplicate = True``. With ``depends_on``, new jobs are ``waiting`` unless every
+    dependency has completed, and are linked to them in the same transaction."""
+    if not jobs:
+        return []
+    with transaction.atomic(using=manager.db):
+        waiting = bool(depends_on) and unfinished(manager, depends_on)
+        for job in jobs:
+            if waiting:
+                job.status = "waiting"
+            if rule is not None:
+                job.unique_key = rule.key_for(job.type, job.payload, job.created_at)
+        if rule is not None:
+            created = insert_unique(manager, jobs, rule)
+        else:
+            created = manager.bulk_create(jobs)
+            for job in created:
+                job.duplicate = False
+        if depends_on:
+            link(manager, [j for j in dict.fromkeys(created) if not j.duplicate], depends_on)
+    return created

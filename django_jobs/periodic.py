@@ -1,0 +1,33 @@
+"""Work any worker does on its heartbeat: enqueue due recurring jobs, prune old jobs, release
+jobs whose dependencies completed.
+
+Each step is idempotent across workers (the database decides), so no worker is special.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import DatabaseError
+
+from .retention import AutoPruner
+
+logger = logging.getLogger("django_jobs.worker")
+
+
+class Periodic:
+    def __init__(self) -> None:
+        from .dependencies import Sweep
+        from .scheduling.ticker import Ticker
+
+        self.steps = [Ticker(), AutoPruner(), Sweep()]
+
+    def __call__(self, worker_id: str) -> None:
+        for step in self.steps:
+            try:
+                step(worker_id)
+            except DatabaseError:
+                logger.exception("worker %s: %s failed", worker_id, type(step).__name__)
+                raise
+            except Exception:  # a bad schedule setting must not stop the worker's heartbeat
+                logger.exception("worker %s: %s failed", worker_id, type(step).__name__)

@@ -1,0 +1,154 @@
+"""Unique jobs: at most one job per key among the states the caller names, held by the database.
+
+A job with a key stores it in ``Job.unique_key``, a nullable column with a unique constraint.
+The stored key starts with the states it guards, one flag per state of ``ALL_STATES``
+(``1110100|echo:order-42`` guards waiting, pending, processing and failed), so no other column
+is needed. Every write that moves a job to a state whose flag is 0 clears the key in the same
+UPDATE (``keep_key_if``), so a new job may take it. A time window is folded into the key as the
+number of the window the job was enqueued in: ``...:order-42@3412`` for the 3412th hour since
+the epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, models, transaction
+from django.db.models import Case, F, Value, When
+from django.db.models.functions import Substr
+from django.db.models.lookups import Exact
+
+from .exceptions import InvalidJob
+
+if TYPE_CHECKING:
+    from .models import Job
+
+ALL_STATES = ("waiting", "pending", "processing", "completed", "failed", "dead", "canceled")
+DEFAULT_STATES = ("pending", "processing", "failed")
+KEY_LENGTH = 255
+
+
+@dataclass(frozen=True)
+class Unique:
+    """A handler's rule: ``@handler("sync", unique=Unique(fields=("customer_id",)))``.
+
+    The key is built from the named payload fields; ``states`` and ``within`` as for
+    ``Job.enqueue(unique_states=..., unique_for=...)``.
+    """
+
+    fields: Sequence[str] = ()
+    states: Sequence[str] = DEFAULT_STATES
+    within: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One enqueue call's resolved key options (the key itself comes per payload)."""
+
+    key: str | None
+    fields: tuple[str, ...]
+    states: str  # the flags, "1110100" for waiting, pending, processing, failed
+    within: timedelta | None
+
+    def key_for(self, type: str, payload: Any, now: datetime) -> str:
+        if self.key is not None:
+            raw = self.key
+        else:
+            missing = [f for f in self.fields if not isinstance(payload, dict) or f not in payload]
+            if missing:
+                raise InvalidJob({"payload": f"needs {', '.join(missing)} for the unique key"})
+            raw = json.dumps([payload[f] for f in self.fields], sort_keys=True, default=str)
+        key = f"{type}:{raw}"
+        if self.within is not None:
+            key += f"@{int(now.timestamp() // self.within.total_seconds())}"
+        if len(key) > KEY_LENGTH - len(self.states) - 1:
+            key = f"{type[:50]}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+        return f"{self.states}|{key}"
+
+
+def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
+    """Take the unique options out of an enqueue call's options; None when there are none."""
+    from .registry import get_handler
+
+    key = options.pop("unique_key", None)
+    states = options.pop("unique_states", None)
+    within = options.pop("unique_for", None)
+    found = get_handler(type)
+    default: Unique | None = getattr(found, "unique", None) if found else None
+    if key is None and default is None:
+        if states is not None or within is not None:
+            raise InvalidJob({"unique_key": "unique_states and unique_for need a unique_key"})
+        return None
+    if key is not None and (not isinstance(key, str) or not key):
+        raise InvalidJob({"unique_key": f"must be a non-empty string, not {key!r}"})
+    states = tuple(states if states is not None else (default.states if default else
+                                                      DEFAULT_STATES))
+    bad = [s for s in states if s not in ALL_STATES]
+    if bad or "pending" not in states:
+        raise InvalidJob({"unique_states": f"must name job states including 'pending' (from "
+                          f"{', '.join(ALL_STATES)}), not {list(states)!r}"})
+    if "pending" in states and "waiting" not in states:
+        states = ("waiting", *states)
+    if within is None and default is not None:
+        within = default.within
+    if within is not None and (not isinstance(within, timedelta) or within.total_seconds() <= 0):
+        raise InvalidJob({"unique_for": f"must be a positive timedelta, not {within!r}"})
+    fields = tuple(default.fields) if default is not None and key is None else ()
+    return Rule(key=key, fields=fields, states=state_flags(states), within=within)
+
+
+def state_flags(states: Sequence[str]) -> str:
+    """One character per state of ALL_STATES: 1 if the key is held in it."""
+    return "".join("1" if state in states else "0" for state in ALL_STATES)
+
+
+def keep_key_if(status: str) -> Case:
+    """The UPDATE value of ``unique_key`` for jobs moving to ``status``: kept if guarded."""
+    position = ALL_STATES.index(status) + 1
+    return Case(
+        When(Exact(Substr("unique_key", position, 1), Value("1")), then=F("unique_key")),
+        default=Value(None),
+        output_field=models.CharField(),
+    )
+
+
+def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:
+    """Insert ``jobs`` (keys already set) or find the job holding each key.
+
+    Returns one job per input, in order; a job found rather than inserted has
+    ``duplicate = True``. Each insert runs in its own savepoint: a conflict on the unique
+    constraint (PostgreSQL waits for a concurrent inserter to commit or roll back) is caught
+    and the holder of the key is read; if the holder released the key meanwhile, try again.
+    """
+    result: list[Job] = []
+    seen: dict[str, Job] = {}
+    for job in jobs:
+        if job.unique_key in seen:
+            result.append(seen[job.unique_key])
+            continue
+        found = _insert_one(manager, job)
+        seen[job.unique_key] = found
+        result.append(found)
+    return result
+
+
+def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:
+    for _ in range(tries):
+        try:
+            with transaction.atomic(using=manager.db):
+                job.save(force_insert=True, using=manager.db)
+            job.duplicate = False
+            return job
+        except IntegrityError:
+            if job.pk is not None:
+                job.pk = None
+            holder = manager.filter(unique_key=job.unique_key).first()
+            if holder is not None:
+                holder.duplicate = True
+                return holder
+    raise IntegrityError(f"could not insert or find the job holding {job.unique_key!r}")

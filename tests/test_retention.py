@@ -1,0 +1,134 @@
+"""Retention: ``manage.py prunejobs`` and workers' automatic pruning."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+from django.utils import timezone
+
+from django_jobs.models import Job, JobAttempt
+from django_jobs.retention import AutoPruner, prune
+from tests.conftest import wait_for
+
+
+def make(status, days_ago, n=1):
+    finished = timezone.now() - timedelta(days=days_ago)
+    jobs = Job.enqueue_many("echo", [{"i": i} for i in range(n)])
+    Job.objects.filter(pk__in=[j.pk for j in jobs]).update(
+        status=status, finished_at=finished if status != "pending" else None
+    )
+    for job in jobs:
+        JobAttempt.objects.create(job=job, number=1, started_at=finished, finished_at=finished,
+                                  outcome="completed")
+    return jobs
+
+
+def statuses():
+    return sorted(Job.objects.values_list("status", flat=True))
+
+
+@pytest.mark.django_db
+def test_prunejobs_deletes_only_finished_jobs_past_their_age_with_their_attempts():
+    make("completed", 10, 3)
+    keep_recent = make("completed", 1)
+    make("dead", 40)
+    make("dead", 10)
+    make("canceled", 10)
+    make("failed", 100)  # still to be retried: never pruned
+    make("pending", 100)
+    out = StringIO()
+    call_command("prunejobs", stdout=out)
+    assert "completed: deleted 3" in out.getvalue()
+    assert statuses() == ["completed", "dead", "failed", "pending"]
+    assert Job.objects.filter(status="completed").get().pk == keep_recent[0].pk
+    assert JobAttempt.objects.count() == 4
+
+
+@pytest.mark.django_db
+def test_dry_run_counts_and_deletes_nothing():
+    make("completed", 10, 2)
+    out = StringIO()
+    call_command("prunejobs", "--dry-run", "--completed", "1d", stdout=out)
+    assert "completed: would delete 2" in out.getvalue()
+    assert Job.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_ages_on_the_command_line_override_the_setting_and_never_keeps():
+    make("completed", 2, 2)
+    make("dead", 400)
+    out = StringIO()
+    call_command("prunejobs", "--completed", "36h", "--dead", "never", stdout=out)
+    assert statuses() == ["dead"]
+    assert "dead: kept" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_small_batches_delete_everything_in_several_transactions():
+    make("completed", 10, 7)
+    assert prune({"completed": timedelta(days=1)}, batch_size=3) == {"completed": 7}
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_max_batches_bounds_one_call():
+    make("completed", 10, 7)
+    assert prune({"completed": timedelta(days=1)}, batch_size=2, max_batches=2) == {
+        "completed": 4}
+    assert Job.objects.count() == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("args", [["--completed", "soon"], ["--dead", "-3d"],
+                                  ["--batch-size", "0"]])
+def test_bad_arguments_are_a_command_error_and_delete_nothing(args):
+    make("completed", 10)
+    with pytest.raises(CommandError):
+        call_command("prunejobs", *args, stdout=StringIO())
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db
+@override_settings(DJANGO_JOBS={"RETENTION": {"finished": 5}})
+def test_an_unknown_status_in_the_setting_is_a_command_error():
+    with pytest.raises(CommandError, match="finished"):
+        call_command("prunejobs", stdout=StringIO())
+
+
+@pytest.mark.django_db
+@override_settings(DJANGO_JOBS={"PRUNE_INTERVAL": 60, "RETENTION": {"completed": 86400}})
+def test_the_auto_pruner_runs_once_per_interval():
+    make("completed", 3, 2)
+    pruner = AutoPruner()
+    pruner.next_at = 0.0  # due now
+    pruner("w")
+    assert Job.objects.count() == 0
+    make("completed", 3)
+    pruner("w")  # the next pass is an interval away
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_worker_prunes_old_jobs_when_prune_interval_is_set(start_worker):
+    make("completed", 30, 3)
+    make("completed", 0)
+    start_worker("--heartbeat", "0.2", "--lease", "5",
+                 env={"DJANGO_JOBS_TEST_EXTRA": '{"PRUNE_INTERVAL": 0.2}'})
+    wait_for(lambda: Job.objects.count() == 1, timeout=30)
+
+
+@pytest.mark.django_db
+def test_occurrences_whose_job_was_pruned_go_a_day_later():
+    from django_jobs.models import Schedule, ScheduleOccurrence
+
+    Schedule.objects.create(name="s")
+    (old_job,) = make("completed", 10)
+    (recent_job,) = make("completed", 0)
+    at = timezone.now() - timedelta(days=10)
+    ScheduleOccurrence.objects.create(schedule_id="s", at=at, job=old_job)
+    ScheduleOccurrence.objects.create(schedule_id="s", at=timezone.now(), job=recent_job)
+    prune({"completed": timedelta(days=1)})
+    assert list(ScheduleOccurrence.objects.values_list("job_id", flat=True)) == [recent_job.pk]
