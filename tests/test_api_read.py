@@ -174,3 +174,13 @@ def test_a_page_costs_the_same_queries_whatever_its_size(api, django_assert_num_
         assert len(ids(api.get("/api/jobs", limit=1))) == 1
     with django_assert_num_queries(2):
         assert len(ids(api.get("/api/jobs", limit=30))) == 30
+
+
+def test_a_running_job_shows_the_progress_its_handler_recorded(api):
+    job = Job.enqueue("echo")
+    assert api.get(f"/api/jobs/{job.public_id}").json()["progress"] is None
+    (held,) = Job.objects.claim(worker_id="w", limit=1, lease_seconds=30)
+    assert Job.objects.record_progress(held, 0.25, "resized 1 of 4")
+    body = api.get(f"/api/jobs/{job.public_id}").json()
+    assert body["status"] == "processing"
+    assert body["progress"] == {"fraction": 0.25, "message": "resized 1 of 4"}

@@ -71,6 +71,9 @@ def _schemas() -> dict[str, Any]:
         "max_attempts": {"type": "integer", "minimum": 1}, "payload": {}, "result": {},
         "error": {"anyOf": [_ref("JobError"), {"type": "null"}]},
         "cancel_requested": {"type": "boolean"},
+        "progress": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {
+            "fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+            "message": {"type": "string"}}}]},
         "callback_url": {"type": ["string", "null"]},
         "run_at": TIME, "created_at": TIME, "updated_at": TIME,
         "started_at": MAYBE_TIME, "finished_at": MAYBE_TIME,

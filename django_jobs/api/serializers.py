@@ -63,6 +63,7 @@ def job_json(
         "result": job.result,
         "error": job.error or None,
         "cancel_requested": job.cancel_requested,
+        "progress": job.progress or None,
         "callback_url": job.callback_url or None,
         "run_at": iso(job.run_at),
         "created_at": iso(job.created_at),
