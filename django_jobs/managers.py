@@ -87,6 +87,56 @@ class JobQuerySet(models.QuerySet):
             run_at=now, updated_at=now
         )
 
+    def discard(self) -> int:
+        """Delete jobs no worker holds (all but processing) with their attempts; returns jobs.
+
+        The rows are locked first on databases with row locks, so a worker cannot claim a
+        job between the check and the delete (claims skip locked rows).
+        """
+        deleted = 0
+        with transaction.atomic(using=self.db):
+            idle = self.exclude(status=PROCESSING).order_by()
+            if connections[self.db].features.has_select_for_update:
+                idle = idle.select_for_update()
+            ids = list(idle.values_list("pk", flat=True))
+            for start in range(0, len(ids), 1000):
+                chunk = self.model.objects.using(self.db).filter(pk__in=ids[start : start + 1000])
+                _, per_model = chunk.exclude(status=PROCESSING).only("pk").delete()
+                deleted += per_model.get(self.model._meta.label, 0)
+        return deleted
+
+
+class QueueStateManager(models.Manager):
+    """Pause and resume queues; workers re-read the paused set at every heartbeat."""
+
+    def pause(self, name: str) -> bool:
+        """Stop workers claiming from queue ``name``; True if it was running."""
+        return self._set(name, paused=True)
+
+    def resume(self, name: str) -> bool:
+        """Let workers claim from queue ``name`` again; True if it was paused."""
+        return self._set(name, paused=False)
+
+    def paused_names(self) -> set[str]:
+        return set(self.filter(paused=True).values_list("name", flat=True))
+
+    def _set(self, name: str, *, paused: bool) -> bool:
+        from .validation import QUEUE_RE
+
+        if not isinstance(name, str) or not QUEUE_RE.match(name):
+            from .exceptions import InvalidJob
+
+            raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {name!r}"})
+        now = timezone.now()
+        with transaction.atomic(using=self.db):
+            changed = self.filter(name=name).exclude(paused=paused).update(
+                paused=paused, changed_at=now
+            )
+            if not changed and paused and not self.filter(name=name).exists():
+                self.create(name=name, paused=True, changed_at=now)
+                changed = 1
+        return bool(changed)
+
 
 class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
