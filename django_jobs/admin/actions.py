@@ -55,9 +55,9 @@ def summarise(done: str, changed: int, skipped: Counter[str], verb: str) -> str:
     """``3 jobs retried; 2 skipped: already completed; 1 skipped: running now``."""
     parts = [f"{jobs(changed)} {done}"]
     reasons = SKIP_REASONS[verb]
-    for key, n in sorted(skipped.items(), key=lambda item: -item[1]):
-        if n:
-            parts.append(f"{n} skipped: {reasons.get(key, 'changed meanwhile')}")
+    why = [(n, reasons.get(key, "changed meanwhile")) for key, n in skipped.items() if n]
+    for n, reason in sorted(why, key=lambda item: (-item[0], item[1])):
+        parts.append(f"{n} skipped: {reason}")
     return "; ".join(parts)
 
 
