@@ -104,7 +104,8 @@ class JobViewsMixin:
         try:
             changed = getattr(QueueState.objects, op)(name)
         except InvalidJob as exc:
-            self.message_user(request, "; ".join(exc.messages), messages.ERROR)
+            self.message_user(request, f"Cannot {op} that queue: {'; '.join(exc.messages)}",
+                              messages.ERROR)
         else:
             done = {"pause": "paused", "resume": "resumed"}[op]
             text = f"Queue {name} {done}." if changed else f"Queue {name} was already {done}."
