@@ -63,7 +63,7 @@ def test_list_shows_each_column_and_a_coloured_status(viewer):
     assert "email_send" in html and "mail" in html
     assert '<span class="dj-jobs-status dj-jobs-status-dead">Dead</span>' in html
     assert "3 of 3" in html
-    assert "high (10)" in html
+    assert '<td class="field-priority_label">high</td>' in html
     assert "2.0 s" in html  # duration from started_at to finished_at
 
 

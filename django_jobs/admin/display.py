@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -83,3 +84,17 @@ def size(num_bytes: int | None) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return EMPTY  # pragma: no cover
+
+
+def when(value: datetime | None) -> str:
+    """A compact local timestamp for list columns: ``2026-11-30 09:41:07``."""
+    if value is None:
+        return EMPTY
+    return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
+
+
+def age(value: datetime | None, now: datetime | None = None) -> str:
+    """How long ago ``value`` was, as a duration."""
+    if value is None:
+        return EMPTY
+    return duration(max((now or timezone.now()) - value, timedelta(0)))

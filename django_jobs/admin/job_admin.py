@@ -23,7 +23,7 @@ HEAVY_FIELDS = ("payload", "result", "error")
 class JobAdmin(JobViewsMixin, admin.ModelAdmin):
     list_display = [
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
-        "next_run", "created_at", "updated_at", "took",
+        "next_run", "created", "updated", "took",
     ]
     list_filter = [
         "status", TypeFilter, QueueFilter, PriorityFilter,
@@ -34,7 +34,7 @@ class JobAdmin(JobViewsMixin, admin.ModelAdmin):
         "error message or the payload text."
     ordering = ["-created_at"]
     # Only orders an index can serve: any other order sorts the whole table for one page.
-    sortable_by = ["created_at"]
+    sortable_by = ["created"]
     date_hierarchy = "created_at"
     paginator = EstimatedCountPaginator
     show_full_result_count = False
@@ -121,18 +121,23 @@ class JobAdmin(JobViewsMixin, admin.ModelAdmin):
     def priority_label(self, job: Job) -> str:
         from ..validation import priority_label
 
-        label = priority_label(job.priority)
-        return label if label.lstrip("-").isdigit() else f"{label} ({job.priority})"
+        return priority_label(job.priority)
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
         return f"{job.attempt} of {job.max_attempts}"
 
     @admin.display(description="next run")
-    def next_run(self, job: Job):
-        if job.status not in READY_STATES:
-            return display.EMPTY
-        return job.run_at
+    def next_run(self, job: Job) -> str:
+        return display.when(job.run_at) if job.status in READY_STATES else display.EMPTY
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, job: Job) -> str:
+        return display.when(job.created_at)
+
+    @admin.display(description="updated")
+    def updated(self, job: Job) -> str:
+        return display.when(job.updated_at)
 
     @admin.display(description="duration")
     def took(self, job: Job) -> str:
