@@ -172,5 +172,5 @@ def delete_jobs(modeladmin, request, queryset):
         "media": modeladmin.media,
     }
     return TemplateResponse(
-        request, "admin/django_jobs/job/delete_selected_confirmation.html", context
+        request, "django_jobs/admin/delete_jobs_confirmation.html", context
     )

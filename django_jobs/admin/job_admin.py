@@ -57,8 +57,8 @@ class JobAdmin(JobViewsMixin, admin.ModelAdmin):
         ("Error", {"fields": ["error_details"]}),
     ]
     readonly_fields = [f for _, opts in fieldsets for f in opts["fields"]]
-    change_list_template = "admin/django_jobs/job/change_list.html"
-    change_form_template = "admin/django_jobs/job/change_form.html"
+    change_list_template = "django_jobs/admin/job_change_list.html"
+    change_form_template = "django_jobs/admin/job_change_form.html"
 
     class Media:
         css = {"all": ["django_jobs/admin.css"]}

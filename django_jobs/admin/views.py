@@ -38,6 +38,11 @@ class JobViewsMixin:
             *super().get_urls(),
         ]
 
+    def url(self, name: str, *args: object) -> str:
+        """Reverse one of this admin's URLs on the site it is mounted on."""
+        return reverse(f"admin:django_jobs_job_{name}", args=args,
+                       current_app=self.admin_site.name)
+
     # The job page's buttons.
 
     def verb_view(self, request: HttpRequest, object_id: str, verb: str):
@@ -49,7 +54,7 @@ class JobViewsMixin:
         job = get_object_or_404(Job, pk=object_id)
         _, text, ok = run(Job.objects.filter(pk=job.pk))
         self.message_user(request, capfirst(text), messages.SUCCESS if ok else messages.WARNING)
-        return HttpResponseRedirect(reverse("admin:django_jobs_job_change", args=[job.pk]))
+        return HttpResponseRedirect(self.url("change", job.pk))
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra = dict(extra_context or {})
@@ -70,7 +75,7 @@ class JobViewsMixin:
             label = {"retry": "Retry", "cancel": "Cancel", "run_now": "Run now"}[verb]
             if verb == "cancel" and job.status == PROCESSING:
                 label = "Ask worker to cancel"
-            url = reverse("admin:django_jobs_job_verb", args=[job.pk, verb])
+            url = self.url("verb", job.pk, verb)
             buttons.append({"verb": verb, "label": label, "url": url})
         return buttons
 
@@ -85,6 +90,7 @@ class JobViewsMixin:
     def overview_view(self, request: HttpRequest):
         if not self.has_view_permission(request):
             raise PermissionDenied
+        request.current_app = self.admin_site.name
         context = {
             **self.admin_site.each_context(request),
             "title": "Jobs overview",
@@ -93,7 +99,7 @@ class JobViewsMixin:
             "media": self.media,
             **stats.overview(),
         }
-        return TemplateResponse(request, "admin/django_jobs/job/overview.html", context)
+        return TemplateResponse(request, "django_jobs/admin/overview.html", context)
 
     def queue_view(self, request: HttpRequest):
         if not can_pause(request):
@@ -110,7 +116,7 @@ class JobViewsMixin:
             done = {"pause": "paused", "resume": "resumed"}[op]
             text = f"Queue {name} {done}." if changed else f"Queue {name} was already {done}."
             self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
-        return HttpResponseRedirect(reverse("admin:django_jobs_job_overview"))
+        return HttpResponseRedirect(self.url("overview"))
 
 
 def can_pause(request: HttpRequest) -> bool:
