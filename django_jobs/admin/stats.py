@@ -7,7 +7,6 @@ estimated in total; everything else is counted exactly.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -50,17 +49,23 @@ class Row:
 
 
 def summary(now: datetime | None = None) -> dict[str, Any]:
-    """Dead, processing and ready counts and the oldest ready job: one query, for the list."""
+    """Dead, processing and ready counts and the oldest ready job, for the list's strip.
+
+    Three small queries rather than one: each is answered from an index alone (the status
+    index, the partial lease index, the partial ready index), while one query with three
+    filtered counts would read every open row of the table.
+    """
     now = now or timezone.now()
-    ready = Q(status__in=READY_STATES, run_at__lte=now)
-    found = Job.objects.filter(status__in=(DEAD, PROCESSING, *READY_STATES)).aggregate(
-        dead=Count("pk", filter=Q(status=DEAD)),
-        processing=Count("pk", filter=Q(status=PROCESSING)),
-        ready=Count("pk", filter=ready),
-        oldest=Min("run_at", filter=ready),
+    ready = Job.objects.filter(status__in=READY_STATES, run_at__lte=now).aggregate(
+        n=Count("pk"), oldest=Min("run_at")
     )
-    found["oldest_age"] = now - found["oldest"] if found["oldest"] else None
-    return found
+    return {
+        "dead": Job.objects.filter(status=DEAD).count(),
+        "processing": Job.objects.filter(status=PROCESSING).count(),
+        "ready": ready["n"],
+        "oldest": ready["oldest"],
+        "oldest_age": now - ready["oldest"] if ready["oldest"] else None,
+    }
 
 
 def overview(now: datetime | None = None) -> dict[str, Any]:
@@ -107,9 +112,15 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
         "oldest_ready": oldest,
         "oldest_ready_age": now - oldest if oldest else None,
         "dead": sum(r.counts[DEAD] for r in queues.values()),
-        "completed_total": planner_estimate(Job.objects.filter(status=COMPLETED)),
+        "completed_total": completed_total(),
         "workers": workers(now),
     }
+
+
+def completed_total() -> int | None:
+    """All completed jobs: the planner's estimate on PostgreSQL, None elsewhere."""
+    estimate = planner_estimate(Job.objects.filter(status=COMPLETED))
+    return estimate.rows if estimate else None
 
 
 def workers(now: datetime) -> list[dict[str, Any]]:
@@ -125,10 +136,3 @@ def workers(now: datetime) -> list[dict[str, Any]]:
         })
     return rows
 
-
-def count_by(rows: list[Row]) -> dict[str, int]:
-    totals: dict[str, int] = defaultdict(int)
-    for r in rows:
-        for column, n in r.counts.items():
-            totals[column] += n
-    return dict(totals)
