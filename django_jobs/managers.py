@@ -58,15 +58,15 @@ class JobQuerySet(models.QuerySet):
 
     def retry(self) -> int:
         """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
-        now = timezone.now()
-        return self.filter(status__in=(DEAD, FAILED, CANCELED)).update(
-            status=PENDING,
-            run_at=now,
-            updated_at=now,
-            finished_at=None,
-            cancel_requested=False,
-            max_attempts=Greatest(F("max_attempts"), F("attempt") + 1),
-        )
+        return self.filter(status__in=(DEAD, FAILED, CANCELED)).update(**_retry_fields())
+
+    def retry_with_payload(self, payload: Any) -> int:
+        """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
+
+        Raises InvalidJob if the payload is not JSON-serialisable; changes nothing then.
+        """
+        payload = check_payload(payload)
+        return self.filter(status=DEAD).update(payload=payload, **_retry_fields())
 
     def cancel(self) -> int:
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
@@ -342,6 +342,14 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                     outcome=JobAttempt.Outcome.RELEASED,
                 )
         return released
+
+
+def _retry_fields() -> dict[str, Any]:
+    now = timezone.now()
+    return {
+        "status": PENDING, "run_at": now, "updated_at": now, "finished_at": None,
+        "cancel_requested": False, "max_attempts": Greatest(F("max_attempts"), F("attempt") + 1),
+    }
 
 
 def _decide(job: Job, permanent: bool, now: datetime):

@@ -12,6 +12,7 @@ from ..managers import READY_STATES
 from ..models import Job
 from . import actions, display
 from .attempts import AttemptInline
+from .edit_payload import EditPayloadMixin
 from .filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
 from .paginator import EstimatedCountPaginator
 from .views import JobViewsMixin
@@ -20,7 +21,7 @@ PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
 HEAVY_FIELDS = ("payload", "result", "error")
 
 
-class JobAdmin(JobViewsMixin, admin.ModelAdmin):
+class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     list_display = [
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
         "next_run", "created", "updated", "took",

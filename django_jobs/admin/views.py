@@ -77,6 +77,9 @@ class JobViewsMixin:
                 label = "Ask worker to cancel"
             url = self.url("verb", job.pk, verb)
             buttons.append({"verb": verb, "label": label, "url": url})
+        if job.status == DEAD and self.has_edit_payload_permission(request):
+            buttons.append({"verb": "edit_payload", "label": "Edit payload and retry",
+                            "url": self.url("edit_payload", job.pk), "method": "get"})
         return buttons
 
     # The list: a strip of the numbers that matter above it.
