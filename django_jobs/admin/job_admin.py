@@ -101,8 +101,11 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     def has_run_now_permission(self, request) -> bool:
         return request.user.has_perm("django_jobs.change_job")
 
-    def get_actions(self, request):
-        found = super().get_actions(request)
+    def get_actions(self, request, action_location=None):
+        # ``action_location`` exists from Django 6.1 (actions on the change form); pass it on
+        # only where it exists.
+        extra = {} if action_location is None else {"action_location": action_location}
+        found = super().get_actions(request, **extra)
         found.pop("delete_selected", None)  # ours counts instead of listing every row
         return found
 
