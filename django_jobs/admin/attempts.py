@@ -17,7 +17,7 @@ class AttemptInline(admin.TabularInline):
     show_change_link = False
     verbose_name_plural = "attempts"
     fields = [
-        "number", "worker_id", "started_at", "finished_at", "took", "outcome_badge",
+        "number", "worker_id", "started", "finished", "took", "outcome_badge",
         "error_cell", "cpu", "memory",
     ]
     readonly_fields = fields
@@ -36,6 +36,14 @@ class AttemptInline(admin.TabularInline):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="started")
+    def started(self, attempt: JobAttempt) -> str:
+        return display.when(attempt.started_at, precise=True)
+
+    @admin.display(description="finished")
+    def finished(self, attempt: JobAttempt) -> str:
+        return display.when(attempt.finished_at, precise=True)
 
     @admin.display(description="duration")
     def took(self, attempt: JobAttempt) -> str:

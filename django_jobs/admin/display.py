@@ -6,7 +6,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils import formats, timezone
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -86,11 +86,14 @@ def size(num_bytes: int | None) -> str:
     return EMPTY  # pragma: no cover
 
 
-def when(value: datetime | None) -> str:
-    """A compact local timestamp for list columns: ``2026-11-30 09:41:07``."""
+def when(value: datetime | None, *, precise: bool = False) -> str:
+    """A compact local timestamp: ``2026-11-30 09:41:07``, or ``09:41:07.250 UTC`` precise."""
     if value is None:
         return EMPTY
-    return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
+    local = timezone.localtime(value)
+    if precise:
+        return local.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + local.strftime(" %Z")
+    return local.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def age(value: datetime | None, now: datetime | None = None) -> str:

@@ -51,7 +51,8 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
             "next_run", "worker_id", "callback_url",
         ]}),
         ("Times", {"fields": [
-            "created_at", "updated_at", "started_at", "finished_at", "took", "leased_until",
+            "created_precise", "updated_precise", "run_at_precise", "started_precise",
+            "finished_precise", "took", "leased_precise",
         ]}),
         ("Payload", {"fields": ["payload_json"]}),
         ("Result", {"fields": ["result_json"]}),
@@ -142,6 +143,30 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     @admin.display(description="updated")
     def updated(self, job: Job) -> str:
         return display.when(job.updated_at)
+
+    @admin.display(description="created")
+    def created_precise(self, job: Job) -> str:
+        return display.when(job.created_at, precise=True)
+
+    @admin.display(description="updated")
+    def updated_precise(self, job: Job) -> str:
+        return display.when(job.updated_at, precise=True)
+
+    @admin.display(description="run at")
+    def run_at_precise(self, job: Job) -> str:
+        return display.when(job.run_at, precise=True)
+
+    @admin.display(description="last attempt started")
+    def started_precise(self, job: Job) -> str:
+        return display.when(job.started_at, precise=True)
+
+    @admin.display(description="finished")
+    def finished_precise(self, job: Job) -> str:
+        return display.when(job.finished_at, precise=True)
+
+    @admin.display(description="lease held until")
+    def leased_precise(self, job: Job) -> str:
+        return display.when(job.leased_until, precise=True)
 
     @admin.display(description="duration")
     def took(self, job: Job) -> str:
