@@ -57,7 +57,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
 ROOT_URLCONF = "tests.urls"
-STATIC_URL = "/static/"
+STATIC_URL = "static/"  # live_server's static handler needs one
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
