@@ -165,9 +165,12 @@ def test_job_page_buttons_need_post_and_the_permission(client):
     assert Job.objects.get(pk=job.pk).status == "dead"
 
 
-def test_an_unknown_button_verb_is_404(operator):
+def test_an_unknown_button_verb_or_job_is_404(operator):
     job = make_job("dead")
     assert operator.post(job_url(job).replace("/change/", "/do/explode/")).status_code == 404
+    assert operator.post(LIST + "not-a-number/do/retry/").status_code == 404
+    assert operator.post(LIST + "999999/do/retry/").status_code == 404
+    assert operator.get(LIST + "abc/edit-payload/").status_code == 404
 
 
 def test_the_delete_page_refuses_a_running_job(operator):

@@ -17,7 +17,6 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path
 
@@ -62,7 +61,9 @@ class EditPayloadMixin:
     def edit_payload_view(self, request: HttpRequest, object_id: str):
         if not self.has_edit_payload_permission(request):
             raise PermissionDenied
-        job = get_object_or_404(Job, pk=object_id)
+        from .views import get_job_or_404
+
+        job = get_job_or_404(object_id)
         if job.status != DEAD:
             self.message_user(request, "Only dead jobs can have their payload edited.",
                               messages.WARNING)

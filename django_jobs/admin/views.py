@@ -51,7 +51,7 @@ class JobViewsMixin:
         check, run, _ = OBJECT_VERBS[verb]
         if not getattr(self, check)(request):
             raise PermissionDenied
-        job = get_object_or_404(Job, pk=object_id)
+        job = get_job_or_404(object_id)
         _, text, ok = run(Job.objects.filter(pk=job.pk))
         self.message_user(request, capfirst(text), messages.SUCCESS if ok else messages.WARNING)
         return HttpResponseRedirect(self.url("change", job.pk))
@@ -120,6 +120,13 @@ class JobViewsMixin:
             text = f"Queue {name} {done}." if changed else f"Queue {name} was already {done}."
             self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
         return HttpResponseRedirect(self.url("overview"))
+
+
+def get_job_or_404(object_id: str) -> Job:
+    """The job with this primary key; 404 for a missing job or a malformed id."""
+    if not str(object_id).isdigit():
+        raise Http404("no such job")
+    return get_object_or_404(Job, pk=object_id)
 
 
 def can_pause(request: HttpRequest) -> bool:
