@@ -117,9 +117,6 @@ class QueueStateManager(models.Manager):
         """Let workers claim from queue ``name`` again; True if it was paused."""
         return self._set(name, paused=False)
 
-    def paused_names(self) -> set[str]:
-        return set(self.filter(paused=True).values_list("name", flat=True))
-
     def _set(self, name: str, *, paused: bool) -> bool:
         from .validation import QUEUE_RE
 
