@@ -65,15 +65,15 @@ class JobQuerySet(models.QuerySet):
 
     def retry(self) -> int:
         """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
-        now = timezone.now()
-        return self.filter(status__in=(DEAD, FAILED, CANCELED)).update(
-            status=PENDING,
-            run_at=now,
-            updated_at=now,
-            finished_at=None,
-            cancel_requested=False,
-            max_attempts=Greatest(F("max_attempts"), F("attempt") + 1),
-        )
+        return self.filter(status__in=(DEAD, FAILED, CANCELED)).update(**_retry_fields())
+
+    def retry_with_payload(self, payload: Any) -> int:
+        """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
+
+        Raises InvalidJob if the payload is not JSON-serialisable; changes nothing then.
+        """
+        payload = check_payload(payload)
+        return self.filter(status=DEAD).update(payload=payload, **_retry_fields())
 
     def cancel(self) -> int:
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
@@ -112,6 +112,53 @@ class JobQuerySet(models.QuerySet):
         return self.filter(status__in=READY_STATES, run_at__gt=now).update(
             run_at=now, updated_at=now
         )
+
+    def discard(self) -> int:
+        """Delete jobs no worker holds (all but processing) with their attempts; returns jobs.
+
+        The rows are locked first on databases with row locks, so a worker cannot claim a
+        job between the check and the delete (claims skip locked rows).
+        """
+        deleted = 0
+        with transaction.atomic(using=self.db):
+            idle = self.exclude(status=PROCESSING).order_by()
+            if connections[self.db].features.has_select_for_update:
+                idle = idle.select_for_update()
+            ids = list(idle.values_list("pk", flat=True))
+            for start in range(0, len(ids), 1000):
+                chunk = self.model.objects.using(self.db).filter(pk__in=ids[start : start + 1000])
+                _, per_model = chunk.exclude(status=PROCESSING).only("pk").delete()
+                deleted += per_model.get(self.model._meta.label, 0)
+        return deleted
+
+
+class QueueStateManager(models.Manager):
+    """Pause and resume queues; workers re-read the paused set at every heartbeat."""
+
+    def pause(self, name: str) -> bool:
+        """Stop workers claiming from queue ``name``; True if it was running."""
+        return self._set(name, paused=True)
+
+    def resume(self, name: str) -> bool:
+        """Let workers claim from queue ``name`` again; True if it was paused."""
+        return self._set(name, paused=False)
+
+    def _set(self, name: str, *, paused: bool) -> bool:
+        from .validation import QUEUE_RE
+
+        if not isinstance(name, str) or not QUEUE_RE.match(name):
+            from .exceptions import InvalidJob
+
+            raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {name!r}"})
+        now = timezone.now()
+        with transaction.atomic(using=self.db):
+            changed = self.filter(name=name).exclude(paused=paused).update(
+                paused=paused, changed_at=now
+            )
+            if not changed and paused and not self.filter(name=name).exists():
+                self.create(name=name, paused=True, changed_at=now)
+                changed = 1
+        return bool(changed)
 
 
 class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
@@ -355,6 +402,14 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                     outcome=JobAttempt.Outcome.RELEASED,
                 )
         return released
+
+
+def _retry_fields() -> dict[str, Any]:
+    now = timezone.now()
+    return {
+        "status": PENDING, "run_at": now, "updated_at": now, "finished_at": None,
+        "cancel_requested": False, "max_attempts": Greatest(F("max_attempts"), F("attempt") + 1),
+    }
 
 
 def _decide(job: Job, permanent: bool, now: datetime):

@@ -14,7 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from .managers import JobManager
+from .managers import JobManager, QueueStateManager
 
 PUBLIC_ID_PREFIX = "j-"
 
@@ -231,6 +231,8 @@ class QueueState(models.Model):
     name = models.CharField(max_length=100, primary_key=True)
     paused = models.BooleanField(default=False)
     changed_at = models.DateTimeField(default=timezone.now)
+
+    objects = QueueStateManager()
 
     def __str__(self) -> str:
         return f"{self.name} ({'paused' if self.paused else 'running'})"

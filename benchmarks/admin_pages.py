@@ -1,0 +1,232 @@
+"""Admin pages at 10k and 1M jobs on PostgreSQL: queries per page and time per page.
+
+    DJANGO_JOBS_TEST_DB=postgres python benchmarks/admin_pages.py [--rows 10000,1000000]
+
+Fills a scratch database (``django_jobs_bench_admin``, dropped and re-created) with a
+server-side ``INSERT ... SELECT generate_series``, then renders each admin page with Django's
+test client. Two baselines are measured in the same run, on the same data:
+
+- ``raw page``: the bare SQL of one list page (``SELECT ... ORDER BY created_at DESC LIMIT 50``),
+  the database's floor for any list;
+- ``group list``: the stock admin changelist of ``auth.Group`` with three rows, the admin's
+  own floor for rendering a page.
+
+For contrast, ``naive`` rows render the same jobs with a plain ``ModelAdmin`` (exact counts,
+``SELECT DISTINCT`` filters, Django's date hierarchy), as an app without these measures would.
+Times are medians of several runs; ratios are against the baselines above.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB_NAME = "django_jobs_bench_admin"
+os.environ.setdefault("DJANGO_JOBS_TEST_DB", "postgres")
+os.environ["JOBS_DB_NAME"] = DB_NAME
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+import django  # noqa: E402
+import psycopg  # noqa: E402
+
+STATUS_SQL = """CASE WHEN mod(g, 100) < 90 THEN 'completed' WHEN mod(g, 100) < 95 THEN 'dead'
+    WHEN mod(g, 100) < 97 THEN 'failed' WHEN mod(g, 100) < 99 THEN 'pending' ELSE 'canceled' END"""
+FILL_SQL = f"""
+INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at, attempt,
+    max_attempts, result, error, created_at, updated_at, started_at, finished_at, worker_id,
+    cancel_requested, callback_url)
+SELECT 'j-' || lpad(to_hex(g), 20, '0'),
+    (ARRAY['email_send', 'invoice_pdf', 'resize_image', 'sync_crm', 'webhook'])[1 + mod(g, 5)],
+    jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
+    s.status, (ARRAY[-10, 0, 0, 0, 10])[1 + mod(g, 5)],
+    (ARRAY['default', 'mail', 'media'])[1 + mod(g, 3)],
+    t.created + interval '1 second', 1, 3,
+    CASE WHEN s.status = 'completed' THEN '{{"ok": true}}'::jsonb END,
+    CASE WHEN s.status IN ('dead', 'failed') THEN jsonb_build_object(
+        'type', 'SMTPError', 'message', 'mailbox unavailable for user' || g,
+        'traceback', 'Traceback (most recent call last):\n  File "jobs.py"\nSMTPError: 550',
+        'details', '{{}}'::jsonb) END,
+    t.created, t.created + interval '2 seconds', t.created + interval '1 second',
+    CASE WHEN s.status IN ('completed', 'dead', 'canceled') THEN t.created
+        + interval '2 seconds' END,
+    'bench-worker', false, ''
+FROM generate_series(%(start)s, %(stop)s) AS g,
+    LATERAL (SELECT {STATUS_SQL} AS status) AS s,
+    LATERAL (SELECT now() - (%(stop)s - g) * interval '2 seconds' AS created) AS t
+"""
+ATTEMPTS_SQL = """
+INSERT INTO django_jobs_jobattempt (job_id, number, worker_id, started_at, finished_at, outcome,
+    error, cpu_time, peak_memory)
+SELECT id, 1, 'bench-worker', started_at, started_at + interval '1 second',
+    CASE status WHEN 'dead' THEN 'dead' ELSE 'failed' END, error, 0.01, 52428800
+FROM django_jobs_job WHERE status IN ('dead', 'failed') AND id > %(after)s
+"""
+
+
+def recreate_database() -> None:
+    with psycopg.connect(host="127.0.0.1", user="postgres", dbname="postgres",
+                         autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
+        conn.execute(f"CREATE DATABASE {DB_NAME}")
+
+
+def fill(start: int, stop: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        last = cursor.execute("SELECT coalesce(max(id), 0) FROM django_jobs_job").fetchone()[0]
+        cursor.execute(FILL_SQL, {"start": start, "stop": stop})
+        cursor.execute(ATTEMPTS_SQL, {"after": last})
+    # What autovacuum would have done on a table this size: statistics and the visibility map.
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE django_jobs_job")
+        cursor.execute("VACUUM ANALYZE django_jobs_jobattempt")
+
+
+class QueryLog:
+    """Counts and times every statement the page sends (the test client resets Django's log)."""
+
+    def __init__(self) -> None:
+        self.queries: list[tuple[float, str]] = []
+
+    def __call__(self, execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.queries.append((time.perf_counter() - t0, sql))
+
+
+def measure(get, repeat: int) -> tuple[int, float, list[tuple[float, str]]]:
+    """(queries, median seconds, the queries) of ``get()``, after one warm-up call."""
+    from django.db import connection
+
+    get()
+    log = QueryLog()
+    with connection.execute_wrapper(log):
+        get()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        get()
+        times.append(time.perf_counter() - t0)
+    return len(log.queries), statistics.median(times), log.queries
+
+
+def pages(job_id: int) -> dict[str, str]:
+    jobs = "/admin/django_jobs/job/"
+    return {
+        "list": jobs,
+        "list ?status=dead": jobs + "?status__exact=dead",
+        "list ?type=webhook": jobs + "?type=webhook",
+        "list ?queue=mail&has_error=yes": jobs + "?queue=mail&has_error=yes",
+        "list ?created_at=past 7 days": jobs + "?created_at__gte=" + _week_ago(),
+        "list search error message": jobs + "?q=user42",
+        "list search public id": jobs + f"?q=j-{job_id:020x}",
+        "job page": jobs + f"{job_id}/change/",
+        "overview": jobs + "overview/",
+    }
+
+
+def _week_ago() -> str:
+    from datetime import timedelta
+    from urllib.parse import quote
+
+    from django.utils import timezone
+
+    return quote((timezone.now() - timedelta(days=7)).isoformat())
+
+
+def run(rows_list: list[int], repeat: int) -> list[dict]:
+    from django.contrib.auth.models import Group, User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import override_settings
+
+    recreate_database()
+    call_command("migrate", verbosity=0)
+    user = User.objects.create_superuser("bench", "bench@example.com", "pw")
+    for name in ("ops", "support", "billing"):
+        Group.objects.create(name=name)
+    client = Client()
+    client.force_login(user)
+    results: list[dict] = []
+    filled = 0
+    with override_settings(ROOT_URLCONF="benchmarks.admin_urls", DEBUG=False):
+        for rows in rows_list:
+            t0 = time.perf_counter()
+            fill(filled + 1, rows)
+            filled = rows
+            print(f"filled {rows:,} rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+            def raw_page() -> None:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT * FROM django_jobs_job ORDER BY created_at DESC, "
+                                   "id DESC LIMIT 50")
+                    cursor.fetchall()
+
+            _, raw, _ = measure(raw_page, repeat)
+            group_q, group, _ = measure(lambda: client.get("/admin/auth/group/"), repeat)
+            results.append({"rows": rows, "page": "baseline: raw page SELECT", "queries": 1,
+                            "seconds": raw})
+            results.append({"rows": rows, "page": "baseline: auth.Group changelist",
+                            "queries": group_q, "seconds": group})
+            job_id = connection.cursor().execute(
+                "SELECT id FROM django_jobs_job WHERE status = 'dead' ORDER BY id DESC LIMIT 1"
+            ).fetchone()[0]
+            for name, url in pages(job_id).items():
+                for site in ("admin", "naive"):
+                    if site == "naive" and name in ("job page", "overview"):
+                        continue
+                    target = url if site == "admin" else url.replace("/admin/", "/naive/")
+                    response = client.get(target)
+                    assert response.status_code == 200, (target, response.status_code)
+                    queries, seconds, log = measure(lambda t=target: client.get(t), repeat)
+                    results.append({
+                        "rows": rows, "page": name if site == "admin" else f"naive {name}",
+                        "queries": queries, "seconds": seconds,
+                        "x_raw": seconds / raw, "x_group": seconds / group,
+                        "slowest": [(round(t * 1000, 1), sql[:300]) for t, sql in
+                                    sorted(log, reverse=True)[:3]],
+                    })
+    return results
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| rows | page | queries | ms per page | x raw SELECT | x Group list |",
+             "| ---: | --- | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        ratio = (f"{r['x_raw']:.1f} | {r['x_group']:.1f}" if "x_raw" in r else "- | -")
+        lines.append(f"| {r['rows']:,} | {r['page']} | {r['queries']} | "
+                     f"{r['seconds'] * 1000:.1f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", default="10000,1000000",
+                        help="comma-separated table sizes, ascending")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    django.setup()
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()  # the test client's host, in-memory email; nothing else
+    results = run([int(n) for n in args.rows.split(",")], args.repeat)
+    print(table(results))
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "admin_pages.json").write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

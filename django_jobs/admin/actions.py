@@ -1,0 +1,176 @@
+"""Admin actions: each calls a queryset verb from ``managers.py`` and says what it did.
+
+The verbs narrow to the rows they apply to; here we only count the selection by status first,
+so the message can name what was skipped and why ("3 jobs retried; 2 skipped: already
+completed").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from django.contrib import admin, messages
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.text import capfirst
+
+from ..managers import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
+
+RETRYABLE = (DEAD, FAILED, CANCELED)
+CANCELABLE = (PENDING, FAILED)
+
+# Why a job in a given status was left alone by each verb.
+SKIP_REASONS: dict[str, dict[str, str]] = {
+    "retry": {
+        PENDING: "already pending",
+        PROCESSING: "running now",
+        "cancel_requested": "running now",
+        COMPLETED: "already completed",
+    },
+    "cancel": {
+        COMPLETED: "already completed",
+        DEAD: "dead (retry or delete it instead)",
+        CANCELED: "already canceled",
+        "cancel_requested": "cancel already requested",
+    },
+    "run_now": {
+        "not_scheduled": "not waiting for a later time",
+        PROCESSING: "running now",
+        "cancel_requested": "running now",
+        COMPLETED: "already completed",
+        DEAD: "dead (retry it instead)",
+        CANCELED: "canceled",
+    },
+    "delete": {PROCESSING: "running now (cancel it first)"},
+}
+
+
+def jobs(n: int) -> str:
+    return f"{n} job" if n == 1 else f"{n} jobs"
+
+
+def summarise(done: str, changed: int, skipped: Counter[str], verb: str) -> str:
+    """``3 jobs retried; 2 skipped: already completed; 1 skipped: running now``."""
+    parts = [f"{jobs(changed)} {done}"]
+    reasons = SKIP_REASONS[verb]
+    why = [(n, reasons.get(key, "changed meanwhile")) for key, n in skipped.items() if n]
+    for n, reason in sorted(why, key=lambda item: (-item[0], item[1])):
+        parts.append(f"{n} skipped: {reason}")
+    return "; ".join(parts)
+
+
+def status_counts(queryset: QuerySet) -> Counter[str]:
+    """How many selected jobs are in each status (one grouped query)."""
+    rows = queryset.order_by().values("status", "cancel_requested").annotate(n=Count("pk"))
+    counts: Counter[str] = Counter()
+    for row in rows:
+        key = row["status"]
+        if key == PROCESSING and row["cancel_requested"]:
+            key = "cancel_requested"
+        counts[key] += row["n"]
+    return counts
+
+
+def apply(
+    queryset: QuerySet, verb: str, done: str, applies: Iterable[str],
+    call: Callable[[QuerySet], int],
+) -> tuple[int, str, bool]:
+    """Run ``call`` on the selection; returns (changed, message, whether anything changed)."""
+    before = status_counts(queryset)
+    applies = set(applies)
+    changed = call(queryset)
+    skipped = Counter({k: n for k, n in before.items() if k not in applies})
+    expected = sum(n for k, n in before.items() if k in applies)
+    if expected > changed:
+        skipped["changed_meanwhile"] += expected - changed
+    return changed, summarise(done, changed, skipped, verb), changed > 0
+
+
+def report(modeladmin: admin.ModelAdmin, request: HttpRequest, result: tuple) -> None:
+    _, text, ok = result
+    modeladmin.message_user(request, capfirst(text), messages.SUCCESS if ok else messages.WARNING)
+
+
+@admin.action(description="Retry selected jobs (dead, failed, canceled)", permissions=["retry"])
+def retry_jobs(modeladmin, request, queryset):
+    report(modeladmin, request, apply(queryset, "retry", "retried", RETRYABLE, _retry))
+
+
+@admin.action(description="Cancel selected jobs", permissions=["cancel"])
+def cancel_jobs(modeladmin, request, queryset):
+    report(modeladmin, request, cancel_result(queryset))
+
+
+@admin.action(description="Run selected scheduled jobs now", permissions=["run_now"])
+def run_jobs_now(modeladmin, request, queryset):
+    report(modeladmin, request, run_now_result(queryset))
+
+
+def _retry(queryset: QuerySet) -> int:
+    return queryset.retry()
+
+
+def cancel_result(queryset: QuerySet) -> tuple[int, str, bool]:
+    """Cancel: waiting jobs are canceled, running ones are asked to stop."""
+    before = status_counts(queryset)
+    changed = queryset.cancel()
+    waiting = sum(before[s] for s in CANCELABLE)
+    running = before[PROCESSING]
+    skipped = Counter({k: n for k, n in before.items() if k not in (*CANCELABLE, PROCESSING)})
+    if changed == waiting + running:
+        done = f"canceled{'; ' + jobs(running) + ' running, asked to stop' if running else ''}"
+        return changed, summarise(done, waiting, skipped, "cancel"), changed > 0
+    skipped["changed_meanwhile"] += waiting + running - changed
+    return changed, summarise("canceled or asked to stop", changed, skipped, "cancel"), changed > 0
+
+
+def run_now_result(queryset: QuerySet) -> tuple[int, str, bool]:
+    """Run now: only pending or failed jobs whose run_at is still ahead."""
+    before = status_counts(queryset)
+    changed = queryset.run_now()
+    skipped = Counter({k: n for k, n in before.items() if k not in CANCELABLE})
+    ready_total = sum(before[s] for s in CANCELABLE)
+    if ready_total > changed:
+        skipped["not_scheduled"] += ready_total - changed
+    return changed, summarise("made due now", changed, skipped, "run_now"), changed > 0
+
+
+def retry_result(queryset: QuerySet) -> tuple[int, str, bool]:
+    return apply(queryset, "retry", "retried", RETRYABLE, _retry)
+
+
+def delete_result(queryset: QuerySet) -> tuple[int, str, bool]:
+    before = status_counts(queryset)
+    deleted = queryset.discard()
+    skipped = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"]})
+    expected = sum(before.values()) - skipped[PROCESSING]
+    if expected > deleted:
+        skipped["changed_meanwhile"] += expected - deleted
+    return deleted, summarise("deleted", deleted, skipped, "delete"), deleted > 0
+
+
+@admin.action(description="Delete selected jobs (not running ones)", permissions=["delete"])
+def delete_jobs(modeladmin, request, queryset):
+    """First a page that counts what will go; deleting happens on its confirming POST."""
+    if request.POST.get("post") == "yes":
+        report(modeladmin, request, delete_result(queryset))
+        return None
+    counts = status_counts(queryset)
+    running = counts.pop(PROCESSING, 0) + counts.pop("cancel_requested", 0)
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Delete jobs?",
+        "opts": modeladmin.model._meta,
+        "counts": sorted(counts.items()),
+        "total": sum(counts.values()),
+        "running": running,
+        "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+        "select_across": request.POST.get("select_across", "0"),
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        "media": modeladmin.media,
+    }
+    return TemplateResponse(
+        request, "django_jobs/admin/delete_jobs_confirmation.html", context
+    )

@@ -1,0 +1,103 @@
+"""How job values read in the admin: status badges, pretty JSON, errors, durations, sizes."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+EMPTY = "-"
+
+
+def status_badge(status: str, label: str, *, cancel_requested: bool = False) -> SafeString:
+    """A coloured pill with the status word in it (colour is never the only signal)."""
+    extra = mark_safe(' <span class="dj-jobs-note">cancel requested</span>') if (
+        cancel_requested
+    ) else ""
+    return format_html(
+        '<span class="dj-jobs-status dj-jobs-status-{}">{}</span>{}', status, label, extra
+    )
+
+
+def pretty_json(value: Any) -> SafeString | str:
+    """Indented JSON in a <pre>, escaped; ``-`` for nothing."""
+    if value is None:
+        return EMPTY
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    return format_html('<pre class="dj-jobs-json">{}</pre>', text)
+
+
+def error_block(error: Any) -> SafeString | str:
+    """The error's type and message, its full traceback and its details."""
+    if not error:
+        return EMPTY
+    if not isinstance(error, dict):
+        return pretty_json(error)
+    parts = [
+        format_html(
+            '<p class="dj-jobs-error-head"><strong>{}</strong>: {}</p>',
+            error.get("type") or "Error", error.get("message") or "",
+        )
+    ]
+    if error.get("traceback"):
+        parts.append(format_html('<pre class="dj-jobs-traceback">{}</pre>', error["traceback"]))
+    if error.get("details"):
+        parts.append(format_html("<p>Details:</p>{}", pretty_json(error["details"])))
+    return format_html_join("", "{}", ((p,) for p in parts))
+
+
+def error_summary(error: Any, *, limit: int = 120) -> str:
+    """``Type: message`` on one line, cut to ``limit`` characters."""
+    if not error:
+        return ""
+    if not isinstance(error, dict):
+        return str(error)[:limit]
+    text = f"{error.get('type') or 'Error'}: {error.get('message') or ''}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def duration(value: timedelta | None) -> str:
+    """``850 ms``, ``12.3 s``, ``4 min 05 s`` or ``2 h 03 min``."""
+    if value is None:
+        return EMPTY
+    seconds = value.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+
+
+def size(num_bytes: int | None) -> str:
+    """Bytes as KiB/MiB/GiB."""
+    if num_bytes is None:
+        return EMPTY
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return EMPTY  # pragma: no cover
+
+
+def when(value: datetime | None, *, precise: bool = False) -> str:
+    """A compact local timestamp: ``2026-11-30 09:41:07``, or ``09:41:07.250 UTC`` precise."""
+    if value is None:
+        return EMPTY
+    local = timezone.localtime(value)
+    if precise:
+        return local.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + local.strftime(" %Z")
+    return local.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age(value: datetime | None, now: datetime | None = None) -> str:
+    """How long ago ``value`` was, as a duration."""
+    if value is None:
+        return EMPTY
+    return duration(max((now or timezone.now()) - value, timedelta(0)))

@@ -1,0 +1,103 @@
+"""The one edit the admin allows: correct a dead job's payload and retry it, logged.
+
+A job dies of bad input as often as of bad code: a typo in an address, an id that was renamed.
+Then the fix is the payload. The edit is its own page and its own permission pair (retry and
+change), it only applies to dead jobs, and it is recorded in the admin's history of the job
+with the keys that changed (never their values, which may be secret) and in the
+``django_jobs.admin`` log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path
+
+from ..exceptions import InvalidJob
+from ..managers import DEAD
+from ..models import Job
+
+logger = logging.getLogger("django_jobs.admin")
+
+
+class PayloadForm(forms.Form):
+    payload = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "cols": 80}),
+                              help_text="JSON. The job runs again with exactly this payload.")
+
+    def clean_payload(self) -> Any:
+        try:
+            return json.loads(self.cleaned_data["payload"])
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON: {exc}") from None
+
+
+def changed_keys(old: Any, new: Any) -> list[str]:
+    """Top-level keys added, removed or changed; ``["(payload)"]`` if either is not an object."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return [] if old == new else ["(payload)"]
+    return sorted(k for k in old.keys() | new.keys() if old.get(k, ...) != new.get(k, ...))
+
+
+class EditPayloadMixin:
+    def get_urls(self):
+        return [
+            path("<path:object_id>/edit-payload/",
+                 self.admin_site.admin_view(self.edit_payload_view),
+                 name="django_jobs_job_edit_payload"),
+            *super().get_urls(),
+        ]
+
+    def has_edit_payload_permission(self, request: HttpRequest) -> bool:
+        user = request.user
+        return user.has_perm("django_jobs.retry_job") and user.has_perm("django_jobs.change_job")
+
+    def edit_payload_view(self, request: HttpRequest, object_id: str):
+        if not self.has_edit_payload_permission(request):
+            raise PermissionDenied
+        from .views import get_job_or_404
+
+        job = get_job_or_404(object_id)
+        if job.status != DEAD:
+            self.message_user(request, "Only dead jobs can have their payload edited.",
+                              messages.WARNING)
+            return HttpResponseRedirect(self.url("change", job.pk))
+        initial = json.dumps(job.payload, indent=2, ensure_ascii=False)
+        form = PayloadForm(request.POST or None, initial={"payload": initial})
+        if request.method == "POST" and form.is_valid():
+            response = self._save_payload(request, job, form)
+            if response is not None:
+                return response
+        request.current_app = self.admin_site.name
+        context = {
+            **self.admin_site.each_context(request), "title": f"Edit payload of {job.public_id}",
+            "opts": self.model._meta, "original": job, "form": form, "media": self.media,
+        }
+        status = 400 if request.method == "POST" else 200
+        return TemplateResponse(request, "django_jobs/admin/edit_payload.html", context,
+                                status=status)
+
+    def _save_payload(self, request: HttpRequest, job: Job, form: PayloadForm):
+        new = form.cleaned_data["payload"]
+        try:
+            changed = Job.objects.filter(pk=job.pk).retry_with_payload(new)
+        except InvalidJob as exc:
+            form.add_error("payload", "; ".join(exc.messages))
+            return None
+        if not changed:
+            self.message_user(request, "The job is no longer dead; nothing was changed.",
+                              messages.WARNING)
+            return HttpResponseRedirect(self.url("change", job.pk))
+        keys = ", ".join(changed_keys(job.payload, new)) or "none"
+        self.log_change(request, job, f"Edited the payload (keys changed: {keys}) and retried.")
+        logger.info("job %s: payload edited (keys changed: %s) and retried by %s",
+                    job.public_id, keys, request.user.get_username())
+        self.message_user(request, f"Payload saved (keys changed: {keys}); 1 job retried.",
+                          messages.SUCCESS)
+        return HttpResponseRedirect(self.url("change", job.pk))

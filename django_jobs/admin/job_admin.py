@@ -1,0 +1,185 @@
+"""The job list and the read-only job page."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from ..managers import READY_STATES
+from ..models import Job
+from . import actions, display
+from .attempts import AttemptInline
+from .edit_payload import EditPayloadMixin
+from .filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
+from .paginator import EstimatedCountPaginator
+from .views import JobViewsMixin
+
+PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
+HEAVY_FIELDS = ("payload", "result", "error")
+
+
+class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
+    list_display = [
+        "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
+        "next_run", "created", "updated", "took",
+    ]
+    list_filter = [
+        "status", TypeFilter, QueueFilter, PriorityFilter,
+        ("created_at", admin.DateFieldListFilter), HasErrorFilter,
+    ]
+    search_fields = ["=public_id", "type", "error__message", "payload"]
+    search_help_text = "A public id (j-...) finds that job; other words match the type, the " \
+        "error message or the payload text."
+    ordering = ["-created_at"]
+    # Only orders an index can serve: any other order sorts the whole table for one page.
+    sortable_by = ["created"]
+    date_hierarchy = "created_at"
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    list_per_page = 50
+    list_max_show_all = 500
+    actions = [actions.retry_jobs, actions.cancel_jobs, actions.run_jobs_now,
+               actions.delete_jobs]
+    inlines = [AttemptInline]
+    fieldsets = [
+        (None, {"fields": [
+            "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
+            "next_run", "worker_id", "callback_url",
+        ]}),
+        ("Times", {"fields": [
+            "created_precise", "updated_precise", "run_at_precise", "started_precise",
+            "finished_precise", "took", "leased_precise",
+        ]}),
+        ("Payload", {"fields": ["payload_json"]}),
+        ("Result", {"fields": ["result_json"]}),
+        ("Error", {"fields": ["error_details"]}),
+    ]
+    readonly_fields = [f for _, opts in fieldsets for f in opts["fields"]]
+    change_list_template = "django_jobs/admin/job_change_list.html"
+    change_form_template = "django_jobs/admin/job_change_form.html"
+
+    class Media:
+        css = {"all": ["django_jobs/admin.css"]}
+
+    # Reading.
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        qs = super().get_queryset(request)
+        match = getattr(request, "resolver_match", None)
+        if match is not None and match.url_name == "django_jobs_job_changelist":
+            qs = qs.defer(*HEAVY_FIELDS)  # the list never shows them
+        return qs
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if PUBLIC_ID_RE.fullmatch(term):
+            return queryset.filter(public_id=term), False  # the unique index, no scan
+        return super().get_search_results(request, queryset, search_term)
+
+    # Permissions: nobody edits a job by hand; each verb has its own permission.
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and obj.status == "processing":
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def has_retry_permission(self, request) -> bool:
+        return request.user.has_perm("django_jobs.retry_job")
+
+    def has_cancel_permission(self, request) -> bool:
+        return request.user.has_perm("django_jobs.cancel_job")
+
+    def has_run_now_permission(self, request) -> bool:
+        return request.user.has_perm("django_jobs.change_job")
+
+    def get_actions(self, request, action_location=None):
+        # ``action_location`` exists from Django 6.1 (actions on the change form); pass it on
+        # only where it exists.
+        extra = {} if action_location is None else {"action_location": action_location}
+        found = super().get_actions(request, **extra)
+        found.pop("delete_selected", None)  # ours counts instead of listing every row
+        return found
+
+    def delete_model(self, request, obj) -> None:
+        Job.objects.filter(pk=obj.pk).discard()
+
+    # Columns.
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, job: Job):
+        return display.status_badge(
+            job.status, job.get_status_display(),
+            cancel_requested=job.cancel_requested and job.status == "processing",
+        )
+
+    @admin.display(description="priority")
+    def priority_label(self, job: Job) -> str:
+        from ..validation import priority_label
+
+        return priority_label(job.priority)
+
+    @admin.display(description="attempts")
+    def attempts(self, job: Job) -> str:
+        return f"{job.attempt} of {job.max_attempts}"
+
+    @admin.display(description="next run")
+    def next_run(self, job: Job) -> str:
+        return display.when(job.run_at) if job.status in READY_STATES else display.EMPTY
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, job: Job) -> str:
+        return display.when(job.created_at)
+
+    @admin.display(description="updated")
+    def updated(self, job: Job) -> str:
+        return display.when(job.updated_at)
+
+    @admin.display(description="created")
+    def created_precise(self, job: Job) -> str:
+        return display.when(job.created_at, precise=True)
+
+    @admin.display(description="updated")
+    def updated_precise(self, job: Job) -> str:
+        return display.when(job.updated_at, precise=True)
+
+    @admin.display(description="run at")
+    def run_at_precise(self, job: Job) -> str:
+        return display.when(job.run_at, precise=True)
+
+    @admin.display(description="last attempt started")
+    def started_precise(self, job: Job) -> str:
+        return display.when(job.started_at, precise=True)
+
+    @admin.display(description="finished")
+    def finished_precise(self, job: Job) -> str:
+        return display.when(job.finished_at, precise=True)
+
+    @admin.display(description="lease held until")
+    def leased_precise(self, job: Job) -> str:
+        return display.when(job.leased_until, precise=True)
+
+    @admin.display(description="duration")
+    def took(self, job: Job) -> str:
+        return display.duration(job.duration)
+
+    @admin.display(description="payload")
+    def payload_json(self, job: Job):
+        return display.pretty_json(job.payload)
+
+    @admin.display(description="result")
+    def result_json(self, job: Job):
+        return display.pretty_json(job.result)
+
+    @admin.display(description="error")
+    def error_details(self, job: Job):
+        return display.error_block(job.error)
