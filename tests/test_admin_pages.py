@@ -212,6 +212,12 @@ def test_job_page_shows_a_cancel_request_on_a_running_job(viewer):
     assert "cancel requested" in viewer.get(job_url(job)).content.decode()
 
 
+def test_running_job_shows_its_progress_in_the_list_and_on_its_page(viewer):
+    job = make_job("processing", progress={"fraction": 0.4, "message": "resized 2 of 5"})
+    assert "40% resized 2 of 5" in viewer.get(job_url(job)).content.decode()
+    assert "40% resized 2 of 5" in viewer.get(LIST).content.decode()
+
+
 def test_a_job_page_for_an_unknown_id_redirects_with_a_message(viewer):
     response = viewer.get(LIST + "999999/change/", follow=True)
     assert "exist. Perhaps it was deleted?" in response.content.decode()

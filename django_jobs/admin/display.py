@@ -23,6 +23,14 @@ def status_badge(status: str, label: str, *, cancel_requested: bool = False) -> 
     )
 
 
+def progress(fraction: float | None, message: str) -> str:
+    """``40% resized 2 of 5`` as the handler last recorded it; ``-`` if it recorded none."""
+    if fraction is None and not message:
+        return EMPTY
+    percent = f"{fraction * 100:.0f}%" if fraction is not None else ""
+    return " ".join(part for part in (percent, message) if part)
+
+
 def pretty_json(value: Any) -> SafeString | str:
     """Indented JSON in a <pre>, escaped; ``-`` for nothing."""
     if value is None:

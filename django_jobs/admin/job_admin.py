@@ -7,6 +7,7 @@ import re
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
 
 from ..managers import READY_STATES
 from ..models import Job
@@ -48,7 +49,7 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": [
             "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
-            "next_run", "worker_id", "callback_url",
+            "next_run", "progress_display", "worker_id", "callback_url",
         ]}),
         ("Times", {"fields": [
             "created_precise", "updated_precise", "run_at_precise", "started_precise",
@@ -117,10 +118,18 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, job: Job):
-        return display.status_badge(
+        badge = display.status_badge(
             job.status, job.get_status_display(),
             cancel_requested=job.cancel_requested and job.status == "processing",
         )
+        if job.status == "processing" and job.progress:
+            return format_html("{} {}", badge, display.progress(
+                job.progress_fraction, job.progress_message))
+        return badge
+
+    @admin.display(description="progress")
+    def progress_display(self, job: Job) -> str:
+        return display.progress(job.progress_fraction, job.progress_message)
 
     @admin.display(description="priority")
     def priority_label(self, job: Job) -> str:
