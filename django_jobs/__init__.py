@@ -14,6 +14,7 @@ __all__ = [
     "UnknownJobType",
     "current_job",
     "handler",
+    "task",
 ]
 __version__ = "0.1.0.dev0"
 
@@ -23,3 +24,14 @@ def current_job():  # type: ignore[no-untyped-def]
     from .execution import current_job as _current
 
     return _current.get()
+
+
+def task(function=None, **options):  # type: ignore[no-untyped-def]
+    """Define a django.tasks Task with retry options: ``@task(max_attempts=5, timeout=60)``.
+
+    The same as the framework's ``@task`` plus ``max_attempts``, ``backoff``, ``retry_on``,
+    ``permanent`` and ``timeout``; see docs/tasks-backend.md.
+    """
+    from .backends.tasks import task as _task
+
+    return _task(function, **options)

@@ -8,6 +8,8 @@ class DjangoJobsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .backends import setup as setup_tasks_backend
         from .registry import autodiscover
 
+        setup_tasks_backend()  # the django.tasks backend: task: job types, task_finished
         autodiscover()

@@ -4,6 +4,7 @@ Subprocess workers started by the tests read JOBS_DB_NAME to open the test datab
 """
 
 import os
+from importlib.util import find_spec
 from pathlib import Path
 
 BASE = Path(__file__).resolve().parent
@@ -71,3 +72,16 @@ TEMPLATES = [
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS = {"BACKOFF_BASE": 0.01, "BACKOFF_CAP": 0.05, "POLL_INTERVAL": 0.2}
+
+# The django.tasks backend: Django 6 ships the framework; on Django 5.2 the django-tasks backport
+# provides it (the "tasks" extra). Without either, TASKS is left out and the task tests skip.
+HAS_TASKS_FRAMEWORK = bool(find_spec("django.tasks") or find_spec("django_tasks"))
+if not find_spec("django.tasks") and HAS_TASKS_FRAMEWORK:
+    INSTALLED_APPS.append("django_tasks")
+if HAS_TASKS_FRAMEWORK:
+    TASKS = {
+        "default": {
+            "BACKEND": "django_jobs.backends.DatabaseBackend",
+            "QUEUES": ["default", "emails"],
+        },
+    }
