@@ -42,7 +42,7 @@ else:  # Django 5.2: the backport
             "django_jobs.backends needs Django 6 or, on Django 5.2, the django-tasks package: "
             "pip install 'django-jobs[tasks]'"
         ) from exc
-    from django_tasks import checks as _checks  # type: ignore[no-redef]  # noqa: F401
+    from django_tasks import checks as _checks  # type: ignore[no-redef]
     from django_tasks import exceptions as _exceptions  # type: ignore[no-redef]
     from django_tasks import signals as _signals  # type: ignore[no-redef]
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
@@ -80,6 +80,7 @@ else:
 TaskResultDoesNotExist: type[Exception] = _exceptions.TaskResultDoesNotExist
 TaskResultMismatch: type[Exception] = _exceptions.TaskResultMismatch
 
+check_tasks = _checks.check_tasks  # the framework's system check: every backend's check()
 task_enqueued = _signals.task_enqueued
 task_started = _signals.task_started
 task_finished = _signals.task_finished
@@ -102,6 +103,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultMismatch",
     "TaskResultStatus",
+    "check_tasks",
     "default_task_backend",
     "normalize_json",
     "task",
