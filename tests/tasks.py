@@ -97,6 +97,14 @@ def flaky_task(context, succeed_on):
     return {"attempt": context.attempt}
 
 
+@django_jobs.task(takes_context=True, max_attempts=3, backoff=[3600])
+def slow_retry_task(context, succeed_on):
+    """Like flaky_task, but its retry waits an hour (tests make it due with run_now)."""
+    if context.attempt < succeed_on:
+        raise Fragile(f"attempt {context.attempt} failed")
+    return {"attempt": context.attempt}
+
+
 @django_jobs.task(max_attempts=5, backoff=[0.01])
 def permanent_task():
     raise PermanentError("cannot ever work")
