@@ -289,3 +289,26 @@ def test_job_task_options_are_validated():
     ]:
         with pytest.raises(InvalidTask, match=message):
             JobTask(func=func, **options)
+
+
+@pytest.mark.django_db
+def test_a_task_type_cannot_make_the_process_import_an_arbitrary_module():
+    """Job types arrive through the API too: ``task:`` only imports installed apps' modules."""
+    import sys
+
+    from django_jobs.exceptions import UnknownJobType
+
+    assert "this" not in sys.modules  # importing it prints the Zen of Python
+    with pytest.raises(UnknownJobType):
+        Job.enqueue("task:this.s", {"args": [], "kwargs": {}})
+    assert "this" not in sys.modules
+    with pytest.raises(UnknownJobType):  # importable, but a plain function, not a Task
+        Job.enqueue("task:os.getcwd", {"args": [], "kwargs": {}})
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_task_job_enqueued_like_any_job_is_a_task_result():
+    job = Job.enqueue(f"task:{test_tasks.echo_task.module_path}", {"args": [1], "kwargs": {}})
+    result = test_tasks.echo_task.get_result(job.public_id)
+    assert (result.status, result.args, result.backend) == (TaskResultStatus.READY, [1], "default")
