@@ -112,6 +112,25 @@ def test_sync_and_async_tasks_run_and_return_values_come_back():
     assert default_task_backend.get_result(meaning.id).return_value == 42
 
 
+def test_the_frameworks_log_lines_follow_the_task(caplog):
+    """Django's own signal receivers log enqueued, RUNNING and the final state, with the id."""
+    from django_jobs.backends.compat import FRAMEWORK
+
+    logger_name = "django.tasks" if FRAMEWORK == "django.tasks" else "django_tasks"
+    caplog.set_level("DEBUG", logger=logger_name)
+    result = test_tasks.noop_task.enqueue()
+    failed = test_tasks.failing_task_value_error.enqueue()
+    Job.objects.filter(public_id=failed.id).update(max_attempts=1)
+    drain()
+    lines = [r.getMessage() for r in caplog.records if r.name == logger_name]
+    mine = [line for line in lines if result.id in line]
+    assert len(mine) == 3
+    assert "enqueued" in mine[0]
+    assert "state=RUNNING" in mine[1]
+    assert "state=SUCCESSFUL" in mine[2]
+    assert "state=FAILED" in [line for line in lines if failed.id in line][-1]
+
+
 def test_a_task_returning_none_is_successful_with_none():
     result = test_tasks.noop_task.enqueue()
     drain()
