@@ -141,3 +141,14 @@ if DECORATOR_PASSES_OPTIONS:
 
 else:  # Django 6.0: the framework's decorator takes no extra options
     decorated_with_options = None
+
+
+@django_jobs.task(takes_context=True, max_attempts=3, backoff=[0.01])
+def stalls_on_first_attempt(context, marker):
+    """Attempt 1 marks a file and hangs (the test kills its worker); later attempts return."""
+    if context.attempt == 1:
+        Path(marker).write_text("started")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+    return {"attempt": context.attempt}

@@ -382,3 +382,32 @@ def test_runworker_subprocess_retries_a_task_until_it_succeeds(start_worker):
     assert result.status == TaskResultStatus.SUCCESSFUL
     assert result.return_value == {"attempt": 2}
     assert result.worker_ids == ["tasks-retry", "tasks-retry"]
+
+
+@pytest.mark.slow
+def test_a_task_whose_worker_is_killed_is_rescued_and_run_again(start_worker, tmp_path):
+    import signal
+
+    from django_jobs.exceptions import WorkerLost
+    from tests.conftest import wait_for
+
+    marker = tmp_path / "started"
+    result = test_tasks.stalls_on_first_attempt.enqueue(str(marker))
+    fast = ("--lease", "2", "--heartbeat", "0.5", "--poll-interval", "0.2")
+    first = start_worker("--worker-id", "first", *fast)
+    wait_for(marker.exists, timeout=60)
+    first.signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    second = start_worker("--worker-id", "second", *fast)
+
+    def finished():
+        result.refresh()
+        return result.is_finished
+
+    wait_for(finished, timeout=60)
+    second.signal(signal.SIGTERM)
+    assert second.wait(timeout=60) == 0, second.output()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == {"attempt": 2}
+    assert result.worker_ids == ["first", "second"]
+    assert [e.exception_class for e in result.errors] == [WorkerLost]
