@@ -12,7 +12,6 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
-from datetime import datetime
 from typing import Any
 
 from django.apps import apps
@@ -96,9 +95,11 @@ def build_result(
     counted = [a for a in attempts if a.outcome != JobAttempt.Outcome.RELEASED]
     worker_ids = [a.worker_id for a in counted]
     starts = [a.started_at for a in counted]
-    running = job.status == Job.Status.PROCESSING
-    if running:
+    if job.status == Job.Status.PROCESSING:
         worker_ids.append(job.worker_id)
+    # job.started_at is when the latest counted attempt was claimed (a hand-back clears it);
+    # an attempt row starts a moment later, when its thread picks it up.
+    if job.started_at:
         starts.append(job.started_at)
     payload = job.payload if isinstance(job.payload, dict) else {}
     result = TaskResult(
@@ -106,8 +107,8 @@ def build_result(
         id=job.public_id,
         status=STATUS[job.status],
         enqueued_at=job.created_at,
-        started_at=min((s for s in starts if s), default=None),
-        last_attempted_at=_last(starts),
+        started_at=min(starts, default=None),
+        last_attempted_at=job.started_at or max(starts, default=None),
         finished_at=job.finished_at if job.status in FINISHED else None,
         args=payload.get("args", []),
         kwargs=payload.get("kwargs", {}),
@@ -128,9 +129,20 @@ def build_result(
 FINISHED = (Job.Status.COMPLETED, Job.Status.DEAD, Job.Status.CANCELED)
 
 
-def _last(starts: list[datetime | None]) -> datetime | None:
-    known = [s for s in starts if s]
-    return max(known) if known else None
+def attempts_of(job: Job, finished_outcome: str | None = None) -> list[JobAttempt]:
+    """The job's attempt rows, without a query when the job is on its first attempt.
+
+    A job on attempt 1 has no earlier counted attempt. With ``finished_outcome``, the attempt
+    that just finished is part of the list: on attempt 1 it is rebuilt from the job itself, as
+    the worker wrote it (same worker, the job's error).
+    """
+    if job.attempt > 1:
+        return list(JobAttempt.objects.filter(job=job))
+    if finished_outcome is None or job.attempt < 1:
+        return []
+    error = job.error if finished_outcome != Job.Status.COMPLETED else None
+    return [JobAttempt(job=job, number=1, worker_id=job.worker_id, started_at=job.started_at,
+                       outcome=finished_outcome, error=error)]
 
 
 def task_error(error: dict[str, Any]) -> TaskError:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..exceptions import PermanentError
 from ..execution import current_job
-from ..models import Job, JobAttempt
+from ..models import Job
 from ..registry import Handler
 from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
@@ -25,7 +25,7 @@ from .compat import (
     task_finished,
     task_started,
 )
-from .results import build_result, import_task, rebuild_task
+from .results import attempts_of, build_result, import_task, rebuild_task
 
 logger = logging.getLogger("django_jobs.tasks")
 
@@ -66,8 +66,7 @@ def _runner(task: Task) -> Any:
 
         job = current_job.get()
         args, kwargs, alias = unpack(payload)
-        attempts = list(JobAttempt.objects.filter(job=job))
-        result = build_result(rebuild_task(task, job, alias), job, attempts, alias)
+        result = build_result(rebuild_task(task, job, alias), job, attempts_of(job), alias)
         task_started.send(sender=DatabaseBackend, task_result=result)
         if task.takes_context:
             args = [TaskContext(task_result=result), *args]
@@ -112,7 +111,7 @@ def send_task_finished(sender: Any, job: Job, outcome: str, **kwargs: Any) -> No
         if found is None:
             return
         _, _, alias = unpack(job.payload)
-        attempts = list(JobAttempt.objects.filter(job=job))
+        attempts = attempts_of(job, finished_outcome=outcome)
         result = build_result(rebuild_task(found, job, alias), job, attempts, alias)
         responses = task_finished.send_robust(sender=DatabaseBackend, task_result=result)
     except Exception:  # the worker loop must go on
