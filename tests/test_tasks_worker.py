@@ -69,6 +69,7 @@ class Recorder:
 
     def __init__(self):
         self.events = []
+        self.results = []
         self.lock = threading.Lock()
 
     def started(self, sender, task_result, **kwargs):
@@ -80,6 +81,7 @@ class Recorder:
     def _add(self, name, sender, result):
         with self.lock:
             self.events.append((name, sender, result.id, result.status, result.attempts))
+            self.results.append((name, result))
 
 
 @pytest.fixture
@@ -220,6 +222,20 @@ def test_retries_count_attempts_and_keep_every_error(signals):
     ]
     assert {e[1] for e in signals.events} == {DatabaseBackend}
     assert {e[2] for e in signals.events} == {result.id}
+
+
+def test_the_result_sent_with_task_finished_is_the_stored_result(signals):
+    succeeded = test_tasks.calculate_meaning_of_life.enqueue()
+    failed = test_tasks.permanent_task.enqueue()
+    retried = test_tasks.flaky_task.enqueue(succeed_on=2)
+    drain_until_finished(retried)
+    drain()
+    for enqueued in (succeeded, failed, retried):
+        [sent] = [r for name, r in signals.results if name == "finished" and r.id == enqueued.id]
+        assert sent == default_task_backend.get_result(enqueued.id)
+    assert [r.status for name, r in signals.results if name == "finished"] == [
+        TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED, TaskResultStatus.SUCCESSFUL,
+    ]
 
 
 def test_a_task_out_of_attempts_fails_and_sends_task_finished(signals):
