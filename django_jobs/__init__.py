@@ -1,5 +1,8 @@
 """Database-backed background jobs for Django."""
 
+from collections.abc import Callable
+from typing import Any
+
 from .exceptions import InvalidJob, JobCanceled, JobTimeout, PermanentError, UnknownJobType
 from .registry import handler
 from .retry import ExponentialBackoff, FixedSchedule
@@ -26,7 +29,7 @@ def current_job():  # type: ignore[no-untyped-def]
     return _current.get()
 
 
-def task(function=None, **options):  # type: ignore[no-untyped-def]
+def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Define a django.tasks Task with retry options: ``@task(max_attempts=5, timeout=60)``.
 
     The same as the framework's ``@task`` plus ``max_attempts``, ``backoff``, ``retry_on``,
