@@ -312,3 +312,23 @@ def test_a_task_job_enqueued_like_any_job_is_a_task_result():
     job = Job.enqueue(f"task:{test_tasks.echo_task.module_path}", {"args": [1], "kwargs": {}})
     result = test_tasks.echo_task.get_result(job.public_id)
     assert (result.status, result.args, result.backend) == (TaskResultStatus.READY, [1], "default")
+
+
+@pytest.mark.django_db
+def test_a_value_json_cannot_store_is_refused_and_writes_nothing():
+    with pytest.raises(InvalidTask, match="JSON"):
+        test_tasks.noop_task.enqueue(float("nan"))
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_max_attempts_comes_from_the_task_then_options_then_settings():
+    with_options = {"default": {**settings.TASKS["default"], "OPTIONS": {"MAX_ATTEMPTS": 1}}}
+    with override_settings(TASKS=with_options):
+        from_options = test_tasks.noop_task.enqueue()
+        from_task = test_tasks.flaky_task.enqueue(succeed_on=1)  # max_attempts=4 on the task
+    from_settings = test_tasks.noop_task.enqueue()
+    attempts = dict(Job.objects.values_list("public_id", "max_attempts"))
+    assert attempts[from_options.id] == 1
+    assert attempts[from_task.id] == 4
+    assert attempts[from_settings.id] == 3  # DJANGO_JOBS["MAX_ATTEMPTS"] default

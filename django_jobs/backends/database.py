@@ -94,7 +94,8 @@ class DatabaseBackend(BaseTaskBackend):
                 f"Task {task.module_path!r} cannot be imported by that path, so no worker could "
                 "run it: define it at module level in an installed app, under its own name."
             )
-        max_attempts = getattr(task, "max_attempts", None) or self.options.get("MAX_ATTEMPTS")
+        options = self.options if isinstance(self.options, dict) else {}  # else E004 says so
+        max_attempts = getattr(task, "max_attempts", None) or options.get("MAX_ATTEMPTS")
         try:
             job = Job.objects.enqueue(
                 jtype,
