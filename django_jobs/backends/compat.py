@@ -22,9 +22,6 @@ if django.VERSION >= (6, 0):
     from django.tasks import signals as _signals
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import (
-        DEFAULT_TASK_PRIORITY,
-        TASK_MAX_PRIORITY,
-        TASK_MIN_PRIORITY,
         Task,
         TaskContext,
         TaskError,
@@ -47,9 +44,6 @@ else:  # Django 5.2: the backport
     from django_tasks import signals as _signals  # type: ignore[no-redef]
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
     from django_tasks.base import (  # type: ignore[no-redef]
-        DEFAULT_TASK_PRIORITY,
-        TASK_MAX_PRIORITY,
-        TASK_MIN_PRIORITY,
         Task,
         TaskContext,
         TaskError,
@@ -59,6 +53,9 @@ else:  # Django 5.2: the backport
     from django_tasks.utils import normalize_json  # type: ignore[no-redef]
 
     FRAMEWORK = "django_tasks"
+
+# The priority range is the framework's contract (and the job's own scale).
+DEFAULT_TASK_PRIORITY, TASK_MIN_PRIORITY, TASK_MAX_PRIORITY = 0, -100, 100
 
 # Whether ``@task(...)`` hands unknown keyword arguments to the backend's ``task_class``:
 # Django 6.1+ and the backport do, Django 6.0 does not (use ``django_jobs.task`` there).
@@ -71,12 +68,12 @@ default_task_backend: Any = _framework.default_task_backend
 task = _framework.task
 
 # The exception names differ: InvalidTask (Django) and InvalidTaskError (backport).
-if FRAMEWORK == "django.tasks":
-    InvalidTask: type[Exception] = _exceptions.InvalidTask
-    InvalidTaskBackend: type[Exception] = _exceptions.InvalidTaskBackend
-else:
-    InvalidTask = _exceptions.InvalidTaskError
-    InvalidTaskBackend = _exceptions.InvalidTaskBackendError
+InvalidTask: type[Exception] = (
+    getattr(_exceptions, "InvalidTask", None) or _exceptions.InvalidTaskError
+)
+InvalidTaskBackend: type[Exception] = (
+    getattr(_exceptions, "InvalidTaskBackend", None) or _exceptions.InvalidTaskBackendError
+)
 TaskResultDoesNotExist: type[Exception] = _exceptions.TaskResultDoesNotExist
 TaskResultMismatch: type[Exception] = _exceptions.TaskResultMismatch
 
