@@ -9,9 +9,11 @@ backends ignore the extra options, which keeps the Dummy backend usable in tests
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from inspect import isclass
 from typing import Any
+
+from django.utils.module_loading import import_string
 
 from ..retry import Backoff, as_backoff
 from ..validation import MAX_ATTEMPTS_LIMIT
@@ -66,6 +68,19 @@ class JobTask(Task):
         object.__setattr__(self, "permanent", _exception_types("permanent", self.permanent))
         # Zero-argument super() does not work in a slotted dataclass, hence the explicit call.
         Task.__post_init__(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by module path, as Django 6.1 does, on the backport as well."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["func"] = self.module_path
+        return (_unpickle, (type(self), values))
+
+
+def _unpickle(cls: type[JobTask], values: dict[str, Any]) -> JobTask:
+    found = import_string(values["func"])
+    if not isinstance(found, Task):
+        raise ValueError(f"Expected {values['func']!r} to point to a Task instance.")
+    return cls(**{**values, "func": found.func})
 
 
 def _exception_types(name: str, value: Any) -> ExceptionTypes:
