@@ -1,5 +1,8 @@
 """Database-backed background jobs for Django."""
 
+from collections.abc import Callable
+from typing import Any
+
 from .control import enqueue_after_success, set_progress
 from .exceptions import (
     InvalidJob,
@@ -30,6 +33,7 @@ __all__ = [
     "enqueue_after_success",
     "handler",
     "set_progress",
+    "task",
 ]
 __version__ = "0.1.0.dev0"
 
@@ -39,3 +43,14 @@ def current_job():  # type: ignore[no-untyped-def]
     from .execution import current_job as _current
 
     return _current.get()
+
+
+def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Define a django.tasks Task with retry options: ``@task(max_attempts=5, timeout=60)``.
+
+    The same as the framework's ``@task`` plus ``max_attempts``, ``backoff``, ``retry_on``,
+    ``permanent`` and ``timeout``; see docs/tasks-backend.md.
+    """
+    from .backends.tasks import task as _task
+
+    return _task(function, **options)

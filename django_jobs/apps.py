@@ -8,6 +8,7 @@ class DjangoJobsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import callbacks, checks  # noqa: F401  (register the callback handler, checks)
+        from .backends import setup as setup_tasks_backend
         from .registry import autodiscover
 
         if apps.is_installed("django.contrib.admin"):
@@ -15,4 +16,5 @@ class DjangoJobsConfig(AppConfig):
             from .api import admin as api_admin  # noqa: F401
             from .scheduling import admin as scheduling_admin  # noqa: F401
 
+        setup_tasks_backend()  # the django.tasks backend: task: job types, task_finished
         autodiscover()

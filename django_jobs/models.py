@@ -242,7 +242,12 @@ def error_dict(
     exc: BaseException | None = None, *, type: str = "", message: str = "", traceback: str = "",
     details: Any = None,
 ) -> dict[str, Any]:
-    """The structured error stored on a job and its attempts."""
+    """The structured error stored on a job and its attempts.
+
+    ``class_path`` (the exception's dotted path) is there when the error came from an exception;
+    the tasks backend turns it into ``TaskError.exception_class_path``.
+    """
+    class_path = ""
     if exc is not None:
         import traceback as tb
 
@@ -250,7 +255,12 @@ def error_dict(
         message = message or str(exc)
         traceback = traceback or "".join(tb.format_exception(exc))
         details = details if details is not None else getattr(exc, "details", None)
-    return {"type": type, "message": message, "traceback": traceback, "details": details or {}}
+        class_path = f"{exc.__class__.__module__}.{exc.__class__.__qualname__}"
+    error = {"type": type, "message": message, "traceback": traceback, "details": details or {}}
+    if class_path:
+        error["class_path"] = class_path
+    return error
+
 
 
 # --- HTTP API models (API issue): tokens and idempotency keys live in django_jobs/api/ ---

@@ -99,6 +99,9 @@ def register_resolver(prefix: str, resolve: Callable[[str], Handler | None]) -> 
 
 
 def get_handler(type: str) -> Handler | None:
+    """The handler of ``type``, or None (also for a type that is not even a string)."""
+    if not isinstance(type, str):
+        return None
     found = _handlers.get(type)
     if found is not None:
         return found

@@ -4,6 +4,7 @@ Subprocess workers started by the tests read JOBS_DB_NAME to open the test datab
 """
 
 import os
+from importlib.util import find_spec
 from pathlib import Path
 
 BASE = Path(__file__).resolve().parent
@@ -85,3 +86,15 @@ DJANGO_JOBS.update({
 
 # Extra DJANGO_JOBS keys (JSON) for subprocess workers started by one test.
 DJANGO_JOBS.update(__import__("json").loads(os.environ.get("DJANGO_JOBS_TEST_EXTRA", "{}")))
+# The django.tasks backend: Django 6 ships the framework; on Django 5.2 the django-tasks backport
+# provides it (the "tasks" extra). Without either, TASKS is left out and the task tests skip.
+HAS_TASKS_FRAMEWORK = bool(find_spec("django.tasks") or find_spec("django_tasks"))
+if not find_spec("django.tasks") and HAS_TASKS_FRAMEWORK:
+    INSTALLED_APPS.append("django_tasks")
+if HAS_TASKS_FRAMEWORK:
+    TASKS = {
+        "default": {
+            "BACKEND": "django_jobs.backends.DatabaseBackend",
+            "QUEUES": ["default", "emails"],
+        },
+    }

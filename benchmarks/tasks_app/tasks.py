@@ -1,0 +1,6 @@
+from django_jobs.backends.compat import task
+
+
+@task()
+def task_noop(n):
+    return None

@@ -1,0 +1,65 @@
+"""The backend for Django's Tasks framework (``django.tasks``, or ``django_tasks`` on 5.2).
+
+``DatabaseBackend``, ``JobTask`` and ``task`` load lazily: importing this package needs neither
+framework, so ``setup()`` can run from ``AppConfig.ready`` on every site.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DatabaseBackend", "JobTask", "setup", "task"]
+
+_LAZY = {
+    "DatabaseBackend": "database",
+    "JobTask": "tasks",
+    "task": "tasks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def setup() -> None:
+    """Let workers resolve ``task:`` job types and send ``task_finished``; called from ready().
+
+    Also imports the framework when TASKS names this backend, so on Django 5.2 the backport's
+    checks and settings receivers are connected even if ``django_tasks`` is not an installed app.
+    """
+    from django.conf import settings
+
+    from ..models import Job
+    from ..registry import register_resolver
+    from ..signals import job_finished
+
+    register_resolver("task:", _resolve)
+    job_finished.connect(_job_finished, sender=Job, dispatch_uid="django_jobs.task_finished")
+    configured = getattr(settings, "TASKS", None) or {}
+    if isinstance(configured, dict) and any(
+        isinstance(params, dict) and str(params.get("BACKEND", "")).startswith(f"{__name__}.")
+        for params in configured.values()
+    ):
+        from . import database  # noqa: F401
+
+
+def _resolve(type: str):  # type: ignore[no-untyped-def]
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        from .runner import resolve
+    except ImproperlyConfigured:  # no Tasks framework installed: no task can exist
+        return None
+    return resolve(type)
+
+
+def _job_finished(sender: Any, **kwargs: Any) -> None:
+    if not str(getattr(kwargs.get("job"), "type", "")).startswith("task:"):
+        return
+    from .runner import send_task_finished
+
+    send_task_finished(sender, **kwargs)
