@@ -1,0 +1,1 @@
+"""Throughput benchmarks: django-jobs against a minimal psycopg loop, in the same run."""
