@@ -11,11 +11,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, models, transaction
+from django.db import connections, models, router, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from . import pgwrite
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
@@ -142,6 +143,9 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             "started_at": now,
             "updated_at": now,
         }
+        using = self._db or router.db_for_write(self.model)
+        if connections[using].vendor == "postgresql":  # one statement, one round trip
+            return pgwrite.claim(ready, limit, claim, using)
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
                 jobs = list(ready.select_for_update(skip_locked=True)[:limit])
@@ -186,6 +190,9 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         from .models import JobAttempt
 
         now = timezone.now()
+        using = self._db or router.db_for_write(self.model)
+        if connections[using].vendor == "postgresql":  # one statement, one round trip
+            return self._finish_in_one_statement(outcomes, now, using)
         written: list[AttemptOutcome] = []
         attempts: list[JobAttempt] = []
         with transaction.atomic(using=self.db):
@@ -198,6 +205,21 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             for outcome in written:
                 attempts.append(_attempt_row(outcome))
             JobAttempt.objects.using(self.db).bulk_create(attempts)
+        return written
+
+    def _finish_in_one_statement(
+        self, outcomes: Sequence[AttemptOutcome], now: datetime, using: str
+    ) -> list[AttemptOutcome]:
+        """PostgreSQL: the fenced updates and the attempt rows of a batch in one statement."""
+        if not outcomes:
+            return []
+        fields = [self._finish_fields(outcome, now) for outcome in outcomes]
+        mine = pgwrite.finish(outcomes, fields, now, using)
+        written = []
+        for outcome, values in zip(outcomes, fields, strict=True):
+            if outcome.job.pk in mine:
+                _apply(outcome.job, values)
+                written.append(outcome)
         return written
 
     def _finish_group(

@@ -68,6 +68,16 @@ class Job(models.Model):
                 name="django_jobs_ready_idx",
                 condition=Q(status__in=["pending", "failed"]),
             ),
+            # The same order without the queue: a worker serving every queue (the default)
+            # claims from this one; without it PostgreSQL reads and sorts every ready row
+            # (and, with no filter on status to lean on, scans the finished ones too).
+            models.Index(
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="django_jobs_ready_any_idx",
+                condition=Q(status__in=["pending", "failed"]),
+            ),
             # Rescue looks for processing rows whose lease ran out.
             models.Index(
                 fields=["leased_until"],
