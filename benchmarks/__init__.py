@@ -1,1 +1,0 @@
-"""Throughput benchmarks: django-jobs against a minimal psycopg loop, in the same run."""

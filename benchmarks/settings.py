@@ -22,6 +22,6 @@ DATABASES = {
 SECRET_KEY = "benchmarks-only-not-secret"
 USE_TZ = True
 TIME_ZONE = "UTC"
-INSTALLED_APPS = ["django_jobs", "benchmarks"]
+INSTALLED_APPS = ["django_jobs", "benchmarks.noop_app"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS: dict = {}

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, models, router, transaction
-from django.db.models import F, Q
+from django.db import connections, models, transaction
+from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -143,9 +143,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             "started_at": now,
             "updated_at": now,
         }
-        using = self._db or router.db_for_write(self.model)
-        if connections[using].vendor == "postgresql":  # one statement, one round trip
-            return pgwrite.claim(ready, limit, claim, using)
+        if connections[self.db].vendor == "postgresql":  # one statement, one round trip
+            return pgwrite.claim(ready, limit, claim, self.db)
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
                 jobs = list(ready.select_for_update(skip_locked=True)[:limit])
@@ -190,9 +189,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         from .models import JobAttempt
 
         now = timezone.now()
-        using = self._db or router.db_for_write(self.model)
-        if connections[using].vendor == "postgresql":  # one statement, one round trip
-            return self._finish_in_one_statement(outcomes, now, using)
+        if connections[self.db].vendor == "postgresql":  # one statement, one round trip
+            return self._finish_in_one_statement(outcomes, now, self.db)
         written: list[AttemptOutcome] = []
         attempts: list[JobAttempt] = []
         with transaction.atomic(using=self.db):

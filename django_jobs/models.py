@@ -60,22 +60,20 @@ class Job(models.Model):
         indexes = [
             # Exactly the claim query's WHERE and ORDER BY: only ready-able rows are in it,
             # so claiming costs the same with ten million finished rows as with none.
+            # The first serves workers of all queues, the second workers given --queues.
+            models.Index(
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="django_jobs_ready_any_idx",
+                condition=Q(status__in=["pending", "failed"]),
+            ),
             models.Index(
                 "queue",
                 models.F("priority").desc(),
                 "run_at",
                 "id",
                 name="django_jobs_ready_idx",
-                condition=Q(status__in=["pending", "failed"]),
-            ),
-            # The same order without the queue: a worker serving every queue (the default)
-            # claims from this one; without it PostgreSQL reads and sorts every ready row
-            # (and, with no filter on status to lean on, scans the finished ones too).
-            models.Index(
-                models.F("priority").desc(),
-                "run_at",
-                "id",
-                name="django_jobs_ready_any_idx",
                 condition=Q(status__in=["pending", "failed"]),
             ),
             # Rescue looks for processing rows whose lease ran out.

@@ -1,0 +1,6 @@
+from django_jobs import handler
+
+
+@handler("bench.noop")
+def noop(payload):
+    return None
