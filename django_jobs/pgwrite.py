@@ -23,19 +23,18 @@ if TYPE_CHECKING:
     from .outcomes import AttemptOutcome
 
 CLAIM = """UPDATE {job} SET status = %s, lease_token = %s, leased_until = %s, worker_id = %s,
-    attempt = attempt + 1, started_at = %s, updated_at = %s
+    started_at = %s, updated_at = %s, attempt = attempt + 1
 WHERE id IN ({ready} {lock})
 RETURNING {columns}"""
 
-# The outcomes arrive as parallel arrays, one element per job. The UPDATE is fenced on
-# (id, lease_token, status = processing): a worker whose lease was taken over writes nothing,
-# and only the rows it did update get their attempt row, in the same statement.
+# The outcomes arrive as one JSON array (one parameter, encoded by the C json module), one
+# object per job. The UPDATE is fenced on (id, lease_token, status = processing): a worker whose
+# lease was taken over writes nothing, and only the rows it did update get their attempt row,
+# in the same statement.
 FINISH = """WITH v AS (
-    SELECT * FROM unnest(%s::bigint[], %s::uuid[], %s::text[], %s::jsonb[], %s::jsonb[],
-                         %s::timestamptz[], %s::timestamptz[], %s::timestamptz[],
-                         %s::float8[], %s::bigint[])
-        AS v(id, token, status, result, error, run_at, started_at, finished_at, cpu_time,
-             peak_memory)
+    SELECT * FROM jsonb_to_recordset(%s::jsonb) AS v(
+        id bigint, token uuid, status text, result jsonb, error jsonb, run_at timestamptz,
+        started_at timestamptz, finished_at timestamptz, cpu_time float8, peak_memory bigint)
 ), done AS (
     UPDATE {job} AS j SET
         status = v.status,
@@ -56,6 +55,9 @@ SELECT done.id, done.attempt, done.worker_id, v.started_at, v.finished_at, v.sta
 FROM done JOIN v ON v.id = done.id
 RETURNING job_id"""
 
+# What the claim sets: known here already, so not read back (fewer values to load per row).
+CLAIMED = ("status", "lease_token", "leased_until", "worker_id", "started_at", "updated_at")
+
 
 def claim(
     ready: QuerySet, limit: int, values: dict[str, Any], using: str
@@ -69,19 +71,33 @@ def claim(
     model = ready.model
     connection = connections[using]
     qn = connection.ops.quote_name
+    fields = model._meta.concrete_fields
+    returned = [f for f in fields if f.attname not in CLAIMED]
     ids = ready.values("pk")[:limit]
     ready_sql, ready_params = ids.query.get_compiler(using).as_sql()
     sql = CLAIM.format(
         job=qn(model._meta.db_table),
         ready=ready_sql,
         lock=connection.ops.for_update_sql(skip_locked=True),
-        columns=", ".join(qn(f.column) for f in model._meta.concrete_fields),
+        columns=", ".join(qn(f.column) for f in returned),
     )
-    params = (
-        values["status"], values["lease_token"], values["leased_until"], values["worker_id"],
-        values["started_at"], values["updated_at"], *ready_params,
-    )
-    jobs = list(model._default_manager.raw(sql, params).using(using))
+    params = (*(values[name] for name in CLAIMED), *ready_params)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    position = {f.attname: i for i, f in enumerate(returned)}
+    converters = [
+        (i, f.from_db_value) for i, f in enumerate(returned) if hasattr(f, "from_db_value")
+    ]
+    names = [f.attname for f in fields]
+    jobs = []
+    for row in rows:
+        loaded = list(row)
+        for i, convert in converters:
+            loaded[i] = convert(loaded[i], None, connection)
+        jobs.append(model.from_db(using, names, [
+            loaded[position[name]] if name in position else values[name] for name in names
+        ]))
     jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
     return jobs
 
@@ -98,26 +114,25 @@ def finish(
     sql = FINISH.format(
         job=qn(Job._meta.db_table), attempt=qn(JobAttempt._meta.db_table)
     )
-    params = (
-        [o.job.pk for o in outcomes],
-        [o.job.lease_token for o in outcomes],
-        [f["status"] for f in fields],
-        [_json(f.get("result")) for f in fields],
-        [_json(f.get("error")) for f in fields],
-        [f.get("run_at") for f in fields],
-        [o.started_at for o in outcomes],
-        [o.finished_at for o in outcomes],
-        [o.cpu_time for o in outcomes],
-        [o.peak_memory for o in outcomes],
-        now,
-        now,
-    )
+    rows = [
+        {
+            "id": outcome.job.pk,
+            "token": str(outcome.job.lease_token),
+            "status": values["status"],
+            "result": values.get("result"),
+            "error": values.get("error"),
+            "run_at": _iso(values.get("run_at")),
+            "started_at": _iso(outcome.started_at),
+            "finished_at": _iso(outcome.finished_at),
+            "cpu_time": outcome.cpu_time,
+            "peak_memory": outcome.peak_memory,
+        }
+        for outcome, values in zip(outcomes, fields, strict=True)
+    ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(sql, (json.dumps(rows), now, now))
         return {row[0] for row in cursor.fetchall()}
 
 
-def _json(value: Any) -> str | None:
-    """A JSONField value as the text PostgreSQL casts to jsonb; None stays SQL NULL."""
-    return None if value is None else json.dumps(value)
-
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()

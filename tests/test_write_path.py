@@ -188,3 +188,11 @@ def test_concurrent_claims_on_postgresql_never_share_a_job():
     ids = [pk for batch in taken for pk in batch]
     assert len(ids) == len(set(ids)) == 200
     assert Job.objects.filter(status="processing", attempt=1).count() == 200
+
+
+@pytest.mark.parametrize("result", ["text", 7, [1, "two"], {"nested": {"deep": [None, True]}}])
+def test_finish_stores_any_json_result_as_the_handler_returned_it(result):
+    Job.enqueue("noop")
+    (job,) = claim()
+    Job.objects.finish([outcome(job, result=result)])
+    assert Job.objects.get(pk=job.pk).result == result
