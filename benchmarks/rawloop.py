@@ -77,10 +77,10 @@ def job_row(n: int) -> tuple[Any, ...]:
     return ("j-" + secrets.token_hex(10), "bench.noop", Jsonb({"n": n}), 0, "default", now, 3)
 
 
-def enqueue_one_by_one(conn: psycopg.Connection, count: int) -> None:
+def enqueue_one_by_one(conn: psycopg.Connection, count: int, first: int = 0) -> None:
     """One INSERT per job, each its own transaction (the connection is in autocommit)."""
     with conn.cursor() as cur:
-        for n in range(count):
+        for n in range(first, first + count):
             cur.execute(INSERT_ONE, job_row(n))
             cur.fetchone()
 

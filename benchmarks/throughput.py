@@ -32,6 +32,7 @@ from benchmarks import rawloop  # noqa: E402
 from benchmarks.drain import drain  # noqa: E402
 
 DB_NAME = os.environ.setdefault("BENCH_DB_NAME", "bench_django_jobs")
+CHUNK = 250  # jobs per alternating chunk of the one-by-one enqueue
 TARGETS = {"enqueue_one": 0.6, "drain_4": 0.8}
 LABELS = {
     "enqueue_one": "enqueue one by one (jobs/s)",
@@ -79,13 +80,30 @@ def reset(control: psycopg.Connection) -> None:
     control.execute("CHECKPOINT")
 
 
-def time_ours_one(count: int) -> float:
+def time_one_by_one(count: int, raw: psycopg.Connection, ours_first: bool) -> dict[str, float]:
+    """Enqueue ``count`` jobs one by one on each side, in alternating chunks of CHUNK jobs.
+
+    Each INSERT commits on its own, so this mostly measures commit latency, which swings
+    widely on a shared machine; alternating chunks lets both sides meet the same swings.
+    """
     from django_jobs.models import Job
 
-    start = time.perf_counter()
-    for n in range(count):
-        Job.enqueue("bench.noop", {"n": n})
-    return count / (time.perf_counter() - start)
+    def ours(start: int, stop: int) -> None:
+        for n in range(start, stop):
+            Job.enqueue("bench.noop", {"n": n})
+
+    def theirs(start: int, stop: int) -> None:
+        rawloop.enqueue_one_by_one(raw, stop - start, first=start)
+
+    spent = {"ours": 0.0, "raw": 0.0}
+    order = [("ours", ours), ("raw", theirs)]
+    for start in range(0, count, CHUNK):
+        stop = min(start + CHUNK, count)
+        for side, run in order if ours_first else order[::-1]:
+            began = time.perf_counter()
+            run(start, stop)
+            spent[side] += time.perf_counter() - began
+    return {side: count / seconds for side, seconds in spent.items()}
 
 
 def time_ours_bulk(count: int) -> float:
@@ -106,14 +124,14 @@ def one_repeat(args: argparse.Namespace, control: psycopg.Connection, raw: psyco
                index: int) -> dict[str, dict]:
     """Each measurement once, ours and raw back to back; who goes first alternates."""
     sides = ("ours", "raw") if index % 2 == 0 else ("raw", "ours")
+    reset(control)
+    result: dict[str, dict] = {
+        "enqueue_one": time_one_by_one(args.enqueue_jobs, raw, ours_first=index % 2 == 0)
+    }
     runs = {
-        "enqueue_one": {"ours": lambda: time_ours_one(args.enqueue_jobs),
-                        "raw": lambda: time_raw(rawloop.enqueue_one_by_one, raw,
-                                                args.enqueue_jobs)},
         "enqueue_bulk": {"ours": lambda: time_ours_bulk(args.jobs),
                          "raw": lambda: time_raw(rawloop.enqueue_bulk, raw, args.jobs)},
     }
-    result: dict[str, dict] = {}
     for name, run in runs.items():
         result[name] = {}
         for side in sides:

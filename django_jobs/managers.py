@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, models, transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
+from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
 from . import pgwrite
@@ -94,7 +95,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         fields = enqueue_fields(type, **options)
         job = self.model(payload=check_payload(payload), **fields)
-        job.save(force_insert=True, using=self.db)
+        if connections[self.db].vendor == "postgresql":  # save() without its per-call compile
+            _insert_sending_signals(job, self.db)
+        else:
+            job.save(force_insert=True, using=self.db)
         if job_enqueued.has_listeners(self.model):
             job_enqueued.send(sender=self.model, job=job)
         return job
@@ -312,6 +316,19 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                     outcome=JobAttempt.Outcome.RELEASED,
                 )
         return released
+
+
+def _insert_sending_signals(job: Job, using: str) -> None:
+    """``pgwrite.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
+    failed INSERT marking the caller's atomic block for rollback."""
+    sender = type(job)
+    if pre_save.has_listeners(sender):
+        pre_save.send(sender=sender, instance=job, raw=False, using=using, update_fields=None)
+    with transaction.mark_for_rollback_on_error(using):
+        pgwrite.insert(job, using)
+    if post_save.has_listeners(sender):
+        post_save.send(sender=sender, instance=job, created=True, update_fields=None, raw=False,
+                       using=using)
 
 
 def _decide(job: Job, permanent: bool, now: datetime):
