@@ -107,7 +107,12 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """Insert one job per payload, all with the same options, in one statement."""
         fields = enqueue_fields(type, **options)
         jobs = [self.model(payload=check_payload(p), **fields) for p in payloads]
-        created = self.bulk_create(jobs)
+        if connections[self.db].vendor == "postgresql":  # bulk_create, one JSON parameter
+            with transaction.mark_for_rollback_on_error(self.db):
+                pgwrite.insert_many(jobs, self.db)
+            created = jobs
+        else:
+            created = self.bulk_create(jobs)
         if job_enqueued.has_listeners(self.model):
             for job in created:
                 job_enqueued.send(sender=self.model, job=job)

@@ -196,3 +196,47 @@ def test_finish_stores_any_json_result_as_the_handler_returned_it(result):
     (job,) = claim()
     Job.objects.finish([outcome(job, result=result)])
     assert Job.objects.get(pk=job.pk).result == result
+
+
+def test_enqueue_returns_the_stored_job_and_sends_post_save_for_receivers():
+    from django.db.models.signals import post_save
+
+    seen = []
+
+    def receiver(sender, instance, created, **kwargs):
+        seen.append((instance.pk, created))
+
+    post_save.connect(receiver, sender=Job)
+    try:
+        job = Job.enqueue("echo", {"a": [1, 2]}, priority=5, queue="mail", max_attempts=4)
+    finally:
+        post_save.disconnect(receiver, sender=Job)
+    assert seen == [(job.pk, True)]
+    stored = Job.objects.get(pk=job.pk)
+    for name in ("public_id", "type", "payload", "status", "priority", "queue", "run_at",
+                 "max_attempts", "created_at", "attempt"):
+        assert getattr(stored, name) == getattr(job, name)
+    assert (stored.status, stored.priority, stored.payload) == ("pending", 5, {"a": [1, 2]})
+    assert not job._state.adding
+
+
+def test_enqueue_many_gives_each_job_its_own_stored_row():
+    jobs = Job.enqueue_many("echo", [{"n": n} for n in range(30)], priority="high")
+    stored = {j.pk: j for j in Job.objects.all()}
+    assert len(stored) == 30
+    for job in jobs:
+        assert stored[job.pk].public_id == job.public_id
+        assert stored[job.pk].payload == job.payload
+        assert stored[job.pk].priority == 10
+    assert Job.enqueue_many("echo", []) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueues_in_a_rolled_back_transaction_leave_no_job():
+    from django.db import transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Job.enqueue("noop")
+        Job.enqueue_many("noop", [{}, {}])
+        raise RuntimeError("roll back")
+    assert not Job.objects.exists()
