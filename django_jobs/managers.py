@@ -221,12 +221,15 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         if not outcomes:
             return []
         fields = [self._finish_fields(outcome, now) for outcome in outcomes]
-        mine = pgwrite.finish(outcomes, fields, now, using)
         written = []
-        for outcome, values in zip(outcomes, fields, strict=True):
-            if outcome.job.pk in mine:
-                _apply(outcome.job, values)
-                written.append(outcome)
+        with transaction.atomic(using=using, savepoint=False):  # the worker's, if it has one
+            mine = pgwrite.finish(outcomes, fields, now, using)
+            for outcome, values in zip(outcomes, fields, strict=True):
+                if outcome.job.pk in mine:
+                    _apply(outcome.job, values)
+                    written.append(outcome)
+            # Anything else a finish writes in the same transaction belongs here as well as in
+            # the ORM path of finish() (on main: the API issue's completion callbacks).
         return written
 
     def _finish_group(
