@@ -16,17 +16,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.models import Q
+from django.db.models.expressions import RawSQL
+from django.db.models.sql import UpdateQuery
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from .models import Job
     from .outcomes import AttemptOutcome
-
-CLAIM = """UPDATE {job} SET status = %s, lease_token = %s, leased_until = %s, worker_id = %s,
-    started_at = %s, updated_at = %s, attempt = attempt + 1
-WHERE id IN ({ready} {lock})
-RETURNING {columns}"""
 
 # The outcomes arrive as one JSON array (one parameter, encoded by the C json module), one
 # object per job. The UPDATE is fenced on (id, lease_token, status = processing): a worker whose
@@ -56,35 +54,32 @@ SELECT done.id, done.attempt, done.worker_id, v.started_at, v.finished_at, v.sta
 FROM done JOIN v ON v.id = done.id
 RETURNING job_id"""
 
-# What the claim sets: known here already, so not read back (fewer values to load per row).
-CLAIMED = ("status", "lease_token", "leased_until", "worker_id", "started_at", "updated_at")
-
-
 def claim(
     ready: QuerySet, limit: int, values: dict[str, Any], using: str
 ) -> list[Job]:
     """Lock, mark and read back up to ``limit`` jobs of ``ready`` (in claim order).
 
-    ``UPDATE ... WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED)
-    RETURNING ...``: the subquery is the ORM's own compilation of ``ready``, so every filter
-    put on it applies; concurrent claimers skip each other's locked rows instead of waiting.
+    ``UPDATE ... SET <values> WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP
+    LOCKED) RETURNING ...``: the ORM compiles both the subquery (so every filter put on
+    ``ready`` applies) and the SET clause (so ``values`` may hold expressions such as
+    ``F("attempt") + 1``); concurrent claimers skip each other's locked rows instead of waiting.
     """
     model = ready.model
     connection = connections[using]
     qn = connection.ops.quote_name
+    ready_sql, ready_params = ready.values("pk")[:limit].query.get_compiler(using).as_sql()
+    lock = connection.ops.for_update_sql(skip_locked=True)
+    update = UpdateQuery(model)
+    update.add_update_values(values)
+    update.add_q(Q(pk__in=RawSQL(f"{ready_sql} {lock}", ready_params)))
+    update_sql, update_params = update.get_compiler(using).as_sql()
+    # Values the claim set from Python are known already; only the rest is read back.
+    known = {k: v for k, v in values.items() if not hasattr(v, "resolve_expression")}
     fields = model._meta.concrete_fields
-    returned = [f for f in fields if f.attname not in CLAIMED]
-    ids = ready.values("pk")[:limit]
-    ready_sql, ready_params = ids.query.get_compiler(using).as_sql()
-    sql = CLAIM.format(
-        job=qn(model._meta.db_table),
-        ready=ready_sql,
-        lock=connection.ops.for_update_sql(skip_locked=True),
-        columns=", ".join(qn(f.column) for f in returned),
-    )
-    params = (*(values[name] for name in CLAIMED), *ready_params)
+    returned = [f for f in fields if f.attname not in known]
+    columns = ", ".join(qn(f.column) for f in returned)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(f"{update_sql} RETURNING {columns}", update_params)
         rows = cursor.fetchall()
     position = {f.attname: i for i, f in enumerate(returned)}
     converters = [
@@ -97,7 +92,7 @@ def claim(
         for i, convert in converters:
             loaded[i] = convert(loaded[i], None, connection)
         jobs.append(model.from_db(using, names, [
-            loaded[position[name]] if name in position else values[name] for name in names
+            loaded[position[name]] if name in position else known[name] for name in names
         ]))
     jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
     return jobs
