@@ -75,7 +75,7 @@ def reset(control: psycopg.Connection) -> None:
     """Empty both queues and start from a checkpoint, so each timing starts alike."""
     control.execute(
         f"TRUNCATE django_jobs_job, django_jobs_jobattempt, django_jobs_worker, "
-        f"{rawloop.TABLE} RESTART IDENTITY"
+        f"{rawloop.TABLE} RESTART IDENTITY CASCADE"
     )
     control.execute("CHECKPOINT")
 
