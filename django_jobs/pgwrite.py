@@ -1,10 +1,10 @@
-"""PostgreSQL's claim and finish: each one statement, one round trip, one commit per batch.
+"""PostgreSQL's write statements for the hot paths: claim, finish, enqueue, enqueue_many.
 
-Used by ``managers.py`` only (it stays the one write path; this module holds the SQL). Run in
-autocommit, each statement is its own short transaction. What bounds a queue's throughput is
-commits per second, so a batch of jobs costs one commit to claim and one to finish, as in the
-raw loop we measure against (``docs/performance.md``). Other databases take the ORM paths in
-``managers.py``.
+Used by ``managers.py`` only: it stays the one write path, this module holds the SQL. Each
+function is one statement and one round trip. What bounds a queue's throughput is commits per
+second, so a batch of jobs is claimed by one statement and finished by one, and the worker runs
+a finish and the next claim in one transaction (``docs/performance.md``). Other databases take
+the ORM paths in ``managers.py``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ SELECT done.id, done.attempt, done.worker_id, v.started_at, v.finished_at, v.sta
        v.cpu_time, v.peak_memory
 FROM done JOIN v ON v.id = done.id
 RETURNING job_id"""
+
 
 def claim(
     ready: QuerySet, limit: int, values: dict[str, Any], using: str
