@@ -21,7 +21,8 @@ from django.utils import timezone
 from .conf import jobs_settings
 from .exceptions import JobCanceled, JobTimeout
 from .listener import Listener
-from .models import Job, QueueState, Worker as WorkerRow, error_dict
+from .models import Job, QueueState, error_dict
+from .models import Worker as WorkerRow
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .signals import job_finished
@@ -200,7 +201,9 @@ class Worker:
             self.running.pop(outcome.job.pk, None)
         lost = len(outcomes) - len(written)
         if lost:
-            logger.warning("worker %s: %d outcome(s) dropped: lease taken over", self.worker_id, lost)
+            logger.warning(
+                "worker %s: %d outcome(s) dropped: lease taken over", self.worker_id, lost
+            )
         self.processed += len(written)
         send = job_finished.has_listeners(Job)
         log = logger.isEnabledFor(logging.INFO)
