@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, models, transaction
 from django.db.models import F
 from django.db.models.functions import Greatest
+from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
+from . import pgwrite
 from .control import after_finish
 from .dependencies import dependency_ids
 from .enqueueing import insert as insert_special
+from .limits import limited_types
 from .limits.claim import admit as admit_limited
 from .limits.claim import claim_without_row_locks
 from .outcomes import AttemptOutcome
@@ -172,6 +175,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             job = insert_special(self, [job], rule, depends_on)[0]
             if job.duplicate:
                 return job
+        elif connections[self.db].vendor == "postgresql":  # save() without its per-call compile
+            _insert_sending_signals(job, self.db)
         else:
             job.save(force_insert=True, using=self.db)
         if job_enqueued.has_listeners(self.model):
@@ -187,6 +192,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         if rule is not None or depends_on:  # sched: duplicates map to the job holding the key
             created = insert_special(self, jobs, rule, depends_on)
             new = [job for job in created if not job.duplicate]
+        elif connections[self.db].vendor == "postgresql":  # bulk_create, one JSON parameter
+            with transaction.mark_for_rollback_on_error(self.db):
+                pgwrite.insert_many(jobs, self.db)
+            created = new = jobs
         else:
             created = new = self.bulk_create(jobs)
         if job_enqueued.has_listeners(self.model):
@@ -237,6 +246,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             "updated_at": now,
             "unique_key": keep_key_if(PROCESSING),  # sched: unique jobs
         }
+        # perf: one statement on PostgreSQL, unless concurrency/rate limits are registered
+        # (sched's admit needs the locked candidates before it can choose among them)
+        if connections[self.db].vendor == "postgresql" and not limited_types():
+            return pgwrite.claim(ready, limit, claim, self.db)
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
                 jobs = list(ready.select_for_update(skip_locked=True)[:limit])
@@ -289,6 +302,11 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         from .models import JobAttempt
 
         now = timezone.now()
+        # perf: one statement on PostgreSQL; a snoozed attempt (sched) takes the ORM path
+        if connections[self.db].vendor == "postgresql" and all(
+            outcome.kind != SNOOZED for outcome in outcomes
+        ):
+            return self._finish_in_one_statement(outcomes, now, self.db)
         written: list[AttemptOutcome] = []
         attempts: list[JobAttempt] = []
         with transaction.atomic(using=self.db):
@@ -302,6 +320,24 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 attempts.append(_attempt_row(outcome))
             JobAttempt.objects.using(self.db).bulk_create(attempts)
             _call_back([outcome.job for outcome in written], self.db)  # API issue
+            after_finish(self, written, now)  # sched: follow-ups, dependents; no query if none
+        return written
+
+    def _finish_in_one_statement(
+        self, outcomes: Sequence[AttemptOutcome], now: datetime, using: str
+    ) -> list[AttemptOutcome]:
+        """PostgreSQL: the fenced updates and the attempt rows of a batch in one statement."""
+        if not outcomes:
+            return []
+        fields = [self._finish_fields(outcome, now) for outcome in outcomes]
+        written = []
+        with transaction.atomic(using=using, savepoint=False):  # the worker's, if it has one
+            mine = pgwrite.finish(outcomes, fields, now, using)
+            for outcome, values in zip(outcomes, fields, strict=True):
+                if outcome.job.pk in mine:
+                    _apply(outcome.job, values)
+                    written.append(outcome)
+            _call_back([outcome.job for outcome in written], using)  # API issue
             after_finish(self, written, now)  # sched: follow-ups, dependents; no query if none
         return written
 
@@ -410,6 +446,19 @@ def _retry_fields() -> dict[str, Any]:
         "status": PENDING, "run_at": now, "updated_at": now, "finished_at": None,
         "cancel_requested": False, "max_attempts": Greatest(F("max_attempts"), F("attempt") + 1),
     }
+
+
+def _insert_sending_signals(job: Job, using: str) -> None:
+    """``pgwrite.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
+    failed INSERT marking the caller's atomic block for rollback."""
+    sender = type(job)
+    if pre_save.has_listeners(sender):
+        pre_save.send(sender=sender, instance=job, raw=False, using=using, update_fields=None)
+    with transaction.mark_for_rollback_on_error(using):
+        pgwrite.insert(job, using)
+    if post_save.has_listeners(sender):
+        post_save.send(sender=sender, instance=job, created=True, update_fields=None, raw=False,
+                       using=using)
 
 
 def _decide(job: Job, permanent: bool, now: datetime):

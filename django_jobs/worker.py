@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import DatabaseError, InterfaceError, connection
+from django.db import DatabaseError, InterfaceError, connection, transaction
 from django.utils import timezone
 
 from .conf import jobs_settings
@@ -32,6 +32,8 @@ from .threads import Slot
 logger = logging.getLogger("django_jobs.worker")
 
 TIMEOUT_GRACE_SECONDS = 5.0
+# How long finished outcomes wait for the other running jobs of their batch (see _gather).
+BATCH_WINDOW_SECONDS = 0.002
 
 
 @dataclass
@@ -92,7 +94,8 @@ class Worker:
         next_beat = 0.0
         try:
             while True:
-                self._finish_outcomes()
+                if self.stopping or self._out_of_budget():
+                    self._finish_outcomes()  # otherwise _claim writes them with its claim
                 now = time.monotonic()
                 if now >= next_beat:
                     self._safely(self._heartbeat)
@@ -119,18 +122,34 @@ class Worker:
         return self.processed
 
     def _claim(self) -> int:
-        free = self.options.concurrency - len(self.running)
+        """Write the outcomes that came in and claim up to the free slots, in one transaction.
+
+        One commit per turn of the loop instead of two: commits per second are what bound a
+        queue's throughput (docs/performance.md). On a database error the outcomes go back to
+        the outbox and are written on a later turn.
+        """
+        self._gather()
+        outcomes = self._take_outcomes()
+        free = self.options.concurrency - len(self.running) + len(outcomes)
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.claimed)
-        if free <= 0:
+        if free <= 0 and not outcomes:
             return 0
-        jobs = Job.objects.claim(
-            worker_id=self.worker_id,
-            limit=free,
-            lease_seconds=self.options.lease_seconds,
-            queues=list(self.options.queues) or None,
-            exclude_queues=sorted(self.paused),
-        )
+        try:
+            with transaction.atomic(using=Job.objects.db):
+                written = Job.objects.finish(outcomes) if outcomes else []
+                jobs = Job.objects.claim(
+                    worker_id=self.worker_id,
+                    limit=free,
+                    lease_seconds=self.options.lease_seconds,
+                    queues=list(self.options.queues) or None,
+                    exclude_queues=sorted(self.paused),
+                ) if free > 0 else []
+        except BaseException:
+            for outcome in outcomes:
+                self.outbox.put(outcome)
+            raise
+        self._record(outcomes, written)
         now = time.monotonic()
         for job in jobs:
             found = get_handler(job.type)
@@ -140,16 +159,34 @@ class Worker:
         self.claimed += len(jobs)
         return len(jobs)
 
-    def _finish_outcomes(self) -> None:
+    def _gather(self) -> None:
+        """When some running jobs have finished and others have not, give those a moment
+        (at most BATCH_WINDOW_SECONDS) to finish too, so that one commit finishes and refills
+        many slots rather than a trickle of small batches each paying a commit."""
+        if not 0 < self.outbox.qsize() < len(self.running):
+            return
+        deadline = time.monotonic() + BATCH_WINDOW_SECONDS
+        while True:
+            self.wake.clear()
+            if self.outbox.qsize() >= len(self.running):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.wake.wait(left):
+                return
+
+    def _take_outcomes(self) -> list[AttemptOutcome]:
         outcomes: list[AttemptOutcome] = []
         while True:
             try:
                 outcome = self.outbox.get_nowait()
             except queue.Empty:
-                break
+                return outcomes
             held = self.running.get(outcome.job.pk)
             if held is not None and held.job.lease_token == outcome.job.lease_token:
                 outcomes.append(outcome)
+
+    def _finish_outcomes(self) -> None:
+        outcomes = self._take_outcomes()
         if outcomes:
             self._write(outcomes)
 
@@ -160,6 +197,10 @@ class Worker:
                 self.outbox.put(outcome)
             time.sleep(min(self.options.poll_interval, 1.0))
             return
+        self._record(outcomes, written)
+
+    def _record(self, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]) -> None:
+        """After the write: free the slots, count, log and signal what was written."""
         for outcome in outcomes:
             self.running.pop(outcome.job.pk, None)
         lost = len(outcomes) - len(written)
@@ -169,8 +210,10 @@ class Worker:
             )
         self.processed += len(written)
         send = job_finished.has_listeners(Job)
+        log = logger.isEnabledFor(logging.INFO)
         for outcome in written:
-            log_end(self.worker_id, outcome)
+            if log or outcome.kind != "completed":
+                log_end(self.worker_id, outcome)
             if send:
                 job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)
 
@@ -308,6 +351,8 @@ class Worker:
             return None
 
     def _log_start(self, job: Job) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
         logger.info(
             "job started: %s %s attempt %d", job.public_id, job.type, job.attempt,
             extra={"worker_id": self.worker_id, "job_id": job.public_id, "job_type": job.type,

@@ -1,0 +1,33 @@
+"""Settings for ``benchmarks/throughput.py``: a dedicated PostgreSQL database, nothing else.
+
+The benchmark creates and drops the database itself (``BENCH_DB_NAME``, default
+``bench_django_jobs``); PGHOST, PGPORT and PGUSER say where PostgreSQL is.
+"""
+
+import os
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("BENCH_DB_NAME", "bench_django_jobs"),
+        "USER": os.environ.get("PGUSER", "postgres"),
+        "PASSWORD": os.environ.get("PGPASSWORD", ""),
+        "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+        "PORT": os.environ.get("PGPORT", "5432"),
+        # The default (0) would close the connection after each request; the worker keeps its
+        # connection whatever this says, and the benchmark has no requests.
+        "CONN_MAX_AGE": None,
+        # BENCH_PREPARE=1: server-side binding, statements prepared after 2 runs (a site
+        # setting, off by default in Django; see docs/performance.md).
+        "OPTIONS": (
+            {"server_side_binding": True, "prepare_threshold": 2}
+            if os.environ.get("BENCH_PREPARE") == "1" else {}
+        ),
+    }
+}
+SECRET_KEY = "benchmarks-only-not-secret"
+USE_TZ = True
+TIME_ZONE = "UTC"
+INSTALLED_APPS = ["django_jobs", "benchmarks.noop_app"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+DJANGO_JOBS: dict = {}

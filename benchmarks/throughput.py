@@ -1,0 +1,245 @@
+"""Throughput of django-jobs against a minimal psycopg loop, on the same PostgreSQL, same run.
+
+    python benchmarks/throughput.py [--jobs 5000] [--repeat 3] [--quick]
+
+Measures enqueue one by one, bulk enqueue, and the drain of no-op jobs by 1 and by 4 worker
+processes (real ``runworker --burst`` processes against ``benchmarks/rawloop.py`` workers), plus
+the peak memory of a worker process. Prints each rate and the ratio ours / raw (the median over
+the repeats of the ratio measured within each repeat), and writes the figures as JSON to
+``benchmarks/results/``. See ``benchmarks/README.md`` for what each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import rawloop  # noqa: E402
+from benchmarks.drain import drain  # noqa: E402
+
+DB_NAME = os.environ.setdefault("BENCH_DB_NAME", "bench_django_jobs")
+CHUNK = 250  # jobs per alternating chunk of the one-by-one enqueue
+TARGETS = {"enqueue_one": 0.6, "drain_4": 0.8}
+LABELS = {
+    "enqueue_one": "enqueue one by one (jobs/s)",
+    "enqueue_bulk": "bulk enqueue (jobs/s)",
+    "drain_1": "drain, 1 worker (jobs/s)",
+    "drain_4": "drain, 4 workers (jobs/s)",
+}
+
+
+def dsn(dbname: str) -> str:
+    return (
+        f"host={os.environ.get('PGHOST', '127.0.0.1')} port={os.environ.get('PGPORT', '5432')} "
+        f"user={os.environ.get('PGUSER', 'postgres')} dbname={dbname}"
+    )
+
+
+def create_database() -> None:
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+
+
+def drop_database() -> None:
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+
+
+def setup_django() -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    with psycopg.connect(dsn(DB_NAME), autocommit=True) as conn:
+        conn.execute(rawloop.CREATE_TABLE)
+
+
+def reset(control: psycopg.Connection) -> None:
+    """Empty both queues and start from a checkpoint, so each timing starts alike."""
+    control.execute(
+        f"TRUNCATE django_jobs_job, django_jobs_jobattempt, django_jobs_worker, "
+        f"{rawloop.TABLE} RESTART IDENTITY CASCADE"
+    )
+    control.execute("CHECKPOINT")
+
+
+def time_one_by_one(count: int, raw: psycopg.Connection, ours_first: bool) -> dict[str, float]:
+    """Enqueue ``count`` jobs one by one on each side, in alternating chunks of CHUNK jobs.
+
+    Each INSERT commits on its own, so this mostly measures commit latency, which swings
+    widely on a shared machine; alternating chunks lets both sides meet the same swings.
+    """
+    from django_jobs.models import Job
+
+    def ours(start: int, stop: int) -> None:
+        for n in range(start, stop):
+            Job.enqueue("bench.noop", {"n": n})
+
+    def theirs(start: int, stop: int) -> None:
+        rawloop.enqueue_one_by_one(raw, stop - start, first=start)
+
+    spent = {"ours": 0.0, "raw": 0.0}
+    order = [("ours", ours), ("raw", theirs)]
+    for start in range(0, count, CHUNK):
+        stop = min(start + CHUNK, count)
+        for side, run in order if ours_first else order[::-1]:
+            began = time.perf_counter()
+            run(start, stop)
+            spent[side] += time.perf_counter() - began
+    return {side: count / seconds for side, seconds in spent.items()}
+
+
+def time_ours_bulk(count: int) -> float:
+    from django_jobs.models import Job
+
+    start = time.perf_counter()
+    Job.enqueue_many("bench.noop", [{"n": n} for n in range(count)])
+    return count / (time.perf_counter() - start)
+
+
+def time_raw(func, conn: psycopg.Connection, count: int) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    func(conn, count)
+    return count / (time.perf_counter() - start)
+
+
+def one_repeat(args: argparse.Namespace, control: psycopg.Connection, raw: psycopg.Connection,
+               index: int) -> dict[str, dict]:
+    """Each measurement once, ours and raw back to back; who goes first alternates."""
+    sides = ("ours", "raw") if index % 2 == 0 else ("raw", "ours")
+    reset(control)
+    result: dict[str, dict] = {
+        "enqueue_one": time_one_by_one(args.enqueue_jobs, raw, ours_first=index % 2 == 0)
+    }
+    runs = {
+        "enqueue_bulk": {"ours": lambda: time_ours_bulk(args.jobs),
+                         "raw": lambda: time_raw(rawloop.enqueue_bulk, raw, args.jobs)},
+    }
+    for name, run in runs.items():
+        result[name] = {}
+        for side in sides:
+            reset(control)
+            result[name][side] = run[side]()
+    for workers in (1, 4):
+        name = f"drain_{workers}"
+        result[name] = {}
+        for side in sides:
+            reset(control)
+            outcome = drain(side, workers, args, control, raw)
+            result[name][side] = outcome["rate"]
+            result[name][f"{side}_detail"] = outcome
+    return result
+
+
+def summarise(repeats: list[dict[str, dict]]) -> dict[str, dict]:
+    summary: dict[str, dict] = {}
+    for name in LABELS:
+        ours = [r[name]["ours"] for r in repeats]
+        raw = [r[name]["raw"] for r in repeats]
+        summary[name] = {
+            "ours": statistics.median(ours), "raw": statistics.median(raw),
+            "ratio": statistics.median(o / r for o, r in zip(ours, raw, strict=True)),
+            "target": TARGETS.get(name),
+        }
+    ours_rss = [r[f"drain_{w}"]["ours_detail"]["peak_rss_kib"] for r in repeats for w in (1, 4)]
+    raw_rss = [r[f"drain_{w}"]["raw_detail"]["peak_rss_kib"] for r in repeats for w in (1, 4)]
+    summary["peak_rss"] = {"ours": max(ours_rss) / 1024, "raw": max(raw_rss) / 1024,
+                           "ratio": max(ours_rss) / max(raw_rss), "target": None}
+    return summary
+
+
+def print_table(summary: dict[str, dict], args: argparse.Namespace) -> None:
+    print(f"\n{args.jobs} jobs (enqueue one by one: {args.enqueue_jobs}), k={args.k}, "
+          f"--concurrency {args.concurrency}, median of {args.repeat} repeat(s)")
+    print(f"{'measure':34} {'ours':>10} {'raw':>10} {'ours/raw':>9} {'target':>7}")
+    for name, label in [*LABELS.items(), ("peak_rss", "peak RSS of a worker (MiB)")]:
+        row = summary[name]
+        target = f">= {row['target']}" if row["target"] else ""
+        if name == "peak_rss":
+            target = "(lower)"
+        print(f"{label:34} {row['ours']:10.1f} {row['raw']:10.1f} {row['ratio']:9.2f} "
+              f"{target:>7}")
+
+
+def write_json(summary: dict, repeats: list, args: argparse.Namespace) -> Path:
+    import django
+
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    with psycopg.connect(dsn(DB_NAME)) as conn:
+        server = conn.execute("SHOW server_version").fetchone()[0]
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = out / f"throughput-{stamp}.json"
+    path.write_text(json.dumps({
+        "when": stamp, "commit": commit, "cpus": os.cpu_count(), "postgresql": server,
+        "python": platform.python_version(), "django": django.get_version(),
+        "options": vars(args), "summary": summary, "repeats": repeats,
+    }, indent=2, default=str))
+    return path
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000, help="jobs per bulk enqueue and drain")
+    parser.add_argument("--enqueue-jobs", type=int, default=None,
+                        help="jobs enqueued one by one (default: --jobs)")
+    parser.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
+    parser.add_argument("--quick", action="store_true", help="1,000 jobs, one repeat")
+    parser.add_argument("--k", type=int, default=10, help="jobs per claim of the raw workers")
+    parser.add_argument("--concurrency", type=int, default=10,
+                        help="runworker --concurrency of each of our workers")
+    parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
+    args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.repeat = 1000, 1
+    args.enqueue_jobs = args.enqueue_jobs or args.jobs
+    if args.jobs < 1 or args.repeat < 1 or args.k < 1 or args.concurrency < 1:
+        parser.error("--jobs, --repeat, --k and --concurrency must be at least 1")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    create_database()
+    try:
+        setup_django()
+        with psycopg.connect(dsn(DB_NAME), autocommit=True) as control, \
+                psycopg.connect(dsn(DB_NAME), autocommit=True) as raw:
+            repeats = []
+            for index in range(args.repeat):
+                repeats.append(one_repeat(args, control, raw, index))
+                print(f"repeat {index + 1}/{args.repeat}: " + ", ".join(
+                    f"{name} {r['ours']:.0f}/{r['raw']:.0f}" for name, r in repeats[-1].items()
+                ), flush=True)
+        summary = summarise(repeats)
+        print_table(summary, args)
+        print(f"\nwritten to {write_json(summary, repeats, args).relative_to(ROOT)}")
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep_db:
+            drop_database()
+
+
+if __name__ == "__main__":
+    main()

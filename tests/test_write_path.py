@@ -1,0 +1,242 @@
+"""The claim and finish write path (``JobManager.claim`` / ``.finish``) on SQLite and PostgreSQL.
+
+On PostgreSQL each is a single statement (``django_jobs/pgwrite.py``); on SQLite the ORM paths
+in ``managers.py`` run. Both must give the same results, which is what these tests pin down.
+"""
+
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from django_jobs.execution import run_job
+from django_jobs.models import Job, JobAttempt, error_dict
+from django_jobs.outcomes import AttemptOutcome
+from tests.conftest import requires_postgres
+
+pytestmark = pytest.mark.django_db
+
+
+def claim(limit=10, **kwargs):
+    return Job.objects.claim(worker_id=kwargs.pop("worker_id", "w1"), limit=limit,
+                             lease_seconds=30, **kwargs)
+
+
+def run(job):
+    """Run the job's handler as a worker thread does (its own connections, none touched)."""
+    done = []
+    thread = threading.Thread(target=lambda: done.append(run_job(job)))
+    thread.start()
+    thread.join()
+    return done[0]
+
+
+def outcome(job, kind="completed", **kwargs):
+    now = timezone.now()
+    return AttemptOutcome(job=job, kind=kind, started_at=job.started_at or now, finished_at=now,
+                          **kwargs)
+
+
+def test_claim_takes_highest_priority_then_earliest_run_at_then_oldest():
+    now = timezone.now()
+    low = Job.enqueue("noop", priority="low")
+    late = Job.enqueue("noop", run_at=now - timedelta(seconds=1))
+    early = Job.enqueue("noop", run_at=now - timedelta(seconds=5))
+    first_normal = Job.enqueue("noop", run_at=now - timedelta(seconds=1))
+    high = Job.enqueue("noop", priority="high")
+    claimed = claim()
+    assert [j.pk for j in claimed] == [high.pk, early.pk, late.pk, first_normal.pk, low.pk]
+
+
+def test_claim_marks_jobs_processing_under_one_lease_and_returns_them_as_stored():
+    Job.enqueue_many("echo", [{"n": 1}, {"n": 2}])
+    claimed = claim(worker_id="worker-a")
+    assert len(claimed) == 2
+    assert len({j.lease_token for j in claimed}) == 1
+    for job in claimed:
+        stored = Job.objects.get(pk=job.pk)
+        assert stored.status == job.status == "processing"
+        assert stored.attempt == job.attempt == 1
+        assert stored.worker_id == job.worker_id == "worker-a"
+        assert stored.lease_token == job.lease_token
+        assert stored.leased_until == job.leased_until > timezone.now()
+        assert stored.started_at == job.started_at
+        assert job.payload == stored.payload and isinstance(job.payload, dict)
+
+
+def test_claim_respects_limit_run_at_queues_and_excluded_queues():
+    Job.enqueue("noop", delay=60)
+    mail = Job.enqueue_many("noop", [{}] * 3, queue="mail")
+    other = Job.enqueue("noop", queue="other")
+    assert claim(limit=0) == []
+    assert {j.pk for j in claim(limit=2, queues=["mail"])} == {j.pk for j in mail[:2]}
+    assert [j.pk for j in claim(exclude_queues=["mail"])] == [other.pk]
+    assert [j.pk for j in claim()] == [mail[2].pk]
+    assert claim() == []
+
+
+def test_a_failed_job_due_again_is_claimed_with_its_next_attempt_number():
+    job = Job.enqueue("always_fails")
+    (first,) = claim()
+    Job.objects.finish([outcome(first, "failed", error=error_dict(type="E", message="m"))])
+    Job.objects.filter(pk=job.pk).update(run_at=timezone.now() - timedelta(seconds=1))
+    (second,) = claim()
+    assert second.pk == job.pk and second.attempt == 2
+
+
+def test_finish_completes_jobs_and_records_one_attempt_each():
+    Job.enqueue_many("noop", [{}] * 3)
+    Job.enqueue("echo", {"x": 1})
+    claimed = claim()
+    outcomes = [run(job) for job in claimed]
+    written = Job.objects.finish(outcomes)
+    assert len(written) == 4
+    for job in claimed:
+        stored = Job.objects.get(pk=job.pk)
+        assert stored.status == job.status == "completed"
+        assert stored.leased_until is None and stored.finished_at is not None
+        assert stored.result == ({"echo": {"x": 1}} if job.type == "echo" else None)
+        (attempt,) = JobAttempt.objects.filter(job=stored)
+        assert (attempt.number, attempt.outcome, attempt.worker_id) == (1, "completed", "w1")
+        assert attempt.cpu_time is not None and attempt.peak_memory > 0
+        assert attempt.error is None
+
+
+def test_finish_retries_a_failure_with_attempts_left_and_buries_the_last_one():
+    job = Job.enqueue("always_fails", max_attempts=2)
+    (first,) = claim()
+    before = timezone.now()
+    Job.objects.finish([run(first)])
+    stored = Job.objects.get(pk=job.pk)
+    assert stored.status == "failed" and stored.run_at >= before and stored.finished_at is None
+    assert stored.error["type"] == "RuntimeError" and "boom" in stored.error["message"]
+    Job.objects.filter(pk=job.pk).update(run_at=timezone.now())
+    (second,) = claim()
+    Job.objects.finish([run(second)])
+    stored.refresh_from_db()
+    assert stored.status == "dead" and stored.finished_at is not None
+    assert list(stored.attempts.values_list("number", "outcome")) == [(1, "failed"), (2, "dead")]
+
+
+def test_finish_of_a_mixed_batch_writes_each_kind():
+    ok, bad, gone, perm = (Job.enqueue(t) for t in ("echo", "always_fails", "noop", "permanent"))
+    claimed = {j.pk: j for j in claim()}
+    cancel = outcome(claimed[gone.pk], "canceled", error=error_dict(type="JobCanceled"))
+    written = Job.objects.finish([run(claimed[ok.pk]), run(claimed[bad.pk]), cancel,
+                                  run(claimed[perm.pk])])
+    assert [o.kind for o in written] == ["completed", "failed", "canceled", "dead"]
+    status = dict(Job.objects.values_list("pk", "status"))
+    assert status == {ok.pk: "completed", bad.pk: "failed", gone.pk: "canceled",
+                      perm.pk: "dead"}
+    assert JobAttempt.objects.count() == 4
+    assert Job.objects.get(pk=gone.pk).error["type"] == "JobCanceled"
+
+
+def test_finish_with_a_taken_over_lease_writes_nothing_for_that_job():
+    """A late worker whose lease was taken over can never overwrite the newer attempt."""
+    stale_job, fresh_job = Job.enqueue("noop"), Job.enqueue("noop")
+    claimed = {j.pk: j for j in claim()}
+    new_token = uuid.uuid4()
+    Job.objects.filter(pk=stale_job.pk).update(lease_token=new_token, attempt=2)
+    written = Job.objects.finish([outcome(claimed[stale_job.pk]), outcome(claimed[fresh_job.pk])])
+    assert [o.job.pk for o in written] == [fresh_job.pk]
+    stale = Job.objects.get(pk=stale_job.pk)
+    assert (stale.status, stale.lease_token, stale.attempt) == ("processing", new_token, 2)
+    assert list(JobAttempt.objects.values_list("job_id", flat=True)) == [fresh_job.pk]
+
+
+def test_finish_twice_writes_once():
+    Job.enqueue("noop")
+    (job,) = claim()
+    assert len(Job.objects.finish([outcome(job)])) == 1
+    assert Job.objects.finish([outcome(job)]) == []
+    assert JobAttempt.objects.count() == 1
+
+
+@requires_postgres
+def test_claim_and_finish_are_one_statement_each_on_postgresql():
+    Job.enqueue_many("noop", [{}] * 5)
+    with CaptureQueriesContext(connection) as queries:
+        claimed = claim()
+        Job.objects.finish([outcome(job) for job in claimed])
+    assert len(queries.captured_queries) == 2
+    assert Job.objects.filter(status="completed").count() == 5
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_on_postgresql_never_share_a_job():
+    Job.enqueue_many("noop", [{}] * 200)
+    taken: list[list[int]] = []
+
+    def claimer(name):
+        try:
+            while batch := claim(limit=7, worker_id=name):
+                taken.append([j.pk for j in batch])
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claimer, args=(f"t{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids = [pk for batch in taken for pk in batch]
+    assert len(ids) == len(set(ids)) == 200
+    assert Job.objects.filter(status="processing", attempt=1).count() == 200
+
+
+@pytest.mark.parametrize("result", ["text", 7, [1, "two"], {"nested": {"deep": [None, True]}}])
+def test_finish_stores_any_json_result_as_the_handler_returned_it(result):
+    Job.enqueue("noop")
+    (job,) = claim()
+    Job.objects.finish([outcome(job, result=result)])
+    assert Job.objects.get(pk=job.pk).result == result
+
+
+def test_enqueue_returns_the_stored_job_and_sends_post_save_for_receivers():
+    from django.db.models.signals import post_save
+
+    seen = []
+
+    def receiver(sender, instance, created, **kwargs):
+        seen.append((instance.pk, created))
+
+    post_save.connect(receiver, sender=Job)
+    try:
+        job = Job.enqueue("echo", {"a": [1, 2]}, priority=5, queue="mail", max_attempts=4)
+    finally:
+        post_save.disconnect(receiver, sender=Job)
+    assert seen == [(job.pk, True)]
+    stored = Job.objects.get(pk=job.pk)
+    for name in ("public_id", "type", "payload", "status", "priority", "queue", "run_at",
+                 "max_attempts", "created_at", "attempt"):
+        assert getattr(stored, name) == getattr(job, name)
+    assert (stored.status, stored.priority, stored.payload) == ("pending", 5, {"a": [1, 2]})
+    assert not job._state.adding
+
+
+def test_enqueue_many_gives_each_job_its_own_stored_row():
+    jobs = Job.enqueue_many("echo", [{"n": n} for n in range(30)], priority="high")
+    stored = {j.pk: j for j in Job.objects.all()}
+    assert len(stored) == 30
+    for job in jobs:
+        assert stored[job.pk].public_id == job.public_id
+        assert stored[job.pk].payload == job.payload
+        assert stored[job.pk].priority == 10
+    assert Job.enqueue_many("echo", []) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueues_in_a_rolled_back_transaction_leave_no_job():
+    from django.db import transaction
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Job.enqueue("noop")
+        Job.enqueue_many("noop", [{}, {}])
+        raise RuntimeError("roll back")
+    assert not Job.objects.exists()
