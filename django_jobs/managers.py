@@ -233,6 +233,17 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             return []
         now = timezone.now()
         token = uuid.uuid4()
+        if connections[self.db].vendor == "postgresql" and not limited_types():
+            # perf: one hand-written statement on PostgreSQL, unless concurrency/rate limits
+            # are registered (sched's admit needs the locked candidates before choosing)
+            return pgwrite.claim(
+                self.model, ready_states=READY_STATES, now=now, queues=queues,
+                exclude_queues=exclude_queues, limit=limit, using=self.db, values={
+                    "status": PROCESSING, "lease_token": token, "worker_id": worker_id,
+                    "leased_until": now + timedelta(seconds=lease_seconds),
+                    "started_at": now, "updated_at": now,
+                },
+            )
         ready = self.ready(queues, now)
         if exclude_queues:
             ready = ready.exclude(queue__in=exclude_queues)
@@ -246,10 +257,6 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             "updated_at": now,
             "unique_key": keep_key_if(PROCESSING),  # sched: unique jobs
         }
-        # perf: one statement on PostgreSQL, unless concurrency/rate limits are registered
-        # (sched's admit needs the locked candidates before it can choose among them)
-        if connections[self.db].vendor == "postgresql" and not limited_types():
-            return pgwrite.claim(ready, limit, claim, self.db)
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
                 jobs = list(ready.select_for_update(skip_locked=True)[:limit])

@@ -56,7 +56,7 @@ class Job(models.Model):
     callback_url = models.URLField(max_length=2000, blank=True, default="")
     # sched: unique jobs (django_jobs/unique.py): "<state flags>|<type>:<key>", held while the
     # job is in one of the flagged states, cleared when it leaves them.
-    unique_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 NULL: no key
     # sched: progress reported by the handler: {"fraction": 0.5, "message": "..."}
     progress = models.JSONField(null=True, blank=True)
     # sched: dependencies (django_jobs/dependencies.py): some waiting job depends on this one
@@ -92,6 +92,14 @@ class Job(models.Model):
             ),
             models.Index(fields=["status", "-created_at"], name="django_jobs_status_idx"),
             models.Index(fields=["-created_at"], name="django_jobs_created_idx"),
+        ]
+        constraints = [
+            # At most one job per unique key (sched). Partial: the many jobs without a key
+            # (NULL) add no entry, so their inserts and updates skip this index entirely.
+            models.UniqueConstraint(
+                fields=["unique_key"], name="django_jobs_unique_key",
+                condition=Q(unique_key__isnull=False),
+            ),
         ]
         permissions = [
             ("retry_job", "Can retry jobs"),

@@ -16,15 +16,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
-from django.db.models import Q
-from django.db.models.expressions import RawSQL
-from django.db.models.sql import UpdateQuery
 
 from .unique import ALL_STATES
 
 if TYPE_CHECKING:
-    from django.db.models import QuerySet
-
     from .models import Job
     from .outcomes import AttemptOutcome
 
@@ -49,7 +44,11 @@ FINISH = """WITH v AS (
         -- sched's unique jobs: the key stays only if it guards the new state (keep_key_if)
         unique_key = CASE WHEN substr(j.unique_key, v.keep, 1) = '1' THEN j.unique_key END
     FROM v
-    WHERE j.id = v.id AND j.lease_token = v.token AND j.status = 'processing'
+    -- "id = ANY(ids)" lets the planner find the rows by primary key. Without it, it guesses
+    -- 100 rows for jsonb_to_recordset, hash-joins and scans every index entry of processing
+    -- rows, dead ones included: a scan that grows with each claim until VACUUM runs.
+    WHERE j.id = ANY(%s) AND j.id = v.id AND j.lease_token = v.token
+        AND j.status = 'processing'
     RETURNING j.id, j.attempt, j.worker_id
 )
 INSERT INTO {attempt} (job_id, number, worker_id, started_at, finished_at, outcome, error,
@@ -60,32 +59,65 @@ FROM done JOIN v ON v.id = done.id
 RETURNING job_id"""
 
 
-def claim(
-    ready: QuerySet, limit: int, values: dict[str, Any], using: str
-) -> list[Job]:
-    """Lock, mark and read back up to ``limit`` jobs of ``ready`` (in claim order).
+# The claim, written out rather than compiled by the ORM on every call (compiling it cost more
+# than running it). It must select exactly what ``JobQuerySet.ready()`` selects, in its order;
+# tests/test_write_path.py holds the two to the same rows. ``unique_key`` keeps its value only if
+# it guards the processing state (sched's ``keep_key_if``).
+CLAIM = """UPDATE {job} SET
+    status = 'processing', lease_token = %s, leased_until = %s, worker_id = %s,
+    attempt = attempt + 1, started_at = %s, updated_at = %s,
+    unique_key = CASE WHEN substr(unique_key, %s, 1) = '1' THEN unique_key END
+WHERE id IN (
+    SELECT id FROM {job}
+    WHERE status IN ({ready}) AND run_at <= %s{queues}
+    ORDER BY priority DESC, run_at, id
+    LIMIT %s FOR UPDATE SKIP LOCKED
+)
+RETURNING {columns}"""
 
-    ``UPDATE ... SET <values> WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP
-    LOCKED) RETURNING ...``: the ORM compiles both the subquery (so every filter put on
-    ``ready`` applies) and the SET clause (so ``values`` may hold expressions such as
-    ``F("attempt") + 1``); concurrent claimers skip each other's locked rows instead of waiting.
+
+def claim(
+    model: type[Job],
+    *,
+    values: dict[str, Any],
+    ready_states: Sequence[str],
+    now: datetime,
+    queues: Sequence[str] | None,
+    exclude_queues: Sequence[str],
+    limit: int,
+    using: str,
+) -> list[Job]:
+    """Lock, mark and read back up to ``limit`` ready jobs, in claim order, in one statement.
+
+    ``UPDATE ... WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED)
+    RETURNING ...``: concurrent claimers skip each other's locked rows instead of waiting.
+    ``values`` holds the claim's plain values (lease token, lease end, worker id, times).
     """
-    model = ready.model
     connection = connections[using]
     qn = connection.ops.quote_name
-    ready_sql, ready_params = ready.values("pk")[:limit].query.get_compiler(using).as_sql()
-    lock = connection.ops.for_update_sql(skip_locked=True)
-    update = UpdateQuery(model)
-    update.add_update_values(values)
-    update.add_q(Q(pk__in=RawSQL(f"{ready_sql} {lock}", ready_params)))
-    update_sql, update_params = update.get_compiler(using).as_sql()
-    # Values the claim set from Python are known already; only the rest is read back.
-    known = {k: v for k, v in values.items() if not hasattr(v, "resolve_expression")}
     fields = model._meta.concrete_fields
+    known = {"status", "lease_token", "leased_until", "worker_id", "started_at", "updated_at"}
     returned = [f for f in fields if f.attname not in known]
-    columns = ", ".join(qn(f.column) for f in returned)
+    where, params = "", []
+    if queues:
+        where += f" AND queue IN ({', '.join(['%s'] * len(queues))})"
+        params += list(queues)
+    if exclude_queues:
+        where += f" AND NOT (queue IN ({', '.join(['%s'] * len(exclude_queues))}))"
+        params += list(exclude_queues)
+    sql = CLAIM.format(
+        job=qn(model._meta.db_table),
+        ready=", ".join(["%s"] * len(ready_states)),
+        queues=where,
+        columns=", ".join(qn(f.column) for f in returned),
+    )
+    keep = ALL_STATES.index("processing") + 1
     with connection.cursor() as cursor:
-        cursor.execute(f"{update_sql} RETURNING {columns}", update_params)
+        cursor.execute(sql, [
+            values["lease_token"], values["leased_until"], values["worker_id"],
+            values["started_at"], values["updated_at"], keep, *ready_states, now, *params,
+            limit,
+        ])
         rows = cursor.fetchall()
     position = {f.attname: i for i, f in enumerate(returned)}
     converters = [
@@ -98,7 +130,7 @@ def claim(
         for i, convert in converters:
             loaded[i] = convert(loaded[i], None, connection)
         jobs.append(model.from_db(using, names, [
-            loaded[position[name]] if name in position else known[name] for name in names
+            loaded[position[name]] if name in position else values[name] for name in names
         ]))
     jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
     return jobs
@@ -133,7 +165,7 @@ def finish(
         for outcome, values in zip(outcomes, fields, strict=True)
     ]
     with connection.cursor() as cursor:
-        cursor.execute(sql, (json.dumps(rows), now, now))
+        cursor.execute(sql, (json.dumps(rows), now, now, [row["id"] for row in rows]))
         return {row[0] for row in cursor.fetchall()}
 
 
