@@ -34,14 +34,15 @@ os.environ["JOBS_DB_NAME"] = DB_NAME
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 
 import django  # noqa: E402
-import psycopg  # noqa: E402
+
+from benchmarks.scratch import recreate_database  # noqa: E402
 
 STATUS_SQL = """CASE WHEN mod(g, 100) < 90 THEN 'completed' WHEN mod(g, 100) < 95 THEN 'dead'
     WHEN mod(g, 100) < 97 THEN 'failed' WHEN mod(g, 100) < 99 THEN 'pending' ELSE 'canceled' END"""
 FILL_SQL = f"""
 INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at, attempt,
     max_attempts, result, error, created_at, updated_at, started_at, finished_at, worker_id,
-    cancel_requested, callback_url)
+    cancel_requested, callback_url, has_dependents)
 SELECT 'j-' || lpad(to_hex(g), 20, '0'),
     (ARRAY['email_send', 'invoice_pdf', 'resize_image', 'sync_crm', 'webhook'])[1 + mod(g, 5)],
     jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
@@ -56,7 +57,7 @@ SELECT 'j-' || lpad(to_hex(g), 20, '0'),
     t.created, t.created + interval '2 seconds', t.created + interval '1 second',
     CASE WHEN s.status IN ('completed', 'dead', 'canceled') THEN t.created
         + interval '2 seconds' END,
-    'bench-worker', false, ''
+    'bench-worker', false, '', false
 FROM generate_series(%(start)s, %(stop)s) AS g,
     LATERAL (SELECT {STATUS_SQL} AS status) AS s,
     LATERAL (SELECT now() - (%(stop)s - g) * interval '2 seconds' AS created) AS t
@@ -68,13 +69,6 @@ SELECT id, 1, 'bench-worker', started_at, started_at + interval '1 second',
     CASE status WHEN 'dead' THEN 'dead' ELSE 'failed' END, error, 0.01, 52428800
 FROM django_jobs_job WHERE status IN ('dead', 'failed') AND id > %(after)s
 """
-
-
-def recreate_database() -> None:
-    with psycopg.connect(host="127.0.0.1", user="postgres", dbname="postgres",
-                         autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
-        conn.execute(f"CREATE DATABASE {DB_NAME}")
 
 
 def fill(start: int, stop: int) -> None:
@@ -152,7 +146,7 @@ def run(rows_list: list[int], repeat: int) -> list[dict]:
     from django.test import Client
     from django.test.utils import override_settings
 
-    recreate_database()
+    recreate_database(DB_NAME)
     call_command("migrate", verbosity=0)
     user = User.objects.create_superuser("bench", "bench@example.com", "pw")
     for name in ("ops", "support", "billing"):

@@ -16,32 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-import django
-from django.conf import settings
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB = "bench_claim_scaling"
 
-
-def configure() -> None:
-    settings.configure(
-        DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": DB,
-                               "USER": "postgres", "HOST": "127.0.0.1", "PORT": "5432"}},
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_jobs",
-                        "benchmarks.noop_app"],
-        USE_TZ=True,
-        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
-    )
-    django.setup()
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {DB}")
-        c.execute(f"CREATE DATABASE {DB}")
+from benchmarks.scratch import configure, recreate_database  # noqa: E402
 
 
 def cycles(ready: int) -> tuple[list[float], list[float]]:
@@ -75,11 +54,11 @@ def add_history(count: int) -> None:
             """
             INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at,
                 attempt, max_attempts, created_at, updated_at, finished_at, worker_id,
-                cancel_requested, callback_url)
+                cancel_requested, callback_url, has_dependents)
             SELECT 'j-h' || lpad(to_hex(g), 19, '0'), 'bench.noop', '{}',
                    CASE WHEN g %% 50 = 0 THEN 'dead' ELSE 'completed' END, 0, 'default',
                    now() - interval '1 day', 1, 3, now() - interval '1 day', now(), now(), 'old',
-                   false, ''
+                   false, '', false
             FROM generate_series(1, %s) AS g
             """,
             [count],
@@ -92,8 +71,8 @@ def main() -> None:
     parser.add_argument("--finished", type=int, default=1_000_000)
     parser.add_argument("--ready", type=int, default=2000)
     args = parser.parse_args()
-    recreate_database()
-    configure()
+    recreate_database(DB)
+    configure(DB, ["benchmarks.noop_app"])
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)

@@ -17,32 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-import django
-from django.conf import settings
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB = "bench_sched_costs"
 
-
-def configure() -> None:
-    settings.configure(
-        DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": DB,
-                               "USER": "postgres", "HOST": "127.0.0.1", "PORT": "5432"}},
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_jobs",
-                        "benchmarks.sched_app"],
-        USE_TZ=True,
-        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
-    )
-    django.setup()
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {DB}")
-        c.execute(f"CREATE DATABASE {DB}")
+from benchmarks.scratch import configure, recreate_database  # noqa: E402
 
 
 def cycle_ms(type: str, jobs: int) -> float:
@@ -81,8 +60,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2000)
     args = parser.parse_args()
-    recreate_database()
-    configure()
+    recreate_database(DB)
+    configure(DB, ["benchmarks.sched_app"])
     from django.core.management import call_command
 
     from benchmarks.sched_app.jobs import register_limited

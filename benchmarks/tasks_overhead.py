@@ -19,37 +19,22 @@ import time
 from importlib.util import find_spec
 from pathlib import Path
 
-import django
-from django.conf import settings
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB = "bench_tasks_overhead"
 
+from benchmarks.scratch import configure as configure_scratch  # noqa: E402
+from benchmarks.scratch import recreate_database  # noqa: E402
+
 
 def configure() -> None:
-    apps = ["django.contrib.contenttypes", "django.contrib.auth", "django_jobs",
-            "benchmarks.tasks_app"]
+    apps = ["benchmarks.tasks_app"]
     if not find_spec("django.tasks"):
         apps.append("django_tasks")
-    settings.configure(
-        DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": DB,
-                               "USER": "postgres", "HOST": "127.0.0.1", "PORT": "5432"}},
-        INSTALLED_APPS=apps,
-        TASKS={"default": {"BACKEND": "django_jobs.backends.DatabaseBackend"}},
-        USE_TZ=True,
-        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+    configure_scratch(
+        DB, apps, TASKS={"default": {"BACKEND": "django_jobs.backends.DatabaseBackend"}},
         DJANGO_JOBS={"POLL_INTERVAL": 0.05},
     )
-    django.setup()
-
-
-def recreate_database() -> None:
-    import psycopg
-
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute(f"DROP DATABASE IF EXISTS {DB}")
-        c.execute(f"CREATE DATABASE {DB}")
 
 
 def timed(func, count: int) -> float:
@@ -74,7 +59,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    recreate_database()
+    recreate_database(DB)
     configure()
     from django.core.management import call_command
 
