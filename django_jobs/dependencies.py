@@ -103,10 +103,6 @@ class Sweep:
     """The heartbeat step: release waiting jobs whose dependencies all completed."""
 
     def __call__(self, worker_id: str = "") -> None:
-        from django.db import transaction
-        from django.utils import timezone
-
         from .models import Job
 
-        with transaction.atomic():
-            release(Job.objects, Job.objects.filter(status="waiting"), timezone.now(), sweep=True)
+        Job.objects.release_waiting()

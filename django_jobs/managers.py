@@ -203,6 +203,13 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 job_enqueued.send(sender=self.model, job=job)
         return created
 
+    def release_waiting(self) -> int:
+        """Make waiting jobs whose dependencies all completed pending (the heartbeat's sweep)."""
+        from .dependencies import release
+
+        with transaction.atomic(using=self.db):
+            return release(self, self.filter(status=WAITING), timezone.now(), sweep=True)
+
     def record_progress(self, job: Job, fraction: float, message: str) -> bool:
         """Store a running job's progress, fenced on its lease (sched: ``set_progress``)."""
         progress = {"fraction": fraction, "message": message}
