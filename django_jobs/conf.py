@@ -24,8 +24,6 @@ DEFAULTS: dict[str, Any] = {
     # How long a stopping worker lets running jobs finish before handing them back.
     "SHUTDOWN_TIMEOUT": 30.0,
     "DEFAULT_QUEUE": "default",
-    # Logger name used for the per-job start and end lines.
-    "LOGGER": "django_jobs.worker",
     # --- HTTP API and completion callbacks (django_jobs.api, django_jobs.callbacks) ---
     # Largest request body POST /jobs accepts, in bytes.
     "API_MAX_PAYLOAD_BYTES": 65536,
