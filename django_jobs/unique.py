@@ -11,6 +11,7 @@ the epoch.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -107,8 +108,13 @@ def state_flags(states: Sequence[str]) -> str:
     return "".join("1" if state in states else "0" for state in ALL_STATES)
 
 
+@functools.cache
 def keep_key_if(status: str) -> Case:
-    """The UPDATE value of ``unique_key`` for jobs moving to ``status``: kept if guarded."""
+    """The UPDATE value of ``unique_key`` for jobs moving to ``status``: kept if guarded.
+
+    Built once per status: building it cost 13% of a busy worker's time, and ``update()``
+    resolves a copy of it, so one instance can serve every call.
+    """
     position = ALL_STATES.index(status) + 1
     return Case(
         When(Exact(Substr("unique_key", position, 1), Value("1")), then=F("unique_key")),
