@@ -76,6 +76,41 @@ WHERE id IN (
 RETURNING {columns}"""
 
 
+def claim_statement(
+    model: type[Job],
+    *,
+    values: dict[str, Any],
+    ready_states: Sequence[str],
+    now: datetime,
+    queues: Sequence[str] | None,
+    exclude_queues: Sequence[str],
+    limit: int,
+    connection: Any,
+) -> tuple[str, list[Any], list[Any]]:
+    """The claim's SQL, its parameters, and the fields it reads back (the others are known)."""
+    qn = connection.ops.quote_name
+    known = {"status", "lease_token", "leased_until", "worker_id", "started_at", "updated_at"}
+    returned = [f for f in model._meta.concrete_fields if f.attname not in known]
+    where, params = "", []
+    if queues:
+        where += f" AND queue IN ({', '.join(['%s'] * len(queues))})"
+        params += list(queues)
+    if exclude_queues:
+        where += f" AND NOT (queue IN ({', '.join(['%s'] * len(exclude_queues))}))"
+        params += list(exclude_queues)
+    sql = CLAIM.format(
+        job=qn(model._meta.db_table),
+        ready=", ".join(["%s"] * len(ready_states)),
+        queues=where,
+        columns=", ".join(qn(f.column) for f in returned),
+    )
+    keep = ALL_STATES.index("processing") + 1
+    return sql, [
+        values["lease_token"], values["leased_until"], values["worker_id"],
+        values["started_at"], values["updated_at"], keep, *ready_states, now, *params, limit,
+    ], returned
+
+
 def claim(
     model: type[Job],
     *,
@@ -94,31 +129,14 @@ def claim(
     ``values`` holds the claim's plain values (lease token, lease end, worker id, times).
     """
     connection = connections[using]
-    qn = connection.ops.quote_name
-    fields = model._meta.concrete_fields
-    known = {"status", "lease_token", "leased_until", "worker_id", "started_at", "updated_at"}
-    returned = [f for f in fields if f.attname not in known]
-    where, params = "", []
-    if queues:
-        where += f" AND queue IN ({', '.join(['%s'] * len(queues))})"
-        params += list(queues)
-    if exclude_queues:
-        where += f" AND NOT (queue IN ({', '.join(['%s'] * len(exclude_queues))}))"
-        params += list(exclude_queues)
-    sql = CLAIM.format(
-        job=qn(model._meta.db_table),
-        ready=", ".join(["%s"] * len(ready_states)),
-        queues=where,
-        columns=", ".join(qn(f.column) for f in returned),
+    sql, params, returned = claim_statement(
+        model, values=values, ready_states=ready_states, now=now, queues=queues,
+        exclude_queues=exclude_queues, limit=limit, connection=connection,
     )
-    keep = ALL_STATES.index("processing") + 1
     with connection.cursor() as cursor:
-        cursor.execute(sql, [
-            values["lease_token"], values["leased_until"], values["worker_id"],
-            values["started_at"], values["updated_at"], keep, *ready_states, now, *params,
-            limit,
-        ])
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
+    fields = model._meta.concrete_fields
     position = {f.attname: i for i, f in enumerate(returned)}
     converters = [
         (i, f.from_db_value) for i, f in enumerate(returned) if hasattr(f, "from_db_value")
