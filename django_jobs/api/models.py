@@ -56,10 +56,6 @@ class ApiToken(models.Model):
             return None
         return cls.objects.filter(key_hash=hash_token(raw), revoked_at__isnull=True).first()
 
-    @property
-    def is_revoked(self) -> bool:
-        return self.revoked_at is not None
-
     def has_scope(self, scope: str) -> bool:
         return scope in (self.scopes or [])
 
