@@ -24,6 +24,10 @@ DEFAULTS: dict[str, Any] = {
     # How long a stopping worker lets running jobs finish before handing them back.
     "SHUTDOWN_TIMEOUT": 30.0,
     "DEFAULT_QUEUE": "default",
+    # PostgreSQL: prepare the claim, finish and insert statements on each connection, so the
+    # server plans them once instead of on every call. Turn off behind a pooler that cannot
+    # keep prepared statements (PgBouncer before 1.21 in transaction mode).
+    "PREPARED_STATEMENTS": True,
     # --- HTTP API and completion callbacks (django_jobs.api, django_jobs.callbacks) ---
     # Largest request body POST /jobs accepts, in bytes.
     "API_MAX_PAYLOAD_BYTES": 65536,

@@ -15,13 +15,65 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from django.db import connections
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
+from .conf import jobs_settings
 from .unique import ALL_STATES
 
 if TYPE_CHECKING:
     from .models import Job
     from .outcomes import AttemptOutcome
+
+class PreparingCursor(psycopg.Cursor):
+    """Binds on the server and prepares each statement on its first run."""
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        kwargs.setdefault("prepare", True)
+        return super().execute(query, params, **kwargs)
+
+
+def cursor(connection: Any) -> Any:
+    """A cursor on Django's connection that binds parameters on the server.
+
+    Django's psycopg cursors bind on the client unless the site sets ``server_side_binding``:
+    psycopg quotes every value into the statement's text, and PostgreSQL then lexes, parses
+    and plans the statement, a large JSON literal among it, on every call. Sent as parameters
+    to a statement prepared once per connection (``PREPARED_STATEMENTS``), the claim and the
+    finish cost the server about 40% less and the client a quarter less
+    (``docs/performance.md``). Same connection, same transaction; Django's wrapper still
+    translates errors and records the query when queries are logged.
+    """
+    connection.ensure_connection()
+    raw = connection.connection
+    factory = psycopg.Cursor
+    if jobs_settings.PREPARED_STATEMENTS:
+        factory = PreparingCursor
+        if raw.prepare_threshold is None:
+            # Django's default, which turns preparing off even when asked for. A threshold
+            # no statement reaches prepares only what asks (ours); Django's own cursors bind
+            # on the client and never prepare either way.
+            raw.prepare_threshold = ONLY_WHEN_ASKED
+    with connection.wrap_database_errors:
+        cur = factory(raw)
+    connection.validate_thread_sharing()
+    return LoggedCursor(cur, connection) if connection.queries_logged else CursorWrapper(
+        cur, connection
+    )
+
+
+class LoggedCursor(CursorDebugWrapper):
+    """Records the statement as written: a prepared statement has no text with its values,
+    which is what Django's wrapper would look for."""
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)
+
+
+ONLY_WHEN_ASKED = 2**31 - 1
+
 
 # The outcomes arrive as one JSON array (one parameter, encoded by the C json module), one
 # object per job. The UPDATE is fenced on (id, lease_token, status = processing): a worker whose
@@ -133,9 +185,9 @@ def claim(
         model, values=values, ready_states=ready_states, now=now, queues=queues,
         exclude_queues=exclude_queues, limit=limit, connection=connection,
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    with cursor(connection) as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
     fields = model._meta.concrete_fields
     position = {f.attname: i for i, f in enumerate(returned)}
     converters = [
@@ -182,9 +234,9 @@ def finish(
         }
         for outcome, values in zip(outcomes, fields, strict=True)
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, (json.dumps(rows), now, now, [row["id"] for row in rows]))
-        return {row[0] for row in cursor.fetchall()}
+    with cursor(connection) as cur:
+        cur.execute(sql, (json.dumps(rows), now, now, [row["id"] for row in rows]))
+        return {row[0] for row in cur.fetchall()}
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -218,9 +270,9 @@ def insert(job: Job, using: str) -> None:
             value if value is None or isinstance(value, NATIVE)
             else field.get_db_prep_save(value, connection)
         )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        job.pk = cursor.fetchone()[0]
+    with cursor(connection) as cur:
+        cur.execute(sql, params)
+        job.pk = cur.fetchone()[0]
     job._state.adding = False
     job._state.db = using
 
@@ -245,9 +297,9 @@ def insert_many(jobs: Sequence[Job], using: str) -> None:
         f"RETURNING {qn(model._meta.pk.column)}, {qn('public_id')}"
     )
     rows = [{f.column: _plain(f.pre_save(job, True)) for f in fields} for job in jobs]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, (json.dumps(rows, allow_nan=False),))
-        pks = dict((public_id, pk) for pk, public_id in cursor.fetchall())
+    with cursor(connection) as cur:
+        cur.execute(sql, (json.dumps(rows, allow_nan=False),))
+        pks = dict((public_id, pk) for pk, public_id in cur.fetchall())
     for job in jobs:  # matched on public_id, not on the order rows come back in
         job.pk = pks[job.public_id]
         job._state.adding = False

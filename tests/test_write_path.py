@@ -167,6 +167,30 @@ def test_claim_and_finish_are_one_statement_each_on_postgresql():
     assert Job.objects.filter(status="completed").count() == 5
 
 
+def prepared_statements():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)  # closes its connection: no test transaction around
+@pytest.mark.parametrize("prepare", [True, False])
+def test_claim_and_finish_are_prepared_unless_the_setting_says_not(settings, prepare):
+    settings.DJANGO_JOBS = {"PREPARED_STATEMENTS": prepare}
+    connection.close()  # a new connection: nothing prepared yet
+    Job.enqueue_many("noop", [{}] * 3)
+    for _ in range(2):
+        claimed = claim(limit=2)
+        assert Job.objects.finish([outcome(job) for job in claimed]) != []
+    statements = prepared_statements()
+    claims = [s for s in statements if "FOR UPDATE SKIP LOCKED" in s]
+    finishes = [s for s in statements if "jsonb_to_recordset" in s]
+    assert (len(claims), len(finishes)) == ((1, 1) if prepare else (0, 0))
+    assert Job.objects.filter(status="completed").count() == 3
+    assert JobAttempt.objects.count() == 3
+
+
 @requires_postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_claims_on_postgresql_never_share_a_job():
