@@ -22,18 +22,17 @@ logger = logging.getLogger("django_jobs.worker")
 
 
 class Slot(threading.Thread):
-    """One executor thread: takes jobs from ``inbox`` and puts outcomes in ``outbox``."""
+    """One executor thread: takes jobs from ``inbox`` and hands each outcome to ``on_done``."""
 
     def __init__(
         self,
         inbox: queue.SimpleQueue[Job | None],
-        outbox: queue.SimpleQueue[AttemptOutcome],
         on_start: Callable[[Job], None],
-        wake: threading.Event,
+        on_done: Callable[[AttemptOutcome], None],
         name: str,
     ) -> None:
         super().__init__(name=name, daemon=True)
-        self.inbox, self.outbox, self.on_start, self.wake = inbox, outbox, on_start, wake
+        self.inbox, self.on_start, self.on_done = inbox, on_start, on_done
         self.lock = threading.Lock()
         self.current: int | None = None
         self.abandoned = False
@@ -61,8 +60,7 @@ class Slot(threading.Thread):
             with self.lock:
                 self.current = None
         if not self.abandoned:
-            self.outbox.put(outcome)
-            self.wake.set()
+            self.on_done(outcome)
 
     def interrupt(self, job_id: int, exc_class: type[BaseException]) -> bool:
         """Raise ``exc_class`` inside this thread if it is still running ``job_id``.
