@@ -34,7 +34,9 @@ class Job(models.Model):
         CANCELED = "canceled", "Canceled"  # canceled before it completed
         WAITING = "waiting", "Waiting"  # sched: waits for the jobs it depends on to complete
 
-    public_id = models.CharField(max_length=24, unique=True, default=new_public_id, editable=False)
+    # Unique through Meta.constraints, not unique=True: on PostgreSQL that would add a second
+    # (varchar_pattern_ops) index for LIKE searches nobody runs, which every update pays for.
+    public_id = models.CharField(max_length=24, default=new_public_id, editable=False)
     type = models.CharField(max_length=100)
     payload = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -94,6 +96,7 @@ class Job(models.Model):
             models.Index(fields=["-created_at"], name="django_jobs_created_idx"),
         ]
         constraints = [
+            models.UniqueConstraint(fields=["public_id"], name="django_jobs_public_id_key"),
             # At most one job per unique key (sched). Partial: the many jobs without a key
             # (NULL) add no entry, so their inserts and updates skip this index entirely.
             models.UniqueConstraint(
@@ -194,7 +197,13 @@ class JobAttempt(models.Model):
         RELEASED = "released", "Released"  # handed back at shutdown; did not count
         SNOOZED = "snoozed", "Snoozed"  # sched: the handler asked to run later; did not count
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    # No database foreign key: PostgreSQL would check every attempt row against its job at
+    # commit, a quarter of the server's time to finish a batch (docs/performance.md). Rows are
+    # written only by the finish statement, which joins them to the job rows it updated, and
+    # jobs are deleted only through the ORM, which deletes their attempts (on_delete).
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="attempts", db_constraint=False
+    )
     number = models.PositiveIntegerField()
     worker_id = models.CharField(max_length=100, blank=True, default="")
     started_at = models.DateTimeField()
