@@ -245,11 +245,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             # are registered (sched's admit needs the locked candidates before choosing)
             return pgwrite.claim(
                 self.model, ready_states=READY_STATES, now=now, queues=queues,
-                exclude_queues=exclude_queues, limit=limit, using=self.db, values={
-                    "status": PROCESSING, "lease_token": token, "worker_id": worker_id,
-                    "leased_until": now + timedelta(seconds=lease_seconds),
-                    "started_at": now, "updated_at": now,
-                },
+                exclude_queues=exclude_queues, limit=limit, using=self.db,
+                values=self._claim_values(worker_id, now, lease_seconds, token),
             )
         ready = self.ready(queues, now)
         if exclude_queues:
@@ -287,6 +284,59 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         if not self.filter(pk__in=models.Subquery(ids), status__in=READY_STATES).update(**claim):
             return []
         return list(self.filter(lease_token=token).order_by("-priority", "run_at", "id"))
+
+    def finish_and_claim(
+        self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
+        lease_seconds: float, queues: Sequence[str] | None = None,
+        exclude_queues: Sequence[str] = (),
+    ) -> tuple[list[AttemptOutcome], list[Job]]:
+        """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``limit`` jobs.
+
+        Returns the outcomes written and the jobs claimed. On PostgreSQL, when no outcome
+        needs more than its own row and attempt row written (no callback, dependents,
+        follow-ups or snooze) and no limits are registered, it is one statement in its own
+        transaction; otherwise ``finish`` and ``claim`` run in one transaction.
+        """
+        claim = {"worker_id": worker_id, "limit": limit, "lease_seconds": lease_seconds,
+                 "queues": queues, "exclude_queues": exclude_queues}
+        if not (outcomes and limit > 0 and self._plain_turn(outcomes)):
+            with transaction.atomic(using=self.db):
+                written = self.finish(outcomes) if outcomes else []
+                return written, self.claim(**claim) if limit > 0 else []
+        now = timezone.now()
+        fields = [self._finish_fields(outcome, now) for outcome in outcomes]
+        mine, jobs = pgwrite.finish_and_claim(
+            self.model, outcomes, fields, ready_states=READY_STATES, now=now, queues=queues,
+            exclude_queues=exclude_queues, limit=limit, using=self.db,
+            values=self._claim_values(worker_id, now, lease_seconds),
+        )
+        written = []
+        for outcome, values in zip(outcomes, fields, strict=True):
+            if outcome.job.pk in mine:
+                _apply(outcome.job, values)
+                written.append(outcome)
+        return written, jobs
+
+    def _plain_turn(self, outcomes: Sequence[AttemptOutcome]) -> bool:
+        """True if finish_and_claim may be the one statement (see there)."""
+        if connections[self.db].vendor != "postgresql" or limited_types():
+            return False
+        return not any(
+            outcome.kind == SNOOZED or outcome.job.callback_url or outcome.job.has_dependents
+            or "_after_success" in outcome.job.__dict__
+            for outcome in outcomes
+        )
+
+    @staticmethod
+    def _claim_values(
+        worker_id: str, now: datetime, lease_seconds: float, token: uuid.UUID | None = None
+    ) -> dict[str, Any]:
+        """What a claim writes that is known before it runs (the hand-written statement's)."""
+        return {
+            "status": PROCESSING, "lease_token": token or uuid.uuid4(), "worker_id": worker_id,
+            "leased_until": now + timedelta(seconds=lease_seconds),
+            "started_at": now, "updated_at": now,
+        }
 
     def heartbeat(
         self, *, held: dict[int, uuid.UUID], lease_seconds: float

@@ -16,79 +16,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 from django.db import connections
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
-from .conf import jobs_settings
+from .pgcursor import run
 from .unique import ALL_STATES
 
 if TYPE_CHECKING:
     from .models import Job
     from .outcomes import AttemptOutcome
 
-class PreparingCursor(psycopg.Cursor):
-    """Binds on the server and prepares each statement on its first run."""
-
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        kwargs.setdefault("prepare", True)
-        return super().execute(query, params, **kwargs)
-
-
-def cursor(connection: Any) -> Any:
-    """A cursor on Django's connection that binds parameters on the server.
-
-    Django's psycopg cursors bind on the client unless the site sets ``server_side_binding``:
-    psycopg quotes every value into the statement's text, and PostgreSQL then lexes, parses
-    and plans the statement, a large JSON literal among it, on every call. Sent as parameters
-    to a statement prepared once per connection (``PREPARED_STATEMENTS``), the claim and the
-    finish cost the server about 40% less and the client a quarter less
-    (``docs/performance.md``). Same connection, same transaction; Django's wrapper still
-    translates errors and records the query when queries are logged.
-    """
-    connection.ensure_connection()
-    raw = connection.connection
-    factory = psycopg.Cursor
-    if jobs_settings.PREPARED_STATEMENTS:
-        factory = PreparingCursor
-        if raw.prepare_threshold is None:
-            # Django's default, which turns preparing off even when asked for. A threshold
-            # no statement reaches prepares only what asks (ours); Django's own cursors bind
-            # on the client and never prepare either way.
-            raw.prepare_threshold = ONLY_WHEN_ASKED
-    with connection.wrap_database_errors:
-        cur = factory(raw)
-    if connection.timezone is not None:
-        # Django loads timestamps with a Python subclass of psycopg's loader, to give them
-        # its time zone; with USE_TZ that is the session's own, which psycopg's C loader
-        # gives as well, at a tenth of the cost (a claim reads several per job).
-        cur.adapters.register_loader("timestamptz", C_TIMESTAMPTZ_LOADER)
-    connection.validate_thread_sharing()
-    return LoggedCursor(cur, connection) if connection.queries_logged else CursorWrapper(
-        cur, connection
-    )
-
-
-class LoggedCursor(CursorDebugWrapper):
-    """Records the statement as written: a prepared statement has no text with its values,
-    which is what Django's wrapper would look for."""
-
-    def execute(self, sql: str, params: Any = None) -> Any:
-        with self.debug_sql(sql, params):
-            return CursorWrapper.execute(self, sql, params)
-
-
-ONLY_WHEN_ASKED = 2**31 - 1
-C_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(
-    psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT
-)
-
-
 # The outcomes arrive as one JSON array (one parameter, encoded by the C json module), one
 # object per job. The UPDATE is fenced on (id, lease_token, status = processing): a worker whose
 # lease was taken over writes nothing, and only the rows it did update get their attempt row,
 # in the same statement.
-FINISH = """WITH v AS (
+FINISH_CTES = """v AS (
     SELECT * FROM jsonb_to_recordset(%s::jsonb) AS v(
         id bigint, token uuid, status text, result jsonb, error jsonb, run_at timestamptz,
         started_at timestamptz, finished_at timestamptz, cpu_time float8, peak_memory bigint,
@@ -111,13 +52,14 @@ FINISH = """WITH v AS (
     WHERE j.id = ANY(%s) AND j.id = v.id AND j.lease_token = v.token
         AND j.status = 'processing'
     RETURNING j.id, j.attempt, j.worker_id
-)
-INSERT INTO {attempt} (job_id, number, worker_id, started_at, finished_at, outcome, error,
-                       cpu_time, peak_memory)
+)"""
+RECORD = """INSERT INTO {attempt} (job_id, number, worker_id, started_at, finished_at, outcome,
+                       error, cpu_time, peak_memory)
 SELECT done.id, done.attempt, done.worker_id, v.started_at, v.finished_at, v.status, v.error,
        v.cpu_time, v.peak_memory
 FROM done JOIN v ON v.id = done.id
 RETURNING job_id"""
+FINISH = f"WITH {FINISH_CTES}\n{RECORD}"
 
 
 # The claim, written out rather than compiled by the ORM on every call (compiling it cost more
@@ -219,9 +161,15 @@ def claim(
         model, values=values, ready_states=ready_states, now=now, queues=queues,
         exclude_queues=exclude_queues, limit=limit, connection=connection,
     )
-    with cursor(connection) as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
+    return _claimed_jobs(model, run(connection, sql, params), returned, values, using)
+
+
+def _claimed_jobs(
+    model: type[Job], rows: Sequence[Sequence[Any]], returned: list, values: dict[str, Any],
+    using: str,
+) -> list[Job]:
+    """The claimed rows as Jobs, in claim order (RETURNING keeps no order)."""
+    connection = connections[using]
     names, sources, converters = _row_plan(model, tuple(returned))
     jobs = []
     for row in rows:
@@ -253,13 +201,71 @@ def finish(
     using: str,
 ) -> set[int]:
     """Write each outcome with its job fields (from ``_finish_fields``); return the written ids."""
+    written = run(connections[using], _tables(FINISH), _finish_params(outcomes, fields, now))
+    return {row[0] for row in written}
+
+
+# A worker's turn in one statement: write the outcomes of its finished jobs and claim the next
+# ones. In autocommit that is one round trip and one commit where BEGIN, finish, claim, COMMIT
+# were four, each a few tens of microseconds of client and server time. The claim cannot take
+# a job the same statement finishes: all parts see one snapshot, in which those rows are still
+# processing. The row with the ids written always comes back, claimed jobs or none.
+TURN = """WITH {finish}, recorded AS (
+{record}
+), claimed AS (
+{claim}
+)
+SELECT (SELECT array_agg(job_id) FROM recorded), claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true"""
+
+
+def finish_and_claim(
+    model: type[Job],
+    outcomes: Sequence[AttemptOutcome],
+    fields: Sequence[dict[str, Any]],
+    *,
+    values: dict[str, Any],
+    ready_states: Sequence[str],
+    now: datetime,
+    queues: Sequence[str] | None,
+    exclude_queues: Sequence[str],
+    limit: int,
+    using: str,
+) -> tuple[set[int], list[Job]]:
+    """``finish`` then ``claim`` as one statement; returns the ids written and the jobs claimed.
+
+    The finish's part is fenced as ``finish`` is; the claim's is ``claim`` as it stands."""
+    connection = connections[using]
+    claim_sql, claim_params, returned = claim_statement(
+        model, values=values, ready_states=ready_states, now=now, queues=queues,
+        exclude_queues=exclude_queues, limit=limit, connection=connection,
+    )
+    sql = _turn_sql(claim_sql)
+    rows = run(connection, sql, [*_finish_params(outcomes, fields, now), *claim_params])
+    written = set(rows[0][0] or ())
+    claimed = [row[1:] for row in rows if row[1] is not None]
+    return written, _claimed_jobs(model, claimed, returned, values, using)
+
+
+@functools.lru_cache(maxsize=256)
+def _turn_sql(claim_sql: str) -> str:
+    return TURN.format(
+        finish=_tables(FINISH_CTES), record=_tables(RECORD), claim=claim_sql
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _tables(sql: str) -> str:
+    """The statement with the jobs' and attempts' table names written in."""
     from .models import Job, JobAttempt
 
-    connection = connections[using]
-    qn = connection.ops.quote_name
-    sql = FINISH.format(
-        job=qn(Job._meta.db_table), attempt=qn(JobAttempt._meta.db_table)
-    )
+    return sql.format(job=_quote(Job._meta.db_table), attempt=_quote(JobAttempt._meta.db_table))
+
+
+def _finish_params(
+    outcomes: Sequence[AttemptOutcome], fields: Sequence[dict[str, Any]], now: datetime
+) -> tuple[Any, ...]:
+    """The finish's parameters: the outcomes as one JSON array, the time twice, the ids."""
     rows = [
         {
             "id": outcome.job.pk,
@@ -276,9 +282,7 @@ def finish(
         }
         for outcome, values in zip(outcomes, fields, strict=True)
     ]
-    with cursor(connection) as cur:
-        cur.execute(sql, (json.dumps(rows), now, now, [row["id"] for row in rows]))
-        return {row[0] for row in cur.fetchall()}
+    return json.dumps(rows), now, now, [row["id"] for row in rows]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -312,9 +316,7 @@ def insert(job: Job, using: str) -> None:
             value if value is None or isinstance(value, NATIVE)
             else field.get_db_prep_save(value, connection)
         )
-    with cursor(connection) as cur:
-        cur.execute(sql, params)
-        job.pk = cur.fetchone()[0]
+    job.pk = run(connection, sql, params)[0][0]
     job._state.adding = False
     job._state.db = using
 
@@ -339,9 +341,10 @@ def insert_many(jobs: Sequence[Job], using: str) -> None:
         f"RETURNING {qn(model._meta.pk.column)}, {qn('public_id')}"
     )
     rows = [{f.column: _plain(f.pre_save(job, True)) for f in fields} for job in jobs]
-    with cursor(connection) as cur:
-        cur.execute(sql, (json.dumps(rows, allow_nan=False),))
-        pks = dict((public_id, pk) for pk, public_id in cur.fetchall())
+    pks = dict(
+        (public_id, pk)
+        for pk, public_id in run(connection, sql, (json.dumps(rows, allow_nan=False),))
+    )
     for job in jobs:  # matched on public_id, not on the order rows come back in
         job.pk = pks[job.public_id]
         job._state.adding = False

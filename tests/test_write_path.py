@@ -264,3 +264,72 @@ def test_enqueues_in_a_rolled_back_transaction_leave_no_job():
         Job.enqueue_many("noop", [{}, {}])
         raise RuntimeError("roll back")
     assert not Job.objects.exists()
+
+
+def turn(outcomes, limit=10, **kwargs):
+    return Job.objects.finish_and_claim(outcomes, worker_id=kwargs.pop("worker_id", "w1"),
+                                        limit=limit, lease_seconds=30, **kwargs)
+
+
+def test_a_turn_writes_the_outcomes_then_claims_the_next_jobs_in_order():
+    first = Job.enqueue_many("noop", [{}] * 2)
+    fails = Job.enqueue("always_fails", max_attempts=3)
+    claimed = {j.pk: j for j in claim(limit=3)}
+    later = Job.enqueue_many("noop", [{}] * 3)
+    high = Job.enqueue("noop", priority="high")
+    outcomes = [outcome(claimed[j.pk]) for j in first]
+    outcomes.append(run(claimed[fails.pk]))
+    written, jobs = turn(outcomes, limit=3)
+    assert sorted(o.job.pk for o in written) == sorted([*[j.pk for j in first], fails.pk])
+    assert [j.pk for j in jobs] == [high.pk, later[0].pk, later[1].pk]
+    assert all(j.status == "processing" and j.attempt == 1 for j in jobs)
+    status = dict(Job.objects.values_list("pk", "status"))
+    assert [status[j.pk] for j in first] == ["completed", "completed"]
+    assert status[fails.pk] == "failed"  # backing off: not claimed again by the same turn
+    assert sorted(JobAttempt.objects.values_list("outcome", flat=True)) == [
+        "completed", "completed", "failed"]
+    assert Job.objects.get(pk=later[0].pk).lease_token == jobs[0].lease_token
+
+
+def test_a_turn_with_a_taken_over_lease_drops_that_outcome_and_still_claims():
+    stale_job, fresh_job = Job.enqueue("noop"), Job.enqueue("noop")
+    claimed = {j.pk: j for j in claim()}
+    waiting = Job.enqueue("noop")
+    Job.objects.filter(pk=stale_job.pk).update(lease_token=uuid.uuid4(), attempt=2)
+    written, jobs = turn([outcome(claimed[stale_job.pk]), outcome(claimed[fresh_job.pk])])
+    assert [o.job.pk for o in written] == [fresh_job.pk]
+    assert [j.pk for j in jobs] == [waiting.pk]
+    assert Job.objects.get(pk=stale_job.pk).status == "processing"
+
+
+def test_a_turn_with_nothing_left_to_claim_still_writes_the_outcomes():
+    Job.enqueue("noop")
+    (job,) = claim()
+    written, jobs = turn([outcome(job)])
+    assert [o.job.pk for o in written] == [job.pk] and jobs == []
+    assert Job.objects.get(pk=job.pk).status == "completed"
+    written, jobs = turn([], limit=0)
+    assert (written, jobs) == ([], [])
+
+
+@requires_postgres
+def test_a_plain_turn_is_one_statement_on_postgresql():
+    Job.enqueue_many("noop", [{}] * 6)
+    claimed = claim(limit=3)
+    with CaptureQueriesContext(connection) as queries:
+        written, jobs = turn([outcome(job) for job in claimed], limit=3)
+    assert len(queries.captured_queries) == 1
+    assert (len(written), len(jobs)) == (3, 3)
+
+
+@requires_postgres
+def test_a_turn_with_a_callback_takes_the_transaction_path_and_enqueues_it(settings):
+    settings.DJANGO_JOBS = {"CALLBACK_ALLOWED_HOSTS": ["hooks.example.com"],
+                            "CALLBACK_SECRET": "s3cret"}
+    hooked = Job.enqueue("noop", callback_url="https://hooks.example.com/done")
+    (job,) = claim()
+    with CaptureQueriesContext(connection) as queries:
+        written, _ = turn([outcome(job)])
+    assert [o.job.pk for o in written] == [hooked.pk]
+    assert len(queries.captured_queries) > 1
+    assert Job.objects.filter(type="django_jobs.callback").count() == 1
