@@ -17,6 +17,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.models.base import Model, ModelState
+from django.db.models.signals import post_init, pre_init
 
 from .pgcursor import run
 from .unique import ALL_STATES
@@ -171,16 +173,39 @@ def _claimed_jobs(
     """The claimed rows as Jobs, in claim order (RETURNING keeps no order)."""
     connection = connections[using]
     names, sources, converters = _row_plan(model, tuple(returned))
+    plain = _plainly_built(model)
     jobs = []
     for row in rows:
         loaded = list(row)
         for i, convert in converters:
             loaded[i] = convert(loaded[i], None, connection)
-        jobs.append(model.from_db(using, names, [
+        fields = [
             values[source] if source.__class__ is str else loaded[source] for source in sources
-        ]))
+        ]
+        jobs.append(
+            _from_db(model, using, names, fields) if plain else model.from_db(using, names, fields)
+        )
     jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
     return jobs
+
+
+def _plainly_built(model: type[Job]) -> bool:
+    """True if ``model.from_db`` is Django's own and nothing listens to pre_/post_init."""
+    return (
+        model.from_db.__func__ is Model.from_db.__func__
+        and not pre_init.has_listeners(model) and not post_init.has_listeners(model)
+    )
+
+
+def _from_db(model: type[Job], using: str, names: list[str], values: list[Any]) -> Job:
+    """What ``model.from_db`` gives for a full row, with the fields set in one step instead
+    of one setattr each by ``__init__`` (a third of the worker's time per claimed job). Only
+    when ``_plainly_built``: nothing else could tell the two apart."""
+    job = model.__new__(model)
+    job.__dict__.update(zip(names, values, strict=True))
+    state = job._state = ModelState()
+    state.adding, state.db = False, using
+    return job
 
 
 @functools.lru_cache(maxsize=64)

@@ -333,3 +333,21 @@ def test_a_turn_with_a_callback_takes_the_transaction_path_and_enqueues_it(setti
     assert [o.job.pk for o in written] == [hooked.pk]
     assert len(queries.captured_queries) > 1
     assert Job.objects.filter(type="django_jobs.callback").count() == 1
+
+
+def test_claimed_jobs_are_built_through_init_when_something_listens_to_post_init():
+    from django.db.models.signals import post_init
+
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance.pk)
+
+    Job.enqueue_many("noop", [{}] * 2)
+    post_init.connect(receiver, sender=Job)
+    try:
+        claimed = claim()
+    finally:
+        post_init.disconnect(receiver, sender=Job)
+    assert sorted(seen) == sorted(job.pk for job in claimed)
+    assert not claim() and [j._state.adding for j in claimed] == [False, False]
