@@ -17,12 +17,6 @@ DATABASES = {
         # The default (0) would close the connection after each request; the worker keeps its
         # connection whatever this says, and the benchmark has no requests.
         "CONN_MAX_AGE": None,
-        # BENCH_PREPARE=1: server-side binding, statements prepared after 2 runs (a site
-        # setting, off by default in Django; see docs/performance.md).
-        "OPTIONS": (
-            {"server_side_binding": True, "prepare_threshold": 2}
-            if os.environ.get("BENCH_PREPARE") == "1" else {}
-        ),
     }
 }
 SECRET_KEY = "benchmarks-only-not-secret"

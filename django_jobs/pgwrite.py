@@ -249,27 +249,20 @@ def finish_and_claim(
     outcomes: Sequence[AttemptOutcome],
     fields: Sequence[dict[str, Any]],
     *,
-    values: dict[str, Any],
-    ready_states: Sequence[str],
-    now: datetime,
-    queues: Sequence[str] | None,
-    exclude_queues: Sequence[str],
-    limit: int,
     using: str,
+    **claim: Any,
 ) -> tuple[set[int], list[Job]]:
     """``finish`` then ``claim`` as one statement; returns the ids written and the jobs claimed.
 
-    The finish's part is fenced as ``finish`` is; the claim's is ``claim`` as it stands."""
+    ``claim`` holds ``claim``'s keyword arguments. The finish's part is fenced as ``finish``
+    is; the claim's is ``claim`` as it stands."""
     connection = connections[using]
-    claim_sql, claim_params, returned = claim_statement(
-        model, values=values, ready_states=ready_states, now=now, queues=queues,
-        exclude_queues=exclude_queues, limit=limit, connection=connection,
-    )
+    claim_sql, claim_params, returned = claim_statement(model, connection=connection, **claim)
     sql = _turn_sql(claim_sql)
-    rows = run(connection, sql, [*_finish_params(outcomes, fields, now), *claim_params])
+    rows = run(connection, sql, [*_finish_params(outcomes, fields, claim["now"]), *claim_params])
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
-    return written, _claimed_jobs(model, claimed, returned, values, using)
+    return written, _claimed_jobs(model, claimed, returned, claim["values"], using)
 
 
 @functools.lru_cache(maxsize=256)
