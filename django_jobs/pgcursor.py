@@ -1,22 +1,20 @@
 """How django-jobs talks to PostgreSQL on its hot paths: server-side parameters, statements
-prepared once per connection, timestamps loaded in C. Used by ``pgwrite`` only."""
+prepared once per connection, timestamps loaded in C. Used by ``pgwrite`` only.
+
+psycopg is imported only here and only when a PostgreSQL statement runs, so a site without it
+(SQLite only) imports django-jobs as before. Under psycopg2 the statements run on Django's own
+cursor, bound on the client, as they did before this module existed.
+"""
 
 from __future__ import annotations
 
+import functools
+from types import SimpleNamespace
 from typing import Any
 
-import psycopg
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from .conf import jobs_settings
-
-
-class PreparingCursor(psycopg.Cursor):
-    """Binds on the server and prepares each statement on its first run."""
-
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        kwargs.setdefault("prepare", True)
-        return super().execute(query, params, **kwargs)
 
 
 def run(connection: Any, sql: str, params: Any) -> list[tuple]:
@@ -31,6 +29,8 @@ def run(connection: Any, sql: str, params: Any) -> list[tuple]:
     (``docs/performance.md``). Same connection, same transaction; Django's wrapper still
     translates errors and records the query when queries are logged.
     """
+    if not _psycopg3(connection):
+        return run_on_django_cursor(connection, sql, params)
     cur = _cursor(connection)
     wrapped = LoggedCursor(cur, connection) if connection.queries_logged else CursorWrapper(
         cur, connection
@@ -39,7 +39,19 @@ def run(connection: Any, sql: str, params: Any) -> list[tuple]:
     return wrapped.fetchall()
 
 
-def _cursor(connection: Any) -> psycopg.Cursor:
+def run_on_django_cursor(connection: Any, sql: str, params: Any) -> list[tuple]:
+    """The same statement on Django's cursor (psycopg2, or anything but psycopg 3)."""
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+def _psycopg3(connection: Any) -> bool:
+    connection.ensure_connection()
+    return type(connection.connection).__module__.startswith("psycopg.")
+
+
+def _cursor(connection: Any) -> Any:
     """This connection's psycopg cursor for our statements, made once per connection (making
     one, with its own adapters, cost more than a small INSERT's client work)."""
     connection.ensure_connection()
@@ -48,9 +60,10 @@ def _cursor(connection: Any) -> psycopg.Cursor:
     held = getattr(connection, "_django_jobs_cursor", None)
     if held is not None and held.connection is raw and not held.closed:
         return held
+    psycopg = _psycopg()
     factory = psycopg.Cursor
     if jobs_settings.PREPARED_STATEMENTS:
-        factory = PreparingCursor
+        factory = psycopg.PreparingCursor
         if raw.prepare_threshold is None:
             # Django's default, which turns preparing off even when asked for. A threshold
             # no statement reaches prepares only what asks (ours); Django's own cursors bind
@@ -62,7 +75,7 @@ def _cursor(connection: Any) -> psycopg.Cursor:
         # Django loads timestamps with a Python subclass of psycopg's loader, to give them
         # its time zone; with USE_TZ that is the session's own, which psycopg's C loader
         # gives as well, at a tenth of the cost (a claim reads several per job).
-        cur.adapters.register_loader("timestamptz", C_TIMESTAMPTZ_LOADER)
+        cur.adapters.register_loader("timestamptz", psycopg.timestamptz_loader)
     connection._django_jobs_cursor = cur
     return cur
 
@@ -77,6 +90,24 @@ class LoggedCursor(CursorDebugWrapper):
 
 
 ONLY_WHEN_ASKED = 2**31 - 1
-C_TIMESTAMPTZ_LOADER = psycopg.adapters.get_loader(
-    psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT
-)
+
+
+@functools.cache
+def _psycopg() -> Any:
+    """The psycopg cursor classes and the timestamp loader this module uses."""
+    import psycopg
+
+    class PreparingCursor(psycopg.Cursor):
+        """Binds on the server and prepares each statement on its first run."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            kwargs.setdefault("prepare", True)
+            return super().execute(query, params, **kwargs)
+
+    return SimpleNamespace(
+        Cursor=psycopg.Cursor,
+        PreparingCursor=PreparingCursor,
+        timestamptz_loader=psycopg.adapters.get_loader(
+            psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT
+        ),
+    )

@@ -26,3 +26,41 @@ def test_wheel_contains_migrations_and_py_typed(tmp_path):
     assert migrations == on_disk and migrations
     assert "django_jobs/management/commands/runworker.py" in names
     assert not any(n.startswith(("tests/", "example_project/")) for n in names)
+
+
+WITHOUT_PSYCOPG = """
+import sys
+sys.modules["psycopg"] = None  # any import of psycopg now fails, as on a site without it
+import django
+from django.conf import settings
+settings.configure(
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": sys.argv[1]}},
+    INSTALLED_APPS=["django_jobs"], USE_TZ=True,
+    DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+)
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from django_jobs import handler
+from django_jobs.models import Job
+from django_jobs.worker import Worker, WorkerOptions
+
+@handler("plain")
+def plain(payload):
+    return payload["n"] * 2
+
+job = Job.enqueue("plain", {"n": 21})
+Worker(WorkerOptions(burst=True, concurrency=2)).run()
+job.refresh_from_db()
+print(job.status, job.result)
+"""
+
+
+def test_a_sqlite_site_without_psycopg_imports_and_runs_jobs(tmp_path):
+    """psycopg is an extra: only the PostgreSQL paths import it, when they run."""
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_PSYCOPG, str(tmp_path / "db.sqlite3")],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["completed", "42"]

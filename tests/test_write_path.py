@@ -351,3 +351,22 @@ def test_claimed_jobs_are_built_through_init_when_something_listens_to_post_init
         post_init.disconnect(receiver, sender=Job)
     assert sorted(seen) == sorted(job.pk for job in claimed)
     assert not claim() and [j._state.adding for j in claimed] == [False, False]
+
+
+@requires_postgres
+def test_the_statements_also_run_on_djangos_own_cursor(monkeypatch):
+    """Under psycopg2 (anything but psycopg 3) pgcursor runs the same statements on Django's
+    cursor, bound on the client; here psycopg 3's client cursor stands in for it."""
+    from django_jobs import pgcursor
+
+    monkeypatch.setattr(pgcursor, "_psycopg3", lambda connection: False)
+    first = Job.enqueue("noop")
+    Job.enqueue_many("noop", [{}] * 2)
+    claimed = claim(limit=1)
+    assert [j.pk for j in claimed] == [first.pk]
+    with CaptureQueriesContext(connection) as queries:
+        written, jobs = turn([outcome(claimed[0])], limit=5)
+    assert "FOR UPDATE SKIP LOCKED" in queries.captured_queries[0]["sql"]
+    assert [o.job.pk for o in written] == [first.pk] and len(jobs) == 2
+    assert Job.objects.get(pk=first.pk).status == "completed"
+    assert JobAttempt.objects.count() == 1
