@@ -47,8 +47,10 @@ def run_on_django_cursor(connection: Any, sql: str, params: Any) -> list[tuple]:
 
 
 def _psycopg3(connection: Any) -> bool:
-    connection.ensure_connection()
-    return type(connection.connection).__module__.startswith("psycopg.")
+    """True if Django's PostgreSQL backend runs on psycopg 3 (it prefers it to psycopg2)."""
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    return is_psycopg3
 
 
 def _cursor(connection: Any) -> Any:
