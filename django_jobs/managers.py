@@ -299,6 +299,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """
         claim = {"worker_id": worker_id, "limit": limit, "lease_seconds": lease_seconds,
                  "queues": queues, "exclude_queues": exclude_queues}
+        if not outcomes and limit > 0 and self._plain_turn(outcomes):
+            return [], self.claim(**claim)  # one statement: no BEGIN and COMMIT around it
         if not (outcomes and limit > 0 and self._plain_turn(outcomes)):
             with transaction.atomic(using=self.db):
                 written = self.finish(outcomes) if outcomes else []

@@ -370,3 +370,14 @@ def test_the_statements_also_run_on_djangos_own_cursor(monkeypatch):
     assert [o.job.pk for o in written] == [first.pk] and len(jobs) == 2
     assert Job.objects.get(pk=first.pk).status == "completed"
     assert JobAttempt.objects.count() == 1
+
+
+@requires_postgres
+def test_a_turn_with_no_outcomes_is_the_claim_alone_on_postgresql():
+    """An idle worker's poll: one statement, no BEGIN and COMMIT around it."""
+    Job.enqueue("noop")
+    with CaptureQueriesContext(connection) as queries:
+        written, jobs = turn([], limit=5)
+    assert (written, len(jobs)) == ([], 1)
+    assert [q["sql"] for q in queries.captured_queries if q["sql"] in ("BEGIN", "COMMIT")] == []
+    assert len(queries.captured_queries) == 1
