@@ -71,6 +71,11 @@ def _cursor(connection: Any) -> Any:
             # no statement reaches prepares only what asks (ours); Django's own cursors bind
             # on the client and never prepare either way.
             raw.prepare_threshold = ONLY_WHEN_ASKED
+        if raw.prepared_max is not None and raw.prepared_max < PREPARED_ROOM:
+            # The claim and the turn are prepared once per LIMIT (1 to --concurrency): with
+            # psycopg's default room for 100, a worker of --concurrency 50 or more would evict
+            # and re-plan them in turn.
+            raw.prepared_max = PREPARED_ROOM
     with connection.wrap_database_errors:
         cur = factory(raw)
     if connection.timezone is not None:
@@ -92,6 +97,7 @@ class LoggedCursor(CursorDebugWrapper):
 
 
 ONLY_WHEN_ASKED = 2**31 - 1
+PREPARED_ROOM = 1000
 
 
 @functools.cache

@@ -381,3 +381,16 @@ def test_a_turn_with_no_outcomes_is_the_claim_alone_on_postgresql():
     assert (written, len(jobs)) == ([], 1)
     assert [q["sql"] for q in queries.captured_queries if q["sql"] in ("BEGIN", "COMMIT")] == []
     assert len(queries.captured_queries) == 1
+
+
+@requires_postgres
+@pytest.mark.django_db(transaction=True)  # closes its connection: no test transaction around
+def test_claims_of_every_batch_size_stay_prepared():
+    """One prepared claim per LIMIT: a worker of high concurrency keeps them all (psycopg's
+    default room of 100 would evict and re-plan them)."""
+    connection.close()
+    Job.enqueue("noop", delay=3600)  # nothing due: each claim finds nothing
+    for limit in range(1, 131):
+        assert claim(limit=limit) == []
+    claims = [s for s in prepared_statements() if "FOR UPDATE SKIP LOCKED" in s]
+    assert len(claims) == 130
