@@ -141,29 +141,18 @@ def _quote(name: str) -> str:
     return name if name.startswith('"') and name.endswith('"') else f'"{name}"'
 
 
-def claim(
-    model: type[Job],
-    *,
-    values: dict[str, Any],
-    ready_states: Sequence[str],
-    now: datetime,
-    queues: Sequence[str] | None,
-    exclude_queues: Sequence[str],
-    limit: int,
-    using: str,
-) -> list[Job]:
+def claim(model: type[Job], *, using: str, **statement: Any) -> list[Job]:
     """Lock, mark and read back up to ``limit`` ready jobs, in claim order, in one statement.
 
     ``UPDATE ... WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED)
     RETURNING ...``: concurrent claimers skip each other's locked rows instead of waiting.
-    ``values`` holds the claim's plain values (lease token, lease end, worker id, times).
+    ``statement`` holds ``claim_statement``'s keyword arguments; its ``values`` are the claim's
+    plain values (lease token, lease end, worker id, times).
     """
     connection = connections[using]
-    sql, params, returned = claim_statement(
-        model, values=values, ready_states=ready_states, now=now, queues=queues,
-        exclude_queues=exclude_queues, limit=limit, connection=connection,
-    )
-    return _claimed_jobs(model, run(connection, sql, params), returned, values, using)
+    sql, params, returned = claim_statement(model, connection=connection, **statement)
+    return _claimed_jobs(model, run(connection, sql, params), returned, statement["values"],
+                         using)
 
 
 def _claimed_jobs(
