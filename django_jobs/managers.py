@@ -312,12 +312,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             exclude_queues=exclude_queues, limit=limit, using=self.db,
             values=self._claim_values(worker_id, now, lease_seconds),
         )
-        written = []
-        for outcome, values in zip(outcomes, fields, strict=True):
-            if outcome.job.pk in mine:
-                _apply(outcome.job, values)
-                written.append(outcome)
-        return written, jobs
+        return _written(outcomes, fields, mine), jobs
 
     def _plain_turn(self, outcomes: Sequence[AttemptOutcome]) -> bool:
         """True if finish_and_claim may be the one statement (see there)."""
@@ -396,13 +391,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         if not outcomes:
             return []
         fields = [self._finish_fields(outcome, now) for outcome in outcomes]
-        written = []
         with transaction.atomic(using=using, savepoint=False):  # the worker's, if it has one
-            mine = pgwrite.finish(outcomes, fields, now, using)
-            for outcome, values in zip(outcomes, fields, strict=True):
-                if outcome.job.pk in mine:
-                    _apply(outcome.job, values)
-                    written.append(outcome)
+            written = _written(outcomes, fields, pgwrite.finish(outcomes, fields, now, using))
             _call_back([outcome.job for outcome in written], using)  # API issue
             after_finish(self, written, now)  # sched: follow-ups, dependents; no query if none
         return written
@@ -547,6 +537,18 @@ def _split_plain_completions(
         else:
             other.append(outcome)
     return plain, other
+
+
+def _written(
+    outcomes: Sequence[AttemptOutcome], fields: Sequence[dict[str, Any]], mine: set[int]
+) -> list[AttemptOutcome]:
+    """The outcomes whose jobs the statement wrote (``mine``), their fields applied."""
+    written = []
+    for outcome, values in zip(outcomes, fields, strict=True):
+        if outcome.job.pk in mine:
+            _apply(outcome.job, values)
+            written.append(outcome)
+    return written
 
 
 def _apply(job: Job, fields: dict[str, Any]) -> None:
