@@ -7,7 +7,9 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import callbacks, checks  # noqa: F401  (register the callback handler, checks)
+        # callbacks: registers the callback handler; checks: the system checks; execution:
+        # notes the threads that open connections
+        from . import callbacks, checks, execution  # noqa: F401
         from .backends import setup as setup_tasks_backend
         from .registry import autodiscover
 

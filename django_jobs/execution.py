@@ -10,12 +10,15 @@ import asyncio
 import inspect
 import json
 import resource
+import threading
 import time
 from contextvars import ContextVar
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
+from django.db.backends.signals import connection_created
 from django.utils import timezone
 
 from .exceptions import JobCanceled, JobTimeout, Snooze
@@ -30,9 +33,9 @@ if TYPE_CHECKING:
 current_job: ContextVar[Job | None] = ContextVar("django_jobs_current_job", default=None)
 
 
-def run_job(job: Job) -> AttemptOutcome:
+def run_job(job: Job, started_at: datetime | None = None) -> AttemptOutcome:
     """Run ``job`` once in this thread and return its outcome; never raises."""
-    started_at = timezone.now()
+    started_at = started_at or timezone.now()
     cpu_start = time.thread_time()
     found = get_handler(job.type)
     if found is None:
@@ -44,7 +47,8 @@ def run_job(job: Job) -> AttemptOutcome:
     outcome.finished_at = timezone.now()
     outcome.cpu_time = time.thread_time() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    _tidy_connections()
+    if getattr(_this_thread, "connected", False):
+        _tidy_connections()
     return outcome
 
 
@@ -100,6 +104,18 @@ def _failure(job: Job, started_at, error: dict, *, permanent: bool) -> AttemptOu
         job=job, kind="failed", error=error, permanent=permanent, started_at=started_at,
         finished_at=started_at,
     )
+
+
+_this_thread = threading.local()
+
+
+def _note_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """This thread has opened a database connection: tidy its connections after each job.
+    Until then there is nothing to tidy, and looking costs more than a no-op job."""
+    _this_thread.connected = True
+
+
+connection_created.connect(_note_connection, dispatch_uid="django_jobs.execution.connected")
 
 
 def _tidy_connections() -> None:

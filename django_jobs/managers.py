@@ -552,9 +552,11 @@ def _written(
 
 
 def _apply(job: Job, fields: dict[str, Any]) -> None:
-    for name, value in fields.items():
-        if not hasattr(value, "resolve_expression"):  # sched: skip SQL expressions
-            setattr(job, name, value)
+    """Set the written values on the instance (none of these fields is a descriptor that
+    setattr would run, so they go straight into its __dict__), SQL expressions aside."""
+    if fields.get("status") == PENDING:  # sched: only a snooze's hold one (attempt - 1)
+        fields = {k: v for k, v in fields.items() if not hasattr(v, "resolve_expression")}
+    job.__dict__.update(fields)
 
 
 def _attempt_row(outcome: AttemptOutcome):
