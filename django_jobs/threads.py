@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import queue
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,12 +22,65 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_jobs.worker")
 
 
+class Inbox:
+    """Claimed jobs waiting for a slot thread.
+
+    A batch wakes one idle thread, not one per job: that thread runs the batch's jobs one after
+    another while they are quick, and every wake of a thread the batch is spared costs more
+    than a no-op job (a thread switch, the GIL handed over and back). If the jobs still waiting
+    have seen no thread take one for ``DISPATCH_DELAY_SECONDS`` (the thread is in a slow job),
+    the worker's loop calls ``spread`` and they go to as many idle threads, so ``--concurrency``
+    jobs still run at once, each started at most that much later.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: deque[Job | None] = deque()
+        self._ready = threading.Condition(threading.Lock())
+        self._taken = 0.0  # when a thread last took a job, or jobs came to an empty inbox
+
+    def put(self, jobs: list[Job]) -> None:
+        with self._ready:
+            if not self._jobs:
+                self._taken = time.monotonic()
+            self._jobs.extend(jobs)
+            self._ready.notify()
+
+    def get(self) -> Job | None:
+        """The next job for a slot thread (None: stop); waits for one."""
+        with self._ready:
+            while not self._jobs:
+                self._ready.wait()
+            self._taken = time.monotonic()
+            return self._jobs.popleft()
+
+    def stalled_for(self, now: float) -> float | None:
+        """How long the waiting jobs have seen no job taken; None if none waits."""
+        return now - self._taken if self._jobs else None
+
+    def spread(self) -> None:
+        """Wake an idle thread for each job still waiting."""
+        with self._ready:
+            self._taken = time.monotonic()  # the next spread, if need be, a delay later
+            self._ready.notify(len(self._jobs))
+
+    def close(self, threads: int) -> None:
+        """Stop ``threads`` slot threads once they are done with their jobs; jobs no thread
+        took are dropped (the worker has handed them back)."""
+        with self._ready:
+            self._jobs.clear()
+            self._jobs.extend([None] * threads)
+            self._ready.notify_all()
+
+
+DISPATCH_DELAY_SECONDS = 0.001
+
+
 class Slot(threading.Thread):
     """One executor thread: takes jobs from ``inbox`` and hands each outcome to ``on_done``."""
 
     def __init__(
         self,
-        inbox: queue.SimpleQueue[Job | None],
+        inbox: Inbox,
         on_start: Callable[[Job], None],
         on_done: Callable[[AttemptOutcome], None],
         name: str,
@@ -52,7 +106,7 @@ class Slot(threading.Thread):
             with self.lock:
                 self.current = job.pk
             self.on_start(job)
-            outcome = run_job(job)
+            outcome = run_job(job, started_at)
         except BaseException as exc:
             outcome = outcome_for_exception(job, exc, started_at)
             outcome.finished_at = timezone.now()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import signal
 import socket
 import threading
@@ -27,7 +26,7 @@ from .outcomes import AttemptOutcome
 from .periodic import Periodic
 from .registry import get_handler
 from .signals import job_finished
-from .threads import Slot
+from .threads import DISPATCH_DELAY_SECONDS, Inbox, Slot
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -70,8 +69,8 @@ class Worker:
         self.options = options
         self.worker_id = options.worker_id or default_worker_id()
         self.wake = threading.Event()
-        self.inbox: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self.outbox: queue.SimpleQueue[AttemptOutcome] = queue.SimpleQueue()
+        self.inbox = Inbox()
+        self.outbox: list[AttemptOutcome] = []  # from the slot threads; under _outbox_lock
         self._outbox_lock = threading.Lock()
         self.running: dict[int, Running] = {}
         self.slots: list[Slot] = []
@@ -102,6 +101,7 @@ class Worker:
                     self._safely(self._heartbeat)
                     next_beat = now + self.options.heartbeat_seconds
                 self._enforce_deadlines(now)
+                self._dispatch(now)
                 if self.stopping:
                     if not self.running or now >= self.stop_deadline:
                         break
@@ -147,8 +147,7 @@ class Worker:
                 exclude_queues=sorted(self.paused),
             )
         except BaseException:
-            for outcome in outcomes:
-                self.outbox.put(outcome)
+            self._put_back(outcomes)
             raise
         self._record(outcomes, written)
         now = time.monotonic()
@@ -156,7 +155,7 @@ class Worker:
             found = get_handler(job.type)
             timeout = found.timeout if found else None
             self.running[job.pk] = Running(job, now, now + timeout if timeout else None)
-            self.inbox.put(job)
+        self.inbox.put(jobs)
         self.claimed += len(jobs)
         return len(jobs)
 
@@ -164,12 +163,12 @@ class Worker:
         """When some running jobs have finished and others have not, give those a moment
         (at most BATCH_WINDOW_SECONDS) to finish too, so that one commit finishes and refills
         many slots rather than a trickle of small batches each paying a commit."""
-        if not 0 < self.outbox.qsize() < len(self.running):
+        if not 0 < len(self.outbox) < len(self.running):
             return
         deadline = time.monotonic() + BATCH_WINDOW_SECONDS
         while True:
             self.wake.clear()
-            if self.outbox.qsize() >= len(self.running):
+            if len(self.outbox) >= len(self.running):
                 return
             left = deadline - time.monotonic()
             if left <= 0 or not self.wake.wait(left):
@@ -180,21 +179,25 @@ class Worker:
         when every running job has one. The ones between would only wake it to wait again
         (see _gather): a thread switch each, which costs more than a no-op job."""
         with self._outbox_lock:  # each put sees its own count: exactly one sees the first
-            self.outbox.put(outcome)
-            waiting = self.outbox.qsize()
+            self.outbox.append(outcome)
+            waiting = len(self.outbox)
         if waiting == 1 or waiting >= len(self.running):
             self.wake.set()
 
     def _take_outcomes(self) -> list[AttemptOutcome]:
+        with self._outbox_lock:
+            taken, self.outbox = self.outbox, []
         outcomes: list[AttemptOutcome] = []
-        while True:
-            try:
-                outcome = self.outbox.get_nowait()
-            except queue.Empty:
-                return outcomes
+        for outcome in taken:
             held = self.running.get(outcome.job.pk)
             if held is not None and held.job.lease_token == outcome.job.lease_token:
                 outcomes.append(outcome)
+        return outcomes
+
+    def _put_back(self, outcomes: list[AttemptOutcome]) -> None:
+        """Outcomes a write could not make: written on a later turn."""
+        with self._outbox_lock:
+            self.outbox[:0] = outcomes
 
     def _finish_outcomes(self) -> None:
         outcomes = self._take_outcomes()
@@ -204,8 +207,7 @@ class Worker:
     def _write(self, outcomes: list[AttemptOutcome]) -> None:
         written = self._safely(Job.objects.finish, outcomes)
         if written is None:  # the database is away: keep them and try again next turn
-            for outcome in outcomes:
-                self.outbox.put(outcome)
+            self._put_back(outcomes)
             time.sleep(min(self.options.poll_interval, 1.0))
             return
         self._record(outcomes, written)
@@ -250,6 +252,12 @@ class Worker:
         WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
         self.periodic(self.worker_id)  # sched: recurring jobs and automatic pruning
 
+    def _dispatch(self, now: float) -> None:
+        """Claimed jobs no thread has taken for a while: give them to idle threads (Inbox)."""
+        stalled = self.inbox.stalled_for(now)
+        if stalled is not None and stalled >= DISPATCH_DELAY_SECONDS:
+            self.inbox.spread()
+
     def _enforce_deadlines(self, now: float) -> None:
         for pk, held in list(self.running.items()):
             if held.deadline is None or now < held.deadline:
@@ -281,7 +289,7 @@ class Worker:
             type="JobTimeout",
             message="the handler ran past its timeout and did not stop; its thread was abandoned",
         )
-        self.outbox.put(AttemptOutcome(
+        self._deliver(AttemptOutcome(
             job=held.job, kind="failed", error=error, started_at=held.job.started_at or now,
             finished_at=now,
         ))
@@ -331,8 +339,7 @@ class Worker:
             released = self._safely(Job.objects.release, [r.job for r in self.running.values()])
             logger.warning("worker %s: handed back %s unfinished job(s)", self.worker_id, released)
             self.running.clear()
-        for _ in self.slots:
-            self.inbox.put(None)
+        self.inbox.close(len(self.slots))
         if self.listener:
             self.listener.stop()
         self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
@@ -349,6 +356,9 @@ class Worker:
         deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
         if deadlines:
             wait = min(wait, max(min(deadlines) - time.monotonic(), 0.0) + 0.05)
+        stalled = self.inbox.stalled_for(time.monotonic())
+        if stalled is not None:
+            wait = min(wait, max(DISPATCH_DELAY_SECONDS - stalled, 0.0))
         return min(wait, self.options.heartbeat_seconds)
 
     def _safely(self, func, *args):  # type: ignore[no-untyped-def]
