@@ -53,6 +53,10 @@ class Inbox:
             self._taken = time.monotonic()
             return self._jobs.popleft()
 
+    def waiting(self) -> bool:
+        """True if jobs wait for a thread (read without the lock: a hint, not a promise)."""
+        return bool(self._jobs)
+
     def stalled_for(self, now: float) -> float | None:
         """How long the waiting jobs have seen no job taken; None if none waits."""
         return now - self._taken if self._jobs else None

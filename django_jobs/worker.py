@@ -72,6 +72,7 @@ class Worker:
         self.inbox = Inbox()
         self.outbox: list[AttemptOutcome] = []  # from the slot threads; under _outbox_lock
         self._outbox_lock = threading.Lock()
+        self._told = False  # the loop was woken for the outcomes waiting in the outbox
         self.running: dict[int, Running] = {}
         self.slots: list[Slot] = []
         self.stopping = False
@@ -175,18 +176,25 @@ class Worker:
                 return
 
     def _deliver(self, outcome: AttemptOutcome) -> None:
-        """A slot's outcome: queue it, and wake the loop for the first outcome of a batch and
-        when every running job has one. The ones between would only wake it to wait again
-        (see _gather): a thread switch each, which costs more than a no-op job."""
-        with self._outbox_lock:  # each put sees its own count: exactly one sees the first
+        """A slot's outcome: queue it, and wake the loop when every running job has one, or
+        for the first outcome once no claimed job waits in the inbox (then the loop gives
+        the others up to BATCH_WINDOW_SECONDS, see _gather). While jobs still wait there, a
+        thread will take them and deliver their outcomes too, and the loop is woken anyway
+        if none takes them (Inbox); waking it before would only make it wait again: a
+        thread switch, which costs more than a no-op job."""
+        with self._outbox_lock:
             self.outbox.append(outcome)
             waiting = len(self.outbox)
-        if waiting == 1 or waiting >= len(self.running):
+            first = not self._told and not self.inbox.waiting()
+            if first:  # once per turn: _take_outcomes resets it
+                self._told = True
+        if first or waiting >= len(self.running):
             self.wake.set()
 
     def _take_outcomes(self) -> list[AttemptOutcome]:
         with self._outbox_lock:
             taken, self.outbox = self.outbox, []
+            self._told = False
         outcomes: list[AttemptOutcome] = []
         for outcome in taken:
             held = self.running.get(outcome.job.pk)
