@@ -28,14 +28,17 @@ if TYPE_CHECKING:
     from .outcomes import AttemptOutcome
 
 # The outcomes arrive as one JSON array (one parameter, encoded by the C json module), one
-# object per job. The UPDATE is fenced on (id, lease_token, status = processing): a worker whose
-# lease was taken over writes nothing, and only the rows it did update get their attempt row,
-# in the same statement.
+# array per job in the order of OUTCOME, times as seconds since the epoch (to_timestamp gives
+# back the exact microsecond). The UPDATE is fenced on (id, lease_token, status = processing):
+# a worker whose lease was taken over writes nothing, and only the rows it did update get their
+# attempt row, in the same statement.
 FINISH_CTES = """v AS (
-    SELECT * FROM jsonb_to_recordset(%s::jsonb) AS v(
-        id bigint, token uuid, status text, result jsonb, error jsonb, run_at timestamptz,
-        started_at timestamptz, finished_at timestamptz, cpu_time float8, peak_memory bigint,
-        keep integer)
+    SELECT (e->>0)::bigint AS id, (e->>1)::uuid AS token, e->>2 AS status,
+        NULLIF(e->3, 'null') AS result, NULLIF(e->4, 'null') AS error,
+        to_timestamp((e->>5)::float8) AS run_at, to_timestamp((e->>6)::float8) AS started_at,
+        to_timestamp((e->>7)::float8) AS finished_at, (e->>8)::float8 AS cpu_time,
+        (e->>9)::bigint AS peak_memory, (e->>10)::integer AS keep
+    FROM jsonb_array_elements(%s::jsonb) AS e
 ), done AS (
     UPDATE {job} AS j SET
         status = v.status,
@@ -286,22 +289,15 @@ def _finish_params(
         token = tokens.get(job.lease_token)
         if token is None:
             token = tokens[job.lease_token] = str(job.lease_token)
-        row = {
-            "id": job.pk, "token": token, "status": values["status"],
-            "started_at": outcome.started_at.isoformat(),
-            "finished_at": outcome.finished_at.isoformat(),
-            "cpu_time": outcome.cpu_time, "peak_memory": outcome.peak_memory,
-            "keep": _KEEP[values["status"]],
-        }
-        # Absent keys read as NULL: a completion without a result sends none of these.
-        for name in ("result", "error"):
-            if values.get(name) is not None:
-                row[name] = values[name]
-        if values.get("run_at") is not None:
-            row["run_at"] = values["run_at"].isoformat()
-        rows.append(row)
+        run_at = values.get("run_at")
+        rows.append((
+            job.pk, token, values["status"], values.get("result"), values.get("error"),
+            None if run_at is None else run_at.timestamp(), outcome.started_at.timestamp(),
+            outcome.finished_at.timestamp(), outcome.cpu_time, outcome.peak_memory,
+            _KEEP[values["status"]],
+        ))
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
-    ids = ",".join([str(row["id"]) for row in rows])
+    ids = ",".join([str(row[0]) for row in rows])
     return json.dumps(rows), now, now, f"{{{ids}}}"
 
 
