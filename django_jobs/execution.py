@@ -7,6 +7,7 @@ Nothing the handler raises escapes: ``SystemExit`` and ``KeyboardInterrupt`` inc
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import resource
@@ -69,9 +70,15 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
 
 
 def _invoke(func: Any, payload: Any) -> Any:
-    if inspect.iscoroutinefunction(func):
+    if _is_async(func):
         return asyncio.run(func(payload))
     return func(payload)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_async(func: Any) -> bool:
+    """``inspect.iscoroutinefunction``, asked once per handler rather than once per job."""
+    return inspect.iscoroutinefunction(func)
 
 
 def normalise_result(result: Any) -> Any:

@@ -545,7 +545,7 @@ def _written(
     """The outcomes whose jobs the statement wrote (``mine``), their fields applied."""
     written = []
     for outcome, values in zip(outcomes, fields, strict=True):
-        if outcome.job.pk in mine:
+        if outcome.job.id in mine:
             _apply(outcome.job, values)
             written.append(outcome)
     return written

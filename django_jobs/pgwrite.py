@@ -13,10 +13,12 @@ import functools
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.models import JSONField
 from django.db.models.base import Model, ModelState
 from django.db.models.signals import post_init, pre_init
 
@@ -103,20 +105,20 @@ def claim_statement(
     limit: int,
     connection: Any,
 ) -> tuple[str, list[Any], list[Any]]:
-    """The claim's SQL, its parameters, and the fields it reads back (the others are known)."""
-    sql, returned = _claim_sql(
+    """The claim's SQL, its parameters, and how its rows become Jobs (``RowPlan``)."""
+    sql, plan = _claim_sql(
         model, tuple(ready_states), len(queues or ()), len(exclude_queues), int(limit)
     )
     return sql, [
         values["lease_token"], values["leased_until"], values["worker_id"],
         values["started_at"], values["updated_at"], now, *(queues or ()), *exclude_queues,
-    ], returned
+    ], plan
 
 
 @functools.lru_cache(maxsize=256)
 def _claim_sql(
     model: type[Job], states: tuple[str, ...], queues: int, excluded: int, limit: int
-) -> tuple[str, list]:
+) -> tuple[str, RowPlan]:
     """Built once per shape (states, how many queues, limit), not on every claim."""
     qn = _quote
     known = {"status", "lease_token", "leased_until", "worker_id", "started_at", "updated_at"}
@@ -136,7 +138,7 @@ def _claim_sql(
         limit=limit,
         columns=", ".join(qn(f.column) for f in returned),
     )
-    return sql, returned
+    return sql, RowPlan.of(model, returned)
 
 
 def _quote(name: str) -> str:
@@ -153,32 +155,28 @@ def claim(model: type[Job], *, using: str, **statement: Any) -> list[Job]:
     plain values (lease token, lease end, worker id, times).
     """
     connection = connections[using]
-    sql, params, returned = claim_statement(model, connection=connection, **statement)
-    return _claimed_jobs(model, run(connection, sql, params), returned, statement["values"],
-                         using)
+    sql, params, plan = claim_statement(model, connection=connection, **statement)
+    return _claimed_jobs(model, run(connection, sql, params), plan, statement["values"], using)
 
 
 def _claimed_jobs(
-    model: type[Job], rows: Sequence[Sequence[Any]], returned: list, values: dict[str, Any],
+    model: type[Job], rows: Sequence[Sequence[Any]], plan: RowPlan, values: dict[str, Any],
     using: str,
 ) -> list[Job]:
     """The claimed rows as Jobs, in claim order (RETURNING keeps no order)."""
     connection = connections[using]
-    names, sources, converters = _row_plan(model, tuple(returned))
     jobs = []
     if _plainly_built(model):
         # What ``from_db`` gives, built with two dict updates a row: the values the claim set
         # (the same for every row), then the columns read back.
-        columns = [f.attname for f in returned]
-        known = {name: values[name] for name in names if name not in columns}
-        json_fields = [columns[i] for i, _ in converters]
-        convert = [convert for _, convert in converters]
+        known = {name: values[name] for name in plan.known}
+        columns, convert = plan.columns, plan.json
         for row in rows:
             job = model.__new__(model)
             loaded = job.__dict__
             loaded.update(known)
             loaded.update(zip(columns, row, strict=True))
-            for name, to_python in zip(json_fields, convert, strict=True):
+            for name, to_python in convert:
                 if loaded[name] is not None:  # the JSON fields' converters keep None as it is
                     loaded[name] = to_python(loaded[name], None, connection)
             state = job._state = ModelState()
@@ -187,14 +185,14 @@ def _claimed_jobs(
     else:
         for row in rows:
             loaded = list(row)
-            for i, to_python in converters:
+            for i, to_python in plan.converters:
                 loaded[i] = to_python(loaded[i], None, connection)
             fields = [
                 values[source] if source.__class__ is str else loaded[source]
-                for source in sources
+                for source in plan.sources
             ]
-            jobs.append(model.from_db(using, names, fields))
-    jobs.sort(key=lambda job: (-job.priority, job.run_at, job.pk))
+            jobs.append(model.from_db(using, plan.names, fields))
+    jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
     return jobs
 
 
@@ -206,17 +204,50 @@ def _plainly_built(model: type[Job]) -> bool:
     )
 
 
-@functools.lru_cache(maxsize=64)
-def _row_plan(model: type[Job], returned: tuple) -> tuple[list[str], list[Any], list[Any]]:
-    """How a claimed row becomes a Job: every field's name, where its value comes from (a
-    column of the row, or the name of a value the claim set), and the row's converters."""
-    position = {f.attname: i for i, f in enumerate(returned)}
-    names = [f.attname for f in model._meta.concrete_fields]
-    sources = [position.get(name, name) for name in names]
-    converters = [
-        (i, f.from_db_value) for i, f in enumerate(returned) if hasattr(f, "from_db_value")
-    ]
-    return names, sources, converters
+@dataclass(frozen=True, eq=False)
+class RowPlan:
+    """How a claimed row becomes a Job, worked out once per claim statement: every field's
+    name and where its value comes from (a column of the row, or the name of a value the
+    claim set), the converters of the columns, and the same by name for the direct build."""
+
+    names: list[str]
+    sources: list[Any]
+    converters: list[tuple[int, Any]]
+    columns: list[str]
+    known: list[str]
+    json: list[tuple[str, Any]]
+
+    @classmethod
+    def of(cls, model: type[Job], returned: Sequence[Any]) -> RowPlan:
+        position = {f.attname: i for i, f in enumerate(returned)}
+        names = [f.attname for f in model._meta.concrete_fields]
+        converters = [
+            (i, _loader(f)) for i, f in enumerate(returned) if hasattr(f, "from_db_value")
+        ]
+        columns = [f.attname for f in returned]
+        return cls(
+            names=names, sources=[position.get(name, name) for name in names],
+            converters=converters, columns=columns,
+            known=[name for name in names if name not in position],
+            json=[(columns[i], to_python) for i, to_python in converters],
+        )
+
+
+def _loader(field: Any) -> Any:
+    """The field's from_db_value; for a plain JSONField (no decoder) the same done directly."""
+    if type(field).from_db_value is JSONField.from_db_value and field.decoder is None:
+        return _load_json
+    return field.from_db_value
+
+
+def _load_json(value: Any, expression: Any, connection: Any) -> Any:
+    """``JSONField.from_db_value`` for a column read as text, without its isinstance checks."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def finish(
@@ -255,12 +286,12 @@ def finish_and_claim(
     ``claim`` holds ``claim``'s keyword arguments. The finish's part is fenced as ``finish``
     is; the claim's is ``claim`` as it stands."""
     connection = connections[using]
-    claim_sql, claim_params, returned = claim_statement(model, connection=connection, **claim)
+    claim_sql, claim_params, plan = claim_statement(model, connection=connection, **claim)
     sql = _turn_sql(claim_sql)
     rows = run(connection, sql, [*_finish_params(outcomes, fields, claim["now"]), *claim_params])
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
-    return written, _claimed_jobs(model, claimed, returned, claim["values"], using)
+    return written, _claimed_jobs(model, claimed, plan, claim["values"], using)
 
 
 @functools.lru_cache(maxsize=256)
@@ -291,7 +322,7 @@ def _finish_params(
             token = tokens[job.lease_token] = str(job.lease_token)
         run_at = values.get("run_at")
         rows.append((
-            job.pk, token, values["status"], values.get("result"), values.get("error"),
+            job.id, token, values["status"], values.get("result"), values.get("error"),
             None if run_at is None else run_at.timestamp(), outcome.started_at.timestamp(),
             outcome.finished_at.timestamp(), outcome.cpu_time, outcome.peak_memory,
             _KEEP[values["status"]],

@@ -108,7 +108,7 @@ class Slot(threading.Thread):
         started_at = timezone.now()
         try:
             with self.lock:
-                self.current = job.pk
+                self.current = job.id
             self.on_start(job)
             outcome = run_job(job, started_at)
         except BaseException as exc:

@@ -155,7 +155,7 @@ class Worker:
         for job in jobs:
             found = get_handler(job.type)
             timeout = found.timeout if found else None
-            self.running[job.pk] = Running(job, now, now + timeout if timeout else None)
+            self.running[job.id] = Running(job, now, now + timeout if timeout else None)
         self.inbox.put(jobs)
         self.claimed += len(jobs)
         return len(jobs)
@@ -197,7 +197,7 @@ class Worker:
             self._told = False
         outcomes: list[AttemptOutcome] = []
         for outcome in taken:
-            held = self.running.get(outcome.job.pk)
+            held = self.running.get(outcome.job.id)
             if held is not None and held.job.lease_token == outcome.job.lease_token:
                 outcomes.append(outcome)
         return outcomes
@@ -223,7 +223,7 @@ class Worker:
     def _record(self, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]) -> None:
         """After the write: free the slots, count, log and signal what was written."""
         for outcome in outcomes:
-            self.running.pop(outcome.job.pk, None)
+            self.running.pop(outcome.job.id, None)
         lost = len(outcomes) - len(written)
         if lost:
             logger.warning(
@@ -287,7 +287,7 @@ class Worker:
     def _abandon(self, held: Running) -> None:
         """A handler ignored its timeout: record the failure, replace its thread, move on."""
         for slot in self.slots:
-            if slot.current == held.job.pk:
+            if slot.current == held.job.id:
                 slot.abandoned = True
                 self.slots.remove(slot)
                 self._start_slots(1)

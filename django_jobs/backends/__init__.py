@@ -6,6 +6,7 @@ framework, so ``setup()`` can run from ``AppConfig.ready`` on every site.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 __all__ = ["DatabaseBackend", "JobTask", "setup", "task"]
@@ -33,12 +34,9 @@ def setup() -> None:
     """
     from django.conf import settings
 
-    from ..models import Job
     from ..registry import register_resolver
-    from ..signals import job_finished
 
     register_resolver("task:", _resolve)
-    job_finished.connect(_job_finished, sender=Job, dispatch_uid="django_jobs.task_finished")
     configured = getattr(settings, "TASKS", None) or {}
     if isinstance(configured, dict) and any(
         isinstance(params, dict) and str(params.get("BACKEND", "")).startswith(f"{__name__}.")
@@ -54,7 +52,24 @@ def _resolve(type: str):  # type: ignore[no-untyped-def]
         from .runner import resolve
     except ImproperlyConfigured:  # no Tasks framework installed: no task can exist
         return None
-    return resolve(type)
+    found = resolve(type)
+    if found is not None:
+        _send_task_finished()
+    return found
+
+
+@functools.cache
+def _send_task_finished() -> None:
+    """Connect the receiver that sends ``task_finished``, once a task has been resolved here.
+
+    A worker resolves every job's handler when it claims it, so this is connected before any
+    task's outcome is written. Until then job_finished has no receiver of ours, and a worker
+    that runs no tasks does not call one for every job it finishes.
+    """
+    from ..models import Job
+    from ..signals import job_finished
+
+    job_finished.connect(_job_finished, sender=Job, dispatch_uid="django_jobs.task_finished")
 
 
 def _job_finished(sender: Any, **kwargs: Any) -> None:
