@@ -56,7 +56,7 @@ def run_job(job: Job, started_at: datetime | None = None) -> AttemptOutcome:
 def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
     token = current_job.set(job)
     try:
-        if job_started.has_listeners(Job):
+        if job_started.receivers and job_started.has_listeners(Job):
             job_started.send(sender=Job, job=job, attempt=job.attempt)
         result = _invoke(found.func, job.payload)
         result = normalise_result(result)

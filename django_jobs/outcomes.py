@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from .models import Job
 
 
-@dataclass
+@dataclass(slots=True)
 class AttemptOutcome:
     """The result of running one claimed job once.
 

@@ -313,13 +313,12 @@ def _finish_params(
     outcomes: Sequence[AttemptOutcome], fields: Sequence[dict[str, Any]], now: datetime
 ) -> tuple[Any, ...]:
     """The finish's parameters: the outcomes as one JSON array, the time twice, the ids."""
-    tokens: dict[Any, str] = {}  # a claim gives all its jobs one token: one str() a batch
+    last, token = None, ""  # a claim gives all its jobs one token (one object): one str()
     rows = []
     for outcome, values in zip(outcomes, fields, strict=True):
         job = outcome.job
-        token = tokens.get(job.lease_token)
-        if token is None:
-            token = tokens[job.lease_token] = str(job.lease_token)
+        if job.lease_token is not last:
+            last, token = job.lease_token, str(job.lease_token)
         run_at = values.get("run_at")
         rows.append((
             job.id, token, values["status"], values.get("result"), values.get("error"),

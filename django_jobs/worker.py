@@ -35,7 +35,7 @@ TIMEOUT_GRACE_SECONDS = 5.0
 BATCH_WINDOW_SECONDS = 0.002
 
 
-@dataclass
+@dataclass(slots=True)
 class Running:
     job: Job
     started: float
@@ -198,7 +198,9 @@ class Worker:
         outcomes: list[AttemptOutcome] = []
         for outcome in taken:
             held = self.running.get(outcome.job.id)
-            if held is not None and held.job.lease_token == outcome.job.lease_token:
+            if held is not None and (  # the same attempt: the same instance, or its token
+                held.job is outcome.job or held.job.lease_token == outcome.job.lease_token
+            ):
                 outcomes.append(outcome)
         return outcomes
 
