@@ -120,6 +120,7 @@ def pages(job_id: int) -> dict[str, str]:
     return {
         "list": jobs,
         "list ?status=dead": jobs + "?status__exact=dead",
+        "list ?status=completed": jobs + "?status__exact=completed",
         "list ?type=webhook": jobs + "?type=webhook",
         "list ?queue=mail&has_error=yes": jobs + "?queue=mail&has_error=yes",
         "list ?created_at=past 7 days": jobs + "?created_at__gte=" + _week_ago(),
