@@ -21,6 +21,7 @@ from . import pgwrite
 from .control import after_finish
 from .dependencies import dependency_ids
 from .enqueueing import insert as insert_special
+from .instances import build
 from .limits import limited_types
 from .limits.claim import admit as admit_limited
 from .limits.claim import claim_without_row_locks
@@ -170,7 +171,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         rule = pop_rule(type, options)  # sched: unique jobs
         depends_on = dependency_ids(options.pop("depends_on", None))  # sched: dependencies
         fields = enqueue_fields(type, **options)
-        job = self.model(payload=check_payload(payload), **fields)
+        job = build(self.model, {"payload": check_payload(payload), **fields})
         if rule is not None or depends_on:  # sched: or the job holding the key
             job = insert_special(self, [job], rule, depends_on)[0]
             if job.duplicate:

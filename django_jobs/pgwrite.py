@@ -18,10 +18,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
-from django.db.models import JSONField
-from django.db.models.base import Model, ModelState
-from django.db.models.signals import post_init, pre_init
+from django.db.models import DateField, Field, JSONField
+from django.db.models.base import ModelState
 
+from .instances import plainly_built
 from .pgcursor import run
 from .unique import ALL_STATES
 
@@ -166,7 +166,7 @@ def _claimed_jobs(
     """The claimed rows as Jobs, in claim order (RETURNING keeps no order)."""
     connection = connections[using]
     jobs = []
-    if _plainly_built(model):
+    if plainly_built(model):
         # What ``from_db`` gives, built with two dict updates a row: the values the claim set
         # (the same for every row), then the columns read back.
         known = {name: values[name] for name in plan.known}
@@ -194,14 +194,6 @@ def _claimed_jobs(
             jobs.append(model.from_db(using, plan.names, fields))
     jobs.sort(key=lambda job: (-job.priority, job.run_at, job.id))
     return jobs
-
-
-def _plainly_built(model: type[Job]) -> bool:
-    """True if ``model.from_db`` is Django's own and nothing listens to pre_/post_init."""
-    return (
-        model.from_db.__func__ is Model.from_db.__func__
-        and not pre_init.has_listeners(model) and not post_init.has_listeners(model)
-    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -341,32 +333,55 @@ NATIVE = (str, int, bool, datetime)
 
 def insert(job: Job, using: str) -> None:
     """INSERT one new job and set its pk: what ``save(force_insert=True)`` does, with the
-    statement built once per database instead of compiled on every call."""
-    model = type(job)
+    statement and the way to read each field's value worked out once per database.
+
+    Columns whose value is None are left out of the statement (none has a database default,
+    so they are NULL all the same): a new job has eight of them, and a statement per set of
+    columns sent (in practice one or two) is prepared once."""
     connection = connections[using]
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    sql = _INSERT.get(using)
-    if sql is None:
-        qn = connection.ops.quote_name
-        sql = _INSERT[using] = "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(
-            qn(model._meta.db_table),
-            ", ".join(qn(f.column) for f in fields),
-            ", ".join(["%s"] * len(fields)),
-            qn(model._meta.pk.column),
-        )
+    fields = _INSERT_FIELDS.get(using)
+    if fields is None:
+        fields = _INSERT_FIELDS[using] = _insert_fields(type(job))
+    values = job.__dict__
+    columns = []
     params = []
-    for field in fields:
-        value = field.pre_save(job, True)
-        params.append(
-            value if value is None or isinstance(value, NATIVE)
-            else field.get_db_prep_save(value, connection)
-        )
-    job.pk = run(connection, sql, params)[0][0]
+    for name, field, plain, column in fields:
+        # pre_save is a plain read for every field but an auto_now date
+        value = values[name] if plain and name in values else field.pre_save(job, True)
+        if value is None:
+            continue
+        columns.append(column)
+        params.append(value if isinstance(value, NATIVE)
+                      else field.get_db_prep_save(value, connection))
+    job.pk = run(connection, _insert_sql(type(job), tuple(columns)), params)[0][0]
     job._state.adding = False
     job._state.db = using
 
 
-_INSERT: dict[str, str] = {}
+def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str]]:
+    return [
+        (f.attname, f, _plain_pre_save(f), _quote(f.column))
+        for f in model._meta.concrete_fields if not f.primary_key
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(model: type[Job], columns: tuple[str, ...]) -> str:
+    return "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(
+        _quote(model._meta.db_table), ", ".join(columns), ", ".join(["%s"] * len(columns)),
+        _quote(model._meta.pk.column),
+    )
+
+
+def _plain_pre_save(field: Any) -> bool:
+    """True if ``field.pre_save`` only reads the attribute (Field's own, or a date field
+    that is neither auto_now nor auto_now_add)."""
+    if type(field).pre_save is Field.pre_save:
+        return True
+    return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add
+
+
+_INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str]]] = {}
 
 
 def insert_many(jobs: Sequence[Job], using: str) -> None:

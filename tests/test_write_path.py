@@ -394,3 +394,51 @@ def test_claims_of_every_batch_size_stay_prepared():
         assert claim(limit=limit) == []
     claims = [s for s in prepared_statements() if "FOR UPDATE SKIP LOCKED" in s]
     assert len(claims) == 130
+
+
+def test_a_built_job_is_what_the_model_gives_for_the_same_values():
+    """instances.build fills __dict__ directly; it must equal Model(**values) field by field,
+    callable defaults called afresh for each instance."""
+    from django.utils import timezone
+
+    from django_jobs.instances import build
+
+    now = timezone.now()
+    values = {"type": "noop", "payload": {"a": 1}, "priority": 10, "run_at": now,
+              "created_at": now, "updated_at": now}
+    built, made = build(Job, dict(values)), Job(**values)
+    fields = [f.attname for f in Job._meta.concrete_fields if f.attname != "public_id"]
+    assert {n: getattr(built, n) for n in fields} == {n: getattr(made, n) for n in fields}
+    assert built.public_id.startswith("j-") and built.public_id != build(Job, values).public_id
+    assert (built._state.adding, built._state.db) == (True, None)
+    first, second = build(Job, {"type": "noop"}), build(Job, {"type": "noop"})
+    assert first.payload == {} and first.payload is not second.payload  # a dict each
+
+
+def test_enqueue_builds_through_init_when_something_listens_to_pre_init():
+    from django.db.models.signals import pre_init
+
+    seen = []
+
+    def receiver(sender, args, kwargs, **extra):
+        seen.append(kwargs.get("type"))
+
+    pre_init.connect(receiver, sender=Job)
+    try:
+        job = Job.enqueue("noop", {"x": 1})
+    finally:
+        pre_init.disconnect(receiver, sender=Job)
+    assert seen == ["noop"]
+    stored = Job.objects.get(pk=job.pk)
+    assert (stored.payload, stored.status, stored.public_id) == ({"x": 1}, "pending",
+                                                                 job.public_id)
+
+
+def test_an_enqueued_job_reads_back_as_it_was_built_none_columns_included():
+    """The INSERT leaves out the columns whose value is None: they must read back NULL, and the
+    rest as given."""
+    job = Job.enqueue("noop", {"n": 1}, priority="high", queue="mail")
+    stored = Job.objects.get(pk=job.pk)
+    for field in Job._meta.concrete_fields:
+        assert getattr(stored, field.attname) == getattr(job, field.attname), field.attname
+    assert stored.result is None and stored.unique_key is None and stored.lease_token is None

@@ -1,0 +1,60 @@
+"""Job instances made and read without Model.__init__, where nothing could tell the difference.
+
+``Model.__init__`` sets each field with its own setattr and asks each field for its default; for
+a 24-field Job that is a good part of an enqueue's and a claimed job's client time. When the
+model's ``__init__``/``from_db`` are Django's own and nothing listens to ``pre_init`` or
+``post_init``, the same instance is built by filling its ``__dict__`` directly. Otherwise the
+model is called as usual (tests/test_write_path.py holds both to that).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.db.models.base import Model, ModelState
+from django.db.models.signals import post_init, pre_init
+
+
+def plainly_built(model: type[Model]) -> bool:
+    """True if ``model.from_db`` is Django's own and nothing listens to pre_/post_init."""
+    return model.from_db.__func__ is Model.from_db.__func__ and _no_init_receivers(model)
+
+
+def build(model: type[Model], values: dict[str, Any]) -> Model:
+    """``model(**values)`` for concrete fields given by attname, without ``__init__`` when
+    ``__init__`` is Django's and nothing listens to its signals."""
+    if model.__init__ is not Model.__init__ or not _no_init_receivers(model):
+        return model(**values)
+    constants, called = _defaults(model)
+    instance = model.__new__(model)
+    fields = instance.__dict__
+    fields["_state"] = ModelState()
+    fields.update(constants)
+    for name, field in called:
+        if name not in values:
+            fields[name] = field.get_default()
+    fields.update(values)
+    return instance
+
+
+def _no_init_receivers(model: type[Model]) -> bool:
+    return not pre_init.has_listeners(model) and not post_init.has_listeners(model)
+
+
+@functools.cache
+def _defaults(model: type[Model]) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """The defaults that are the same every time (None, numbers, strings), and the fields
+    whose default must be asked for each instance (callables, anything mutable)."""
+    constants: dict[str, Any] = {}
+    called = []
+    for field in model._meta.concrete_fields:
+        if field.has_default() and callable(field.default):
+            called.append((field.attname, field))
+            continue
+        default = field.get_default()
+        if default is None or isinstance(default, str | int | float | bool):
+            constants[field.attname] = default
+        else:
+            called.append((field.attname, field))
+    return constants, called
