@@ -68,6 +68,9 @@ def log_in(driver, base: str) -> None:
     driver.find_element(By.NAME, "username").send_keys("triage")
     driver.find_element(By.NAME, "password").send_keys("pw")
     driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    # Wait for the job list: refreshing before the login's redirect has landed would reload
+    # the login page instead (seen once under load).
+    driver.find_element(By.ID, "changelist")
     # Start with the admin's navigation sidebar folded away: more room for the list.
     driver.execute_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
     driver.refresh()
