@@ -553,11 +553,13 @@ def _written(
 
 
 def _apply(job: Job, fields: dict[str, Any]) -> None:
-    """Set the written values on the instance (none of these fields is a descriptor that
-    setattr would run, so they go straight into its __dict__), SQL expressions aside."""
-    if fields.get("status") == PENDING:  # sched: only a snooze's hold one (attempt - 1)
-        fields = {k: v for k, v in fields.items() if not hasattr(v, "resolve_expression")}
-    job.__dict__.update(fields)
+    """Set the written values on the instance, SQL expressions (the unique key's, a snooze's
+    attempt) aside. None of these fields is a descriptor that setattr would run, so they go
+    straight into its __dict__."""
+    job.__dict__.update(
+        {name: value for name, value in fields.items()
+         if not hasattr(value, "resolve_expression")}
+    )
 
 
 def _attempt_row(outcome: AttemptOutcome):

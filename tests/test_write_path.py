@@ -442,3 +442,21 @@ def test_an_enqueued_job_reads_back_as_it_was_built_none_columns_included():
     for field in Job._meta.concrete_fields:
         assert getattr(stored, field.attname) == getattr(job, field.attname), field.attname
     assert stored.result is None and stored.unique_key is None and stored.lease_token is None
+
+
+@pytest.mark.parametrize("path", ["finish", "turn"])
+def test_a_written_outcome_leaves_plain_values_on_the_job_never_sql_expressions(path):
+    """The finish writes unique_key with an SQL expression; the instance the worker logs and
+    signals with must hold plain values, as a fresh read of the row does."""
+    Job.enqueue_many("noop", [{}] * 2)
+    done, failed = claim(limit=2)
+    outcomes = [outcome(done), outcome(failed, kind="failed", error={"type": "E"})]
+    written = Job.objects.finish(outcomes) if path == "finish" else turn(outcomes)[0]
+    assert len(written) == 2
+    for result in written:
+        stored = Job.objects.get(pk=result.job.pk)
+        for field in Job._meta.concrete_fields:
+            value = getattr(result.job, field.attname)
+            assert not hasattr(value, "resolve_expression"), field.attname
+            if field.attname not in ("updated_at", "run_at"):
+                assert value == getattr(stored, field.attname), field.attname
