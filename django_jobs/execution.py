@@ -13,10 +13,12 @@ import json
 import resource
 import threading
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 from django.db.backends.signals import connection_created
@@ -34,9 +36,11 @@ if TYPE_CHECKING:
 current_job: ContextVar[Job | None] = ContextVar("django_jobs_current_job", default=None)
 
 
-def run_job(job: Job, started_at: datetime | None = None) -> AttemptOutcome:
+def run_job(
+    job: Job, started_at: datetime | None = None, now: Callable[[], datetime] = timezone.now
+) -> AttemptOutcome:
     """Run ``job`` once in this thread and return its outcome; never raises."""
-    started_at = started_at or timezone.now()
+    started_at = started_at or now()
     cpu_start = time.thread_time()
     found = get_handler(job.type)
     if found is None:
@@ -45,7 +49,7 @@ def run_job(job: Job, started_at: datetime | None = None) -> AttemptOutcome:
         ), permanent=True)
     else:
         outcome = _call(found, job, started_at)
-    outcome.finished_at = timezone.now()
+    outcome.finished_at = now()
     outcome.cpu_time = time.thread_time() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if getattr(_this_thread, "connected", False):
@@ -67,6 +71,14 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
     return AttemptOutcome(
         job=job, kind="completed", result=result, started_at=started_at, finished_at=started_at
     )
+
+
+def clock() -> Callable[[], datetime]:
+    """``timezone.now`` with ``USE_TZ`` read once, for a slot thread that asks twice a job
+    (reading a setting goes through the settings object's ``__getattribute__``)."""
+    if settings.USE_TZ:
+        return functools.partial(datetime.now, UTC)
+    return datetime.now
 
 
 def _invoke(func: Any, payload: Any) -> Any:

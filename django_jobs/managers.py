@@ -436,7 +436,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 fields.update(status=DEAD, error=outcome.error, finished_at=now)
             else:
                 fields.update(status=FAILED, error=outcome.error, run_at=decision.retry_at)
-        fields["unique_key"] = keep_key_if(fields["status"])  # sched: unique jobs
+        # sched: unique jobs; a job without a key keeps none, and needs no expression
+        fields["unique_key"] = None if job.unique_key is None else keep_key_if(fields["status"])
         outcome.kind = fields["status"] if outcome.kind != SNOOZED else SNOOZED
         if outcome.kind != COMPLETED or outcome.result is not None:
             _apply(job, fields)
@@ -558,8 +559,13 @@ def _apply(job: Job, fields: dict[str, Any]) -> None:
     straight into its __dict__."""
     job.__dict__.update(
         {name: value for name, value in fields.items()
-         if not hasattr(value, "resolve_expression")}
+         if value.__class__ in _PLAIN or not hasattr(value, "resolve_expression")}
     )
+
+
+# The classes of the values _finish_fields writes, which need no hasattr to tell them from an
+# expression (hasattr on a plain value raises and catches AttributeError: the slow part).
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list, datetime})
 
 
 def _attempt_row(outcome: AttemptOutcome):

@@ -11,9 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.db import connections
-from django.utils import timezone
 
-from .execution import outcome_for_exception, run_job
+from .execution import clock, outcome_for_exception, run_job
 from .outcomes import AttemptOutcome
 
 if TYPE_CHECKING:
@@ -47,11 +46,15 @@ class Inbox:
 
     def get(self) -> Job | None:
         """The next job for a slot thread (None: stop); waits for one."""
-        with self._ready:
-            while not self._jobs:
-                self._ready.wait()
-            self._taken = time.monotonic()
-            return self._jobs.popleft()
+        try:
+            job = self._jobs.popleft()  # one waits: no lock needed, a deque's pop is atomic
+        except IndexError:
+            with self._ready:
+                while not self._jobs:
+                    self._ready.wait()
+                job = self._jobs.popleft()
+        self._taken = time.monotonic()
+        return job
 
     def waiting(self) -> bool:
         """True if jobs wait for a thread (read without the lock: a hint, not a promise)."""
@@ -94,6 +97,7 @@ class Slot(threading.Thread):
         self.lock = threading.Lock()
         self.current: int | None = None
         self.abandoned = False
+        self.now = clock()
 
     def run(self) -> None:
         while not self.abandoned:
@@ -105,15 +109,15 @@ class Slot(threading.Thread):
             conn.close()
 
     def _run_one(self, job: Job) -> None:
-        started_at = timezone.now()
+        started_at = self.now()
         try:
             with self.lock:
                 self.current = job.id
             self.on_start(job)
-            outcome = run_job(job, started_at)
+            outcome = run_job(job, started_at, self.now)
         except BaseException as exc:
             outcome = outcome_for_exception(job, exc, started_at)
-            outcome.finished_at = timezone.now()
+            outcome.finished_at = self.now()
         finally:
             with self.lock:
                 self.current = None
