@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
-from django.db.models import DateField, Field, JSONField
+from django.db.models import NOT_PROVIDED, DateField, Field, JSONField
 from django.db.models.base import ModelState
 
 from .instances import plainly_built
@@ -335,9 +335,9 @@ def insert(job: Job, using: str) -> None:
     """INSERT one new job and set its pk: what ``save(force_insert=True)`` does, with the
     statement and the way to read each field's value worked out once per database.
 
-    Columns whose value is None are left out of the statement (none has a database default,
-    so they are NULL all the same): a new job has eight of them, and a statement per set of
-    columns sent (in practice one or two) is prepared once."""
+    Columns whose value is None are left out of the statement when they have no database
+    default (they are NULL all the same): a new job has eight of them, and a statement per set
+    of columns sent (in practice one or two) is prepared once."""
     connection = connections[using]
     fields = _INSERT_FIELDS.get(using)
     if fields is None:
@@ -345,22 +345,25 @@ def insert(job: Job, using: str) -> None:
     values = job.__dict__
     columns = []
     params = []
-    for name, field, plain, column in fields:
+    for name, field, plain, column, omit_none in fields:
         # pre_save is a plain read for every field but an auto_now date
         value = values[name] if plain and name in values else field.pre_save(job, True)
-        if value is None:
+        if value is None and omit_none:
             continue
         columns.append(column)
-        params.append(value if isinstance(value, NATIVE)
+        params.append(value if value is None or isinstance(value, NATIVE)
                       else field.get_db_prep_save(value, connection))
     job.pk = run(connection, _insert_sql(type(job), tuple(columns)), params)[0][0]
     job._state.adding = False
     job._state.db = using
 
 
-def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str]]:
+def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool]]:
+    """Each column's attname, field, whether pre_save is a plain read, quoted name, and
+    whether a None may be left out (no database default would then fill it)."""
     return [
-        (f.attname, f, _plain_pre_save(f), _quote(f.column))
+        (f.attname, f, _plain_pre_save(f), _quote(f.column),
+         getattr(f, "db_default", NOT_PROVIDED) is NOT_PROVIDED)
         for f in model._meta.concrete_fields if not f.primary_key
     ]
 
@@ -381,7 +384,7 @@ def _plain_pre_save(field: Any) -> bool:
     return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add
 
 
-_INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str]]] = {}
+_INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str, bool]]] = {}
 
 
 def insert_many(jobs: Sequence[Job], using: str) -> None:
