@@ -38,6 +38,8 @@ class Inbox:
         self._taken = 0.0  # when a thread last took a job, or jobs came to an empty inbox
 
     def put(self, jobs: list[Job]) -> None:
+        if not jobs:  # an empty claim: no thread to wake
+            return
         with self._ready:
             if not self._jobs:
                 self._taken = time.monotonic()
