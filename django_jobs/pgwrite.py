@@ -132,7 +132,7 @@ def _claim_sql(
         raise ValueError(f"not a job state: {states!r}")
     sql = CLAIM.format(
         job=qn(model._meta.db_table),
-        keep=ALL_STATES.index("processing") + 1,
+        keep=_KEEP["processing"],
         ready=", ".join(f"'{state}'" for state in states),
         queues=where,
         limit=limit,
