@@ -13,20 +13,17 @@ import json
 import resource
 import threading
 import time
-from collections.abc import Callable
 from contextvars import ContextVar
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 from django.db.backends.signals import connection_created
-from django.utils import timezone
 
 from .exceptions import JobCanceled, JobTimeout, Snooze
 from .models import Job, error_dict
-from .outcomes import AttemptOutcome
+from .outcomes import AttemptOutcome, micros, now_us
 from .registry import get_handler
 from .signals import job_started
 
@@ -36,21 +33,21 @@ if TYPE_CHECKING:
 current_job: ContextVar[Job | None] = ContextVar("django_jobs_current_job", default=None)
 
 
-def run_job(
-    job: Job, started_at: datetime | None = None, now: Callable[[], datetime] = timezone.now
-) -> AttemptOutcome:
-    """Run ``job`` once in this thread and return its outcome; never raises."""
-    started_at = started_at or now()
-    cpu_start = time.thread_time()
+def run_job(job: Job, started_at: datetime | int | None = None) -> AttemptOutcome:
+    """Run ``job`` once in this thread and return its outcome; never raises.
+
+    ``started_at`` (a datetime, or microseconds since the epoch) defaults to now."""
+    started = now_us() if started_at is None else micros(started_at)
+    cpu_start = time.thread_time_ns()
     found = get_handler(job.type)
     if found is None:
-        outcome = _failure(job, started_at, error_dict(
+        outcome = _failure(job, started, error_dict(
             type="UnknownJobType", message=f"no handler is registered for job type {job.type!r}"
         ), permanent=True)
     else:
-        outcome = _call(found, job, started_at)
-    outcome.finished_at = now()
-    outcome.cpu_time = time.thread_time() - cpu_start
+        outcome = _call(found, job, started)
+    outcome.finished = now_us()
+    outcome.cpu_ns = time.thread_time_ns() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if getattr(_this_thread, "connected", False):
         _tidy_connections()
@@ -71,14 +68,6 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
     return AttemptOutcome(
         job=job, kind="completed", result=result, started_at=started_at, finished_at=started_at
     )
-
-
-def clock() -> Callable[[], datetime]:
-    """``timezone.now`` with ``USE_TZ`` read once, for a slot thread that asks twice a job
-    (reading a setting goes through the settings object's ``__getattribute__``)."""
-    if settings.USE_TZ:
-        return functools.partial(datetime.now, UTC)
-    return datetime.now
 
 
 def _invoke(func: Any, payload: Any) -> Any:

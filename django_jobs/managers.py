@@ -300,24 +300,26 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """
         claim = {"worker_id": worker_id, "limit": limit, "lease_seconds": lease_seconds,
                  "queues": queues, "exclude_queues": exclude_queues}
-        if not outcomes and limit > 0 and self._plain_turn(outcomes):
+        db = self.db
+        plain = limit > 0 and self._plain_turn(outcomes, db)
+        if not outcomes and plain:
             return [], self.claim(**claim)  # one statement: no BEGIN and COMMIT around it
-        if not (outcomes and limit > 0 and self._plain_turn(outcomes)):
-            with transaction.atomic(using=self.db):
+        if not (outcomes and plain):
+            with transaction.atomic(using=db):
                 written = self.finish(outcomes) if outcomes else []
                 return written, self.claim(**claim) if limit > 0 else []
         now = timezone.now()
         fields = [self._finish_fields(outcome, now) for outcome in outcomes]
         mine, jobs = pgwrite.finish_and_claim(
             self.model, outcomes, fields, ready_states=READY_STATES, now=now, queues=queues,
-            exclude_queues=exclude_queues, limit=limit, using=self.db,
+            exclude_queues=exclude_queues, limit=limit, using=db,
             values=self._claim_values(worker_id, now, lease_seconds),
         )
         return _written(outcomes, fields, mine), jobs
 
-    def _plain_turn(self, outcomes: Sequence[AttemptOutcome]) -> bool:
+    def _plain_turn(self, outcomes: Sequence[AttemptOutcome], db: str) -> bool:
         """True if finish_and_claim may be the one statement (see there)."""
-        if connections[self.db].vendor != "postgresql" or limited_types():
+        if connections[db].vendor != "postgresql" or limited_types():
             return False
         return not any(
             outcome.kind == SNOOZED or outcome.job.callback_url or outcome.job.has_dependents
@@ -422,6 +424,13 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
 
     def _finish_fields(self, outcome: AttemptOutcome, now: datetime) -> dict[str, Any]:
         job = outcome.job
+        if outcome.kind == COMPLETED and job.unique_key is None:  # most outcomes: plain values
+            fields = {"updated_at": now, "leased_until": None, "status": COMPLETED,
+                      "result": outcome.result, "error": None, "finished_at": now,
+                      "unique_key": None}
+            if outcome.result is not None:
+                job.__dict__.update(fields)
+            return fields
         fields: dict[str, Any] = {"updated_at": now, "leased_until": None}
         if outcome.kind == COMPLETED:
             fields.update(status=COMPLETED, result=outcome.result, error=None, finished_at=now)
@@ -557,6 +566,9 @@ def _apply(job: Job, fields: dict[str, Any]) -> None:
     """Set the written values on the instance, SQL expressions (the unique key's, a snooze's
     attempt) aside. None of these fields is a descriptor that setattr would run, so they go
     straight into its __dict__."""
+    if fields.get("unique_key") is None and "attempt" not in fields:  # no expression: most
+        job.__dict__.update(fields)
+        return
     job.__dict__.update(
         {name: value for name, value in fields.items()
          if value.__class__ in _PLAIN or not hasattr(value, "resolve_expression")}

@@ -22,6 +22,7 @@ from django.db.models import NOT_PROVIDED, DateField, Field, JSONField
 from django.db.models.base import ModelState
 
 from .instances import plainly_built
+from .outcomes import micros
 from .pgcursor import run
 from .unique import ALL_STATES
 
@@ -30,15 +31,16 @@ if TYPE_CHECKING:
     from .outcomes import AttemptOutcome
 
 # The outcomes arrive as one JSON array (one parameter, encoded by the C json module), one
-# array per job in the order of OUTCOME, times as seconds since the epoch (to_timestamp gives
-# back the exact microsecond). The UPDATE is fenced on (id, lease_token, status = processing):
-# a worker whose lease was taken over writes nothing, and only the rows it did update get their
-# attempt row, in the same statement.
+# array per job, times as whole microseconds since the epoch and CPU time as nanoseconds:
+# integers, which cost the client a fifth of what floats cost to encode. The UPDATE is fenced
+# on (id, lease_token, status = processing): a worker whose lease was taken over writes
+# nothing, and only the rows it did update get their attempt row, in the same statement.
 FINISH_CTES = """v AS (
     SELECT (e->>0)::bigint AS id, (e->>1)::uuid AS token, e->>2 AS status,
         NULLIF(e->3, 'null') AS result, NULLIF(e->4, 'null') AS error,
-        to_timestamp((e->>5)::float8) AS run_at, to_timestamp((e->>6)::float8) AS started_at,
-        to_timestamp((e->>7)::float8) AS finished_at, (e->>8)::float8 AS cpu_time,
+        {epoch} + (e->>5)::bigint * {us} AS run_at,
+        {epoch} + (e->>6)::bigint * {us} AS started_at,
+        {epoch} + (e->>7)::bigint * {us} AS finished_at, (e->>8)::float8 / 1e9 AS cpu_time,
         (e->>9)::bigint AS peak_memory, (e->>10)::integer AS keep
     FROM jsonb_array_elements(%s::jsonb) AS e
 ), done AS (
@@ -156,32 +158,32 @@ def claim(model: type[Job], *, using: str, **statement: Any) -> list[Job]:
     """
     connection = connections[using]
     sql, params, plan = claim_statement(model, connection=connection, **statement)
-    return _claimed_jobs(model, run(connection, sql, params), plan, statement["values"], using)
+    rows = run(connection, sql, params)
+    return _claimed_jobs(model, rows, plan, statement["values"], using, connection)
 
 
 def _claimed_jobs(
     model: type[Job], rows: Sequence[Sequence[Any]], plan: RowPlan, values: dict[str, Any],
-    using: str,
+    using: str, connection: Any,
 ) -> list[Job]:
     """The claimed rows as Jobs, in claim order (RETURNING keeps no order)."""
-    connection = connections[using]
     jobs = []
     if plainly_built(model):
         # What ``from_db`` gives, built with two dict updates a row: the values the claim set
-        # (the same for every row), then the columns read back.
+        # (the same for every row), then the columns read back; then each JSON column of
+        # the batch converted at once (_load_column).
         known = {name: values[name] for name in plan.known}
-        columns, convert = plan.columns, plan.json
+        columns = plan.columns
         for row in rows:
             job = model.__new__(model)
             loaded = job.__dict__
             loaded.update(known)
             loaded.update(zip(columns, row, strict=True))
-            for name, to_python in convert:
-                if loaded[name] is not None:  # the JSON fields' converters keep None as it is
-                    loaded[name] = to_python(loaded[name], None, connection)
             state = job._state = ModelState()
             state.adding, state.db = False, using
             jobs.append(job)
+        for name, to_python in plan.json:
+            _load_column(jobs, name, to_python, connection)
     else:
         for row in rows:
             loaded = list(row)
@@ -230,6 +232,27 @@ def _loader(field: Any) -> Any:
     if type(field).from_db_value is JSONField.from_db_value and field.decoder is None:
         return _load_json
     return field.from_db_value
+
+
+def _load_column(jobs: list[Job], name: str, to_python: Any, connection: Any) -> None:
+    """Convert one JSON column of a batch of claimed jobs in place (None stays None).
+
+    With Django's plain JSONField the batch's texts are joined into one JSON array and
+    decoded by one ``json.loads``: a call per job cost four times as much (a payload a job)."""
+    texts = [job.__dict__[name] for job in jobs]
+    present = [text for text in texts if text is not None]
+    if not present:
+        return
+    if to_python is _load_json:
+        try:
+            values = iter(json.loads("[" + ",".join(present) + "]"))
+        except (json.JSONDecodeError, TypeError):  # not all JSON text: one at a time
+            values = iter([_load_json(text, None, connection) for text in present])
+    else:
+        values = iter([to_python(text, None, connection) for text in present])
+    for job, text in zip(jobs, texts, strict=True):
+        if text is not None:
+            job.__dict__[name] = next(values)
 
 
 def _load_json(value: Any, expression: Any, connection: Any) -> Any:
@@ -283,7 +306,7 @@ def finish_and_claim(
     rows = run(connection, sql, [*_finish_params(outcomes, fields, claim["now"]), *claim_params])
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
-    return written, _claimed_jobs(model, claimed, plan, claim["values"], using)
+    return written, _claimed_jobs(model, claimed, plan, claim["values"], using, connection)
 
 
 @functools.lru_cache(maxsize=256)
@@ -298,7 +321,8 @@ def _tables(sql: str) -> str:
     """The statement with the jobs' and attempts' table names written in."""
     from .models import Job, JobAttempt
 
-    return sql.format(job=_quote(Job._meta.db_table), attempt=_quote(JobAttempt._meta.db_table))
+    return sql.format(job=_quote(Job._meta.db_table), attempt=_quote(JobAttempt._meta.db_table),
+                      epoch="TIMESTAMPTZ 'epoch'", us="INTERVAL '1 microsecond'")
 
 
 def _finish_params(
@@ -314,9 +338,8 @@ def _finish_params(
         run_at = values.get("run_at")
         rows.append((
             job.id, token, values["status"], values.get("result"), values.get("error"),
-            None if run_at is None else run_at.timestamp(), outcome.started_at.timestamp(),
-            outcome.finished_at.timestamp(), outcome.cpu_time, outcome.peak_memory,
-            _KEEP[values["status"]],
+            None if run_at is None else micros(run_at), outcome.started, outcome.finished,
+            outcome.cpu_ns, outcome.peak_memory, _KEEP[values["status"]],
         ))
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
     ids = ",".join([str(row[0]) for row in rows])

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from .execution import clock, outcome_for_exception, run_job
-from .outcomes import AttemptOutcome
+from .execution import outcome_for_exception, run_job
+from .outcomes import AttemptOutcome, now_us
 
 if TYPE_CHECKING:
     from .models import Job
@@ -99,7 +99,6 @@ class Slot(threading.Thread):
         self.lock = threading.Lock()
         self.current: int | None = None
         self.abandoned = False
-        self.now = clock()
 
     def run(self) -> None:
         while not self.abandoned:
@@ -111,15 +110,15 @@ class Slot(threading.Thread):
             conn.close()
 
     def _run_one(self, job: Job) -> None:
-        started_at = self.now()
+        started = now_us()
         try:
             with self.lock:
                 self.current = job.id
             self.on_start(job)
-            outcome = run_job(job, started_at, self.now)
+            outcome = run_job(job, started)
         except BaseException as exc:
-            outcome = outcome_for_exception(job, exc, started_at)
-            outcome.finished_at = self.now()
+            outcome = outcome_for_exception(job, exc, started)
+            outcome.finished = now_us()
         finally:
             with self.lock:
                 self.current = None

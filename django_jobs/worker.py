@@ -393,7 +393,7 @@ class Worker:
 
 def log_end(worker_id: str, outcome: AttemptOutcome) -> None:
     job = outcome.job
-    duration_ms = (outcome.finished_at - outcome.started_at).total_seconds() * 1000
+    duration_ms = outcome.duration_ms
     level = logging.INFO if outcome.kind == "completed" else logging.WARNING
     logger.log(
         level, "job %s: %s %s attempt %d in %.1f ms", outcome.kind, job.public_id, job.type,

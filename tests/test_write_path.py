@@ -460,3 +460,48 @@ def test_a_written_outcome_leaves_plain_values_on_the_job_never_sql_expressions(
             assert not hasattr(value, "resolve_expression"), field.attname
             if field.attname not in ("updated_at", "run_at"):
                 assert value == getattr(stored, field.attname), field.attname
+
+
+@pytest.mark.parametrize("path", ["finish", "turn"])
+def test_attempt_rows_keep_the_outcome_times_to_the_microsecond_and_its_cpu_time(path):
+    """The times travel as integer microseconds (pgwrite) or datetimes (ORM): both read back
+    exactly, and a failure's retry time too."""
+    Job.enqueue_many("noop", [{}] * 2)
+    done, failed = claim(limit=2)
+    started = timezone.now().replace(microsecond=123457) - timedelta(seconds=2)
+    results = [
+        AttemptOutcome(job=done, kind="completed", started_at=started,
+                       finished_at=started + timedelta(microseconds=999_999), cpu_time=0.25),
+        AttemptOutcome(job=failed, kind="failed", started_at=started, finished_at=started,
+                       error={"type": "E"}, cpu_time=None),
+    ]
+    written = Job.objects.finish(results) if path == "finish" else turn(results)[0]
+    assert len(written) == 2
+    first = JobAttempt.objects.get(job_id=done.pk)
+    assert (first.started_at, first.finished_at) == (started, started
+                                                      + timedelta(microseconds=999_999))
+    assert first.cpu_time == 0.25
+    second = JobAttempt.objects.get(job_id=failed.pk)
+    assert second.cpu_time is None and second.started_at == started
+    stored = Job.objects.get(pk=failed.pk)
+    assert stored.status == "failed" and stored.run_at == failed.run_at > started
+
+
+def test_claimed_json_columns_are_decoded_for_the_whole_batch_each_job_its_own():
+    payloads = [{"n": 1, "s": "a,b]"}, [1, 2], "text", 7, None, {"nested": {"x": [None]}}]
+    Job.enqueue_many("noop", payloads)
+    jobs = claim(limit=10)
+    assert [job.payload for job in jobs] == [{} if p is None else p for p in payloads]
+    assert all(job.result is None and job.error is None and job.progress is None
+               for job in jobs)
+
+
+def test_a_batch_with_a_text_that_is_not_json_is_decoded_one_value_at_a_time():
+    """What JSONField.from_db_value does for text it cannot parse: keep the text."""
+    from types import SimpleNamespace
+
+    from django_jobs.pgwrite import _load_column, _load_json
+
+    rows = [SimpleNamespace(payload=text) for text in ['{"a": 1}', None, "not json", "[2]"]]
+    _load_column(rows, "payload", _load_json, connection)
+    assert [row.payload for row in rows] == [{"a": 1}, None, "not json", [2]]
