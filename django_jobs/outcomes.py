@@ -81,8 +81,9 @@ class AttemptOutcome:
     ) -> None:
         self.job = job
         self.kind = kind
-        self.started = micros(started_at)
-        self.finished = micros(finished_at)
+        # a slot thread's times are ints already: no call for them
+        self.started = started_at if started_at.__class__ is int else micros(started_at)
+        self.finished = finished_at if finished_at.__class__ is int else micros(finished_at)
         self.result = result
         self.error = error
         self.permanent = permanent

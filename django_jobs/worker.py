@@ -152,10 +152,13 @@ class Worker:
             raise
         self._record(outcomes, written)
         now = time.monotonic()
+        deadlines: dict[str, float | None] = {}  # by type: a batch is mostly of one type
         for job in jobs:
-            found = get_handler(job.type)
-            timeout = found.timeout if found else None
-            self.running[job.id] = Running(job, now, now + timeout if timeout else None)
+            if job.type not in deadlines:
+                found = get_handler(job.type)
+                timeout = found.timeout if found else None
+                deadlines[job.type] = now + timeout if timeout else None
+            self.running[job.id] = Running(job, now, deadlines[job.type])
         self.inbox.put(jobs)
         self.claimed += len(jobs)
         return len(jobs)
