@@ -1,8 +1,10 @@
 """One timed drain: N no-op jobs, W worker processes, ours (``runworker --burst``) or raw.
 
 Both kinds of worker start while the benchmark holds an EXCLUSIVE lock on their table, so each
-blocks on its first statement touching it; the clock starts when every worker is waiting and
-the lock is released, and stops at the last job's ``finished_at``. Process start-up (importing
+blocks on its first statement that writes to it or locks its rows: for both, the first claim
+(our worker's start-up, registering and a first heartbeat that finds nothing to rescue, only
+reads the table, which the lock allows). The clock starts when every worker is waiting and the
+lock is released, and stops at the last job's ``finished_at``. Process start-up (importing
 Django takes a few hundred ms on this machine) is reported apart and not in the rate.
 """
 

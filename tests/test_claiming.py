@@ -86,6 +86,22 @@ def test_expired_lease_is_rescued_as_a_lost_attempt_and_retried():
     assert Job.objects.rescue() == []  # idempotent
 
 
+def test_a_heartbeat_with_nothing_to_rescue_or_release_reads_once_each_and_locks_nothing():
+    """rescue and the dependency sweep run on every heartbeat of every worker: when there is
+    nothing to do they are one plain read each, outside any transaction."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    Job.enqueue("echo")
+    claim(lease=30)  # processing, lease still good
+    with CaptureQueriesContext(connection) as queries:
+        assert Job.objects.rescue() == []
+        assert Job.objects.release_waiting() == 0
+    assert len(queries) == 2
+    assert not any("FOR UPDATE" in q["sql"].upper() for q in queries)
+    assert connection.get_autocommit()
+
+
 def test_lost_attempt_on_last_try_buries_the_job():
     job = Job.enqueue("echo", max_attempts=1)
     claim()
