@@ -39,3 +39,54 @@ def test_processing_and_completed_rows_are_not_in_the_status_index(postgres, sta
 def test_the_status_index_leaves_out_exactly_processing_and_completed():
     all_states = {value for value, _ in Job.Status.choices}
     assert all_states - set(LISTED_BY_STATUS) == {"processing", "completed"}
+
+
+def generic_plan(sql: str, params) -> str:
+    """The plan a statement prepared once gets when PostgreSQL plans it for any values, as
+    it does for a worker's prepared finish after a few runs."""
+    import re
+
+    from psycopg import ClientCursor
+
+    numbered = iter(range(1, 1000))
+    prepared = re.sub(r"%s", lambda _: f"${next(numbered)}", sql)
+    raw = connection.connection
+    with ClientCursor(raw) as cur:
+        cur.execute("SET plan_cache_mode = force_generic_plan")
+        cur.execute("SET enable_seqscan = off")  # a test table is too small to need an index
+        cur.execute(f"PREPARE generic_probe AS {prepared}")
+        try:
+            placeholders = ", ".join(["%s"] * len(params))
+            cur.execute(f"EXPLAIN (COSTS OFF) EXECUTE generic_probe({placeholders})", params)
+            return "\n".join(row[0] for row in cur.fetchall())
+        finally:
+            cur.execute("DEALLOCATE generic_probe")
+            cur.execute("RESET plan_cache_mode")
+            cur.execute("RESET enable_seqscan")
+
+
+def test_the_finish_finds_its_batch_by_primary_key_not_through_every_processing_row(postgres):
+    """The lease index holds every worker's processing rows. The finish used to read them
+    all through it to find its own batch; it must go by primary key."""
+    from django.utils import timezone
+
+    from django_jobs import pgwrite
+    from django_jobs.outcomes import AttemptOutcome
+
+    Job.enqueue_many("noop", [{}] * 40)
+    batches = [Job.objects.claim(worker_id=f"w{n}", limit=10, lease_seconds=30)
+               for n in range(4)]
+    now = timezone.now()
+    outcomes = [AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
+                for job in batches[0]]
+    fields = [Job.objects._finish_fields(outcome, now) for outcome in outcomes]
+    plan = generic_plan(pgwrite._tables(pgwrite.FINISH),
+                        pgwrite._finish_params(outcomes, fields, now))
+    assert "django_jobs_lease_idx" not in plan
+    assert "django_jobs_job_pkey" in plan
+
+
+def test_rescue_reads_the_lease_index(postgres):
+    from django.utils import timezone
+
+    assert "django_jobs_lease_idx" in plan_of(Job.objects.stale(timezone.now()))
