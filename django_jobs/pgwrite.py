@@ -41,7 +41,8 @@ FINISH_CTES = """v AS (
         {epoch} + (e->>5)::bigint * {us} AS run_at,
         {epoch} + (e->>6)::bigint * {us} AS started_at,
         {epoch} + (e->>7)::bigint * {us} AS finished_at, (e->>8)::float8 / 1e9 AS cpu_time,
-        (e->>9)::bigint AS peak_memory, (e->>10)::integer AS keep
+        (e->>9)::bigint AS peak_memory, (e->>10)::integer AS keep,
+        'processing'::text AS held
     FROM jsonb_array_elements(%s::jsonb) AS e
 ), done AS (
     UPDATE {job} AS j SET
@@ -57,9 +58,12 @@ FINISH_CTES = """v AS (
     FROM v
     -- "id = ANY(ids)" lets the planner find the rows by primary key. Without it, it guesses
     -- 100 rows for jsonb_to_recordset, hash-joins and scans every index entry of processing
-    -- rows, dead ones included: a scan that grows with each claim until VACUUM runs.
+    -- rows, dead ones included: a scan that grows with each claim until VACUUM runs. The
+    -- status is compared with v.held, not with a literal: "status = 'processing'" matched the
+    -- lease index's condition, and the prepared plan then read every worker's processing rows
+    -- through that index and filtered them by id (tests/test_indexes.py).
     WHERE j.id = ANY(%s::bigint[]) AND j.id = v.id AND j.lease_token = v.token
-        AND j.status = 'processing'
+        AND j.status = v.held
     RETURNING j.id, j.attempt, j.worker_id
 )"""
 RECORD = """INSERT INTO {attempt} (job_id, number, worker_id, started_at, finished_at, outcome,
