@@ -324,11 +324,12 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """True if finish_and_claim may be the one statement (see there)."""
         if connections[db].vendor != "postgresql" or limited_types():
             return False
-        return not any(
-            outcome.kind == SNOOZED or outcome.job.callback_url or outcome.job.has_dependents
-            or "_after_success" in outcome.job.__dict__
-            for outcome in outcomes
-        )
+        for outcome in outcomes:  # a loop, not any(): this runs for every job a worker ends
+            job = outcome.job
+            if (outcome.kind == SNOOZED or job.callback_url or job.has_dependents
+                    or "_after_success" in job.__dict__):
+                return False
+        return True
 
     @staticmethod
     def _claim_values(
