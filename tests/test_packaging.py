@@ -1,5 +1,6 @@
 """``pip install .`` ships the package with its migrations, templates and ``py.typed``."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,8 +13,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 def test_wheel_contains_migrations_and_py_typed(tmp_path):
+    # Built from a copy of what a checkout holds: setuptools reuses a build/ directory left in
+    # the working tree, files since deleted included.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "django_jobs", source / "django_jobs",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w",
+         str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
