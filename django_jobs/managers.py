@@ -428,22 +428,19 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
 
     def _finish_fields(self, outcome: AttemptOutcome, now: datetime) -> dict[str, Any]:
         job = outcome.job
-        if outcome.kind == COMPLETED and job.unique_key is None:  # most outcomes: plain values
+        fields: dict[str, Any]
+        if outcome.kind == COMPLETED:  # most outcomes
             fields = {"updated_at": now, "leased_until": None, "status": COMPLETED,
-                      "result": outcome.result, "error": None, "finished_at": now,
-                      "unique_key": None}
-            if outcome.result is not None:
-                job.__dict__.update(fields)
-            return fields
-        fields: dict[str, Any] = {"updated_at": now, "leased_until": None}
-        if outcome.kind == COMPLETED:
-            fields.update(status=COMPLETED, result=outcome.result, error=None, finished_at=now)
+                      "result": outcome.result, "error": None, "finished_at": now}
         elif outcome.kind == CANCELED:
-            fields.update(status=CANCELED, error=outcome.error, finished_at=now)
+            fields = {"updated_at": now, "leased_until": None, "status": CANCELED,
+                      "error": outcome.error, "finished_at": now}
         elif outcome.kind == SNOOZED:  # sched: pending again later; the attempt is given back
-            fields.update(status=PENDING, attempt=F("attempt") - 1, started_at=None,
-                          run_at=now + timedelta(seconds=outcome.snooze_seconds or 0))
+            fields = {"updated_at": now, "leased_until": None, "status": PENDING,
+                      "attempt": F("attempt") - 1, "started_at": None,
+                      "run_at": now + timedelta(seconds=outcome.snooze_seconds or 0)}
         else:
+            fields = {"updated_at": now, "leased_until": None}
             decision = _decide(job, outcome.permanent, now)
             if decision.dead:
                 fields.update(status=DEAD, error=outcome.error, finished_at=now)
