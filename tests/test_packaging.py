@@ -27,7 +27,7 @@ def test_wheel_contains_migrations_and_py_typed(tmp_path):
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    (wheel,) = tmp_path.glob("django_jobs-*.whl")
+    (wheel,) = tmp_path.glob("django_db_jobs-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "django_jobs/py.typed" in names
     migrations = {n for n in names if n.startswith("django_jobs/migrations/0")}
