@@ -20,7 +20,7 @@ from .models import Job, QueueState
 from .signals import job_finished
 from .worker import log_end
 
-__all__ = ["JobsHelper", "assert_enqueued", "enqueued_jobs", "run_jobs"]
+__all__ = ["JobsHelper", "TooManyJobs", "assert_enqueued", "enqueued_jobs", "run_jobs"]
 
 # The worker id the attempts of run_jobs() are recorded under.
 WORKER_ID = "django_jobs.testing"
