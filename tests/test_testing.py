@@ -72,6 +72,12 @@ class RunJobsTests(TestCase):
         self.assertEqual([job.type for job in ran], ["with_followup", "echo"])
         self.assertEqual(ran[1].result, {"echo": {"after": first.public_id}})
 
+    def test_a_dependent_runs_once_its_dependency_completed(self):
+        first = Job.enqueue("echo", {"n": 1}, priority="low")
+        then = Job.enqueue("echo", {"n": 2}, priority="high", depends_on=[first])
+        self.assertEqual(enqueued_jobs(status="waiting"), [then])
+        self.assertEqual([job.pk for job in run_jobs()], [first.pk, then.pk])
+
     def test_a_failed_job_leaves_no_follow_up(self):
         run_jobs()
         Job.enqueue("with_followup", {"fail": True})
