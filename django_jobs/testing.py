@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, connections
 
 from .conf import jobs_settings
 from .execution import run_job
@@ -94,12 +94,12 @@ def _run_one(job: Job) -> Job:
     if not connection.in_atomic_block:  # a transactional test: as in a worker
         outcome = run_job(job)
     else:  # inside the test's transaction: the handler gets a savepoint of its own
-        savepoint = transaction.savepoint()
+        savepoint = connection.savepoint()
         outcome = run_job(job, tidy=False)
         try:
-            transaction.savepoint_commit(savepoint)
+            connection.savepoint_commit(savepoint)
         except DatabaseError:  # a query of the handler failed and broke the transaction
-            transaction.savepoint_rollback(savepoint)
+            connection.savepoint_rollback(savepoint)
     for written in Job.objects.finish([outcome]):
         log_end(WORKER_ID, written)
         job_finished.send(sender=Job, job=written.job, outcome=written.kind)
