@@ -33,10 +33,14 @@ if TYPE_CHECKING:
 current_job: ContextVar[Job | None] = ContextVar("django_jobs_current_job", default=None)
 
 
-def run_job(job: Job, started_at: datetime | int | None = None) -> AttemptOutcome:
+def run_job(
+    job: Job, started_at: datetime | int | None = None, *, tidy: bool = True
+) -> AttemptOutcome:
     """Run ``job`` once in this thread and return its outcome; never raises.
 
-    ``started_at`` (a datetime, or microseconds since the epoch) defaults to now."""
+    ``started_at`` (a datetime, or microseconds since the epoch) defaults to now. ``tidy``
+    rolls back a transaction the handler left open; ``django_jobs.testing`` turns it off, as
+    its handlers run inside the test's own transaction."""
     started = now_us() if started_at is None else micros(started_at)
     cpu_start = time.thread_time_ns()
     found = get_handler(job.type)
@@ -49,7 +53,7 @@ def run_job(job: Job, started_at: datetime | int | None = None) -> AttemptOutcom
     outcome.finished = now_us()
     outcome.cpu_ns = time.thread_time_ns() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if _connected and threading.get_ident() in _connected:
+    if tidy and _connected and threading.get_ident() in _connected:
         _tidy_connections()
     return outcome
 

@@ -208,9 +208,10 @@ class JobAttempt(models.Model):
         SNOOZED = "snoozed", "Snoozed"  # sched: the handler asked to run later; did not count
 
     # No database foreign key: PostgreSQL would check every attempt row against its job at
-    # commit, a quarter of the server's time to finish a batch (docs/performance.md). Rows are
-    # written only by the finish statement, which joins them to the job rows it updated, and
-    # jobs are deleted only through the ORM, which deletes their attempts (on_delete).
+    # commit, a quarter of the server's time to finish a batch
+    # (docs/explanation-performance.md). Rows are written only by the finish statement, which
+    # joins them to the job rows it updated, and jobs are deleted only through the ORM, which
+    # deletes their attempts (on_delete).
     job = models.ForeignKey(
         Job, on_delete=models.CASCADE, related_name="attempts", db_constraint=False
     )

@@ -117,6 +117,7 @@ def unregister(type: str) -> None:
 
 
 def registered_types() -> list[str]:
+    """The job types registered with ``@handler``, sorted."""
     return sorted(_handlers)
 
 

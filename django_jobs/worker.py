@@ -128,8 +128,8 @@ class Worker:
         (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``).
 
         One commit per turn of the loop instead of two: commits per second are what bound a
-        queue's throughput (docs/performance.md). On a database error the outcomes go back to
-        the outbox and are written on a later turn.
+        queue's throughput (docs/explanation-performance.md). On a database error the outcomes
+        go back to the outbox and are written on a later turn.
         """
         self._gather()
         outcomes = self._take_outcomes()

@@ -259,7 +259,7 @@ def test_a_real_worker_runs_the_job_and_delivers_its_callback(receiver, start_wo
 
 def test_the_verification_snippet_in_the_how_to_accepts_a_real_delivery(receiver):
     """The docs' snippet is run as written, so the documented scheme cannot drift."""
-    page = (Path(__file__).parent.parent / "docs" / "how-to-verify-callbacks.md").read_text()
+    page = (Path(__file__).parent.parent / "docs" / "howto-verify-callbacks.md").read_text()
     [snippet] = [block for block in re.findall(r"```python\n(.*?)```", page, re.S)
                  if "def verify_callback" in block]
     namespace: dict = {}
