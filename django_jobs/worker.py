@@ -9,16 +9,17 @@ import signal
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 
 from django.db import DatabaseError, InterfaceError, connection
 from django.utils import timezone
 
 from .conf import jobs_settings
 from .exceptions import JobCanceled, JobTimeout
+from .isolation import finish_isolating, finish_one_by_one, refused
 from .listener import Listener
 from .models import Job, QueueState, error_dict
 from .models import Worker as WorkerRow
@@ -27,10 +28,14 @@ from .periodic import Periodic
 from .registry import get_handler
 from .signals import job_finished
 from .threads import DISPATCH_DELAY_SECONDS, Inbox, Slot
+from .worklog import default_worker_id, log_end, log_start
 
 logger = logging.getLogger("django_jobs.worker")
 
 TIMEOUT_GRACE_SECONDS = 5.0
+# Each drains the worker: no new claims, running jobs get the shutdown timeout. SIGHUP too: a
+# closed terminal or a supervisor's reload must not kill jobs mid-run.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # How long finished outcomes wait for the other running jobs of their batch (see _gather).
 BATCH_WINDOW_SECONDS = 0.002
 
@@ -147,7 +152,10 @@ class Worker:
                 queues=list(self.options.queues) or None,
                 exclude_queues=sorted(self.paused),
             )
-        except BaseException:
+        except BaseException as exc:
+            if outcomes and refused(exc):  # one outcome the database will not take: isolate it
+                self._isolated(outcomes, exc)
+                return self._claim()
             self._put_back(outcomes)
             raise
         self._record(outcomes, written)
@@ -218,12 +226,20 @@ class Worker:
             self._write(outcomes)
 
     def _write(self, outcomes: list[AttemptOutcome]) -> None:
-        written = self._safely(Job.objects.finish, outcomes)
-        if written is None:  # the database is away: keep them and try again next turn
+        done = self._safely(finish_isolating, outcomes)
+        if done is None:  # the database is away: keep them and try again next turn
             self._put_back(outcomes)
             time.sleep(min(self.options.poll_interval, 1.0))
             return
-        self._record(outcomes, written)
+        self._settle(outcomes, *done)
+
+    def _isolated(self, outcomes: list[AttemptOutcome], exc: BaseException) -> None:
+        """The database refused the batch: write its outcomes one by one (isolation.py)."""
+        self._settle(outcomes, *finish_one_by_one(outcomes, exc))
+
+    def _settle(self, outcomes: list, written: list, unwritten: list) -> None:
+        self._put_back(unwritten)
+        self._record([o for o in outcomes if o not in unwritten], written)
 
     def _record(self, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]) -> None:
         """After the write: free the slots, count, log and signal what was written."""
@@ -320,7 +336,7 @@ class Worker:
     def _install_signals(self) -> None:
         if threading.current_thread() is threading.main_thread():
             self._previous_handlers = {
-                sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)
+                sig: signal.signal(sig, self.stop) for sig in STOP_SIGNALS
             }
 
     def _restore_signals(self) -> None:
@@ -329,7 +345,7 @@ class Worker:
 
     def _start_slots(self, count: int) -> None:
         for _ in range(count):
-            slot = Slot(self.inbox, self._log_start, self._deliver,
+            slot = Slot(self.inbox, partial(log_start, self.worker_id), self._deliver,
                         name=f"django-jobs-{len(self.slots)}")
             slot.start()
             self.slots.append(slot)
@@ -383,29 +399,3 @@ class Worker:
                              getattr(func, "__name__", func))
             connection.close()
             return None
-
-    def _log_start(self, job: Job) -> None:
-        if not logger.isEnabledFor(logging.INFO):
-            return
-        logger.info(
-            "job started: %s %s attempt %d", job.public_id, job.type, job.attempt,
-            extra={"worker_id": self.worker_id, "job_id": job.public_id, "job_type": job.type,
-                   "attempt": job.attempt, "event": "job_started"},
-        )
-
-
-def log_end(worker_id: str, outcome: AttemptOutcome) -> None:
-    job = outcome.job
-    duration_ms = outcome.duration_ms
-    level = logging.INFO if outcome.kind == "completed" else logging.WARNING
-    logger.log(
-        level, "job %s: %s %s attempt %d in %.1f ms", outcome.kind, job.public_id, job.type,
-        job.attempt, duration_ms,
-        extra={"worker_id": worker_id, "job_id": job.public_id, "job_type": job.type,
-               "attempt": job.attempt, "duration_ms": round(duration_ms, 3),
-               "outcome": outcome.kind, "event": "job_finished"},
-    )
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

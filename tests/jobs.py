@@ -103,4 +103,5 @@ def timeout_short(payload):
 async def async_echo(payload):
     return {"async": payload}
 
+from tests import edge_jobs  # noqa: E402, F401, I001  (hostile outcomes, crashes, threads)
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)
