@@ -439,6 +439,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             fields = {"updated_at": now, "leased_until": None, "status": PENDING,
                       "attempt": F("attempt") - 1, "started_at": None,
                       "run_at": now + timedelta(seconds=outcome.snooze_seconds or 0)}
+            if outcome.error is not None:  # why it waits (a type this worker does not know)
+                fields["error"] = outcome.error
         else:
             fields = {"updated_at": now, "leased_until": None}
             decision = _decide(job, outcome.permanent, now)
