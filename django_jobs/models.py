@@ -48,6 +48,8 @@ class Job(models.Model):
     run_at = models.DateTimeField(default=timezone.now)
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveSmallIntegerField(default=3)
+    # Times a worker process died while it held the job, counted apart from errors (crashes.py).
+    crashes = models.PositiveSmallIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

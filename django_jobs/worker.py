@@ -17,6 +17,7 @@ from functools import partial
 from django.db import DatabaseError, InterfaceError, connection
 from django.utils import timezone
 
+from . import solo
 from .conf import jobs_settings
 from .exceptions import JobCanceled, JobTimeout
 from .isolation import finish_isolating, finish_one_by_one, refused
@@ -88,6 +89,8 @@ class Worker:
         self.listener: Listener | None = None
         self._previous_handlers: dict[int, object] = {}
         self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
+        self.solo: Job | None = None  # a job that was in a crash, to run alone (solo.py)
+        self.solo_started = False
 
     # The loop.
 
@@ -108,6 +111,7 @@ class Worker:
                     next_beat = now + self.options.heartbeat_seconds
                 self._enforce_deadlines(now)
                 self._dispatch(now)
+                solo.turn(self)
                 if self.stopping:
                     if not self.running or now >= self.stop_deadline:
                         break
@@ -139,6 +143,8 @@ class Worker:
         self._gather()
         outcomes = self._take_outcomes()
         free = self.options.concurrency - len(self.running) + len(outcomes)
+        if self.solo is not None:  # a suspect runs alone (solo.py): claim nothing meanwhile
+            free = 0
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.claimed)
         if free <= 0 and not outcomes:
@@ -159,6 +165,12 @@ class Worker:
             self._put_back(outcomes)
             raise
         self._record(outcomes, written)
+        self.claimed += len(jobs)
+        self._start(solo.admit(self, jobs, lambda job: Running(job, time.monotonic(), None)))
+        return len(jobs)
+
+    def _start(self, jobs: list[Job]) -> None:
+        """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""
         now = time.monotonic()
         deadlines: dict[str, float | None] = {}  # by type: a batch is mostly of one type
         for job in jobs:
@@ -168,8 +180,6 @@ class Worker:
                 deadlines[job.type] = now + timeout if timeout else None
             self.running[job.id] = Running(job, now, deadlines[job.type])
         self.inbox.put(jobs)
-        self.claimed += len(jobs)
-        return len(jobs)
 
     def _gather(self) -> None:
         """When some running jobs have finished and others have not, give those a moment

@@ -1,0 +1,74 @@
+"""A crash is not an error: real worker processes killed by the job they run.
+
+A worker that dies takes every job it held down with it; the rescue must give those jobs
+their attempt back, run each alone, and quarantine the job that keeps killing its worker.
+"""
+
+import pytest
+
+from django_jobs.models import Job, JobAttempt
+from tests.conftest import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+S = Job.Status
+OUT = JobAttempt.Outcome
+FAST = ["--lease", "1.5", "--heartbeat", "0.2", "--poll-interval", "0.1"]
+FINAL = (S.COMPLETED, S.DEAD, S.CANCELED)
+
+
+def keep_workers_running(start_worker, jobs, *args, timeout=90.0):
+    """Like a supervisor with Restart=always: start a worker for each one that died, until
+    every job has ended. Returns the exit codes of the workers that ended."""
+    workers, codes = [], []
+
+    def all_ended():
+        for worker in list(workers):
+            code = worker.proc.poll()
+            if code is not None:
+                workers.remove(worker)
+                codes.append(code)
+        while len(workers) < 2:
+            workers.append(start_worker("--concurrency", "4", *FAST, *args))
+        return not Job.objects.filter(pk__in=[j.pk for j in jobs]).exclude(
+            status__in=FINAL).exists()
+
+    wait_for(all_ended, timeout=timeout, interval=0.2)
+    return codes
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_innocent_jobs_that_shared_a_crash_complete_and_the_culprit_is_quarantined(
+    start_worker, how
+):
+    culprit = Job.enqueue("crash_exit", {"how": how, "after": 0.3})  # max_crashes=2
+    innocents = [Job.enqueue("innocent", {"seconds": 1.0}) for _ in range(3)]  # max_attempts=1
+    first = start_worker("--concurrency", "4", *FAST)  # claims all four in one batch
+    assert first.wait(timeout=60) != 0  # killed by the culprit, the innocents still running
+    shared = set(Job.objects.filter(status=S.PROCESSING).values_list("pk", flat=True))
+    assert shared == {culprit.pk, *(j.pk for j in innocents)}
+
+    codes = keep_workers_running(start_worker, [culprit, *innocents])
+    for job in innocents:
+        job.refresh_from_db()
+        assert (job.status, job.attempt, job.crashes) == (S.COMPLETED, 2, 1), job.error
+        assert job.max_attempts == 2  # the crash it shared did not spend its one attempt
+        outcomes = list(job.attempts.values_list("outcome", flat=True))
+        assert outcomes[0] == OUT.LOST and outcomes[-1] == OUT.COMPLETED
+        assert set(outcomes[1:-1]) <= {OUT.RELEASED}  # handed back while a suspect ran alone
+        lost = job.attempts.get(outcome=OUT.LOST)
+        assert lost.error["type"] == "WorkerLost" and lost.error["details"]["alone"] is False
+    culprit.refresh_from_db()
+    assert (culprit.status, culprit.crashes, culprit.attempt) == (S.DEAD, 2, 2)
+    assert culprit.error["type"] == "Quarantined"
+    assert culprit.error["message"].startswith("killed its worker 2 times (max_crashes 2)")
+    lost = list(culprit.attempts.filter(outcome=OUT.LOST).values_list("error", flat=True))
+    assert [e["details"]["alone"] for e in lost] == [False, True]
+    assert len(codes) >= 1 and all(code != 0 for code in codes)  # the second crash's worker
+
+
+def test_a_job_that_crashes_alone_goes_dead_only_after_max_crashes(start_worker):
+    culprit = Job.enqueue("crash_exit", {"after": 0.05})  # max_attempts=1, max_crashes=2
+    keep_workers_running(start_worker, [culprit])
+    culprit.refresh_from_db()
+    assert (culprit.status, culprit.crashes, culprit.attempt) == (S.DEAD, 2, 2)
+    assert culprit.attempts.filter(outcome=OUT.LOST).count() == 2
