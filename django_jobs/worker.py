@@ -4,9 +4,6 @@ rescue lost jobs, honour timeouts, cancel requests and pauses, and shut down gra
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -19,10 +16,12 @@ from django.utils import timezone
 
 from . import solo
 from .conf import jobs_settings
-from .exceptions import JobCanceled, JobTimeout
+from .deadlines import Running, enforce_deadlines
+from .exceptions import JobCanceled
 from .isolation import finish_isolating, finish_one_by_one, refused
+from .lifecycle import install_signals, register, restore_signals
 from .listener import Listener
-from .models import Job, QueueState, error_dict
+from .models import Job, QueueState
 from .models import Worker as WorkerRow
 from .outcomes import AttemptOutcome
 from .periodic import Periodic
@@ -33,22 +32,8 @@ from .worklog import default_worker_id, log_end, log_start
 
 logger = logging.getLogger("django_jobs.worker")
 
-TIMEOUT_GRACE_SECONDS = 5.0
-# Each drains the worker: no new claims, running jobs get the shutdown timeout. SIGHUP too: a
-# closed terminal or a supervisor's reload must not kill jobs mid-run.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # How long finished outcomes wait for the other running jobs of their batch (see _gather).
 BATCH_WINDOW_SECONDS = 0.002
-
-
-@dataclass(slots=True)
-class Running:
-    job: Job
-    started: float
-    deadline: float | None
-    slot: Slot | None = None
-    interrupted: bool = False
-    abandoned: bool = False  # sched: its timeout outcome is queued; never abandon it twice
 
 
 @dataclass
@@ -96,9 +81,9 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
-        self._install_signals()
+        self._previous_handlers = install_signals(self.stop)
         self._start_slots(self.options.concurrency)
-        self._register()
+        register(self.worker_id, list(self.options.queues), self.options.concurrency)
         self.listener = Listener.start_for(connection, self.wake)
         next_beat = 0.0
         try:
@@ -109,7 +94,7 @@ class Worker:
                 if now >= next_beat:
                     self._safely(self._heartbeat)
                     next_beat = now + self.options.heartbeat_seconds
-                self._enforce_deadlines(now)
+                enforce_deadlines(self, now)
                 self._dispatch(now)
                 solo.turn(self)
                 if self.stopping:
@@ -297,41 +282,12 @@ class Worker:
         if stalled is not None and stalled >= DISPATCH_DELAY_SECONDS:
             self.inbox.spread()
 
-    def _enforce_deadlines(self, now: float) -> None:
-        for pk, held in list(self.running.items()):
-            if held.deadline is None or now < held.deadline:
-                continue
-            if not held.interrupted:
-                held.interrupted = True
-                self._interrupt(pk, JobTimeout)
-            elif not held.abandoned and now >= held.deadline + TIMEOUT_GRACE_SECONDS:
-                held.abandoned = True
-                self._abandon(held)
-
     def _interrupt(self, pk: int, exc_class: type[BaseException]) -> None:
         for slot in self.slots:
             if slot.interrupt(pk, exc_class):
                 logger.warning("worker %s: stopping job %s: %s", self.worker_id, pk,
                                exc_class.__name__)
                 return
-
-    def _abandon(self, held: Running) -> None:
-        """A handler ignored its timeout: record the failure, replace its thread, move on."""
-        for slot in self.slots:
-            if slot.current == held.job.id:
-                slot.abandoned = True
-                self.slots.remove(slot)
-                self._start_slots(1)
-                break
-        now = timezone.now()
-        error = error_dict(
-            type="JobTimeout",
-            message="the handler ran past its timeout and did not stop; its thread was abandoned",
-        )
-        self._deliver(AttemptOutcome(
-            job=held.job, kind="failed", error=error, started_at=held.job.started_at or now,
-            finished_at=now,
-        ))
 
     # Start, stop, signals.
 
@@ -343,34 +299,12 @@ class Worker:
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
         self.wake.set()
 
-    def _install_signals(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self._previous_handlers = {
-                sig: signal.signal(sig, self.stop) for sig in STOP_SIGNALS
-            }
-
-    def _restore_signals(self) -> None:
-        for sig, previous in self._previous_handlers.items():
-            signal.signal(sig, previous)
-
     def _start_slots(self, count: int) -> None:
         for _ in range(count):
             slot = Slot(self.inbox, partial(log_start, self.worker_id), self._deliver,
                         name=f"django-jobs-{len(self.slots)}")
             slot.start()
             self.slots.append(slot)
-
-    def _register(self) -> None:
-        WorkerRow.objects.update_or_create(
-            worker_id=self.worker_id,
-            defaults={
-                "hostname": socket.gethostname()[:255], "pid": os.getpid(),
-                "queues": list(self.options.queues), "concurrency": self.options.concurrency,
-                "started_at": timezone.now(), "last_heartbeat": timezone.now(), "running": 0,
-            },
-        )
-        logger.info("worker %s: started; queues=%s concurrency=%d", self.worker_id,
-                    ",".join(self.options.queues) or "*", self.options.concurrency)
 
     def _shutdown(self) -> None:
         self._finish_outcomes()
@@ -382,7 +316,7 @@ class Worker:
         if self.listener:
             self.listener.stop()
         self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
-        self._restore_signals()
+        restore_signals(self._previous_handlers)
         logger.info("worker %s: stopped after %d job(s)", self.worker_id, self.processed)
 
     def _out_of_budget(self) -> bool:
