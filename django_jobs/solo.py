@@ -26,6 +26,10 @@ def admit(worker: Worker, jobs: list[Job], held: Any) -> list[Job]:
     """The claimed jobs to start now. A batch holding a suspect: the first suspect waits to
     run alone (held in ``worker.running`` as ``held(job)``, so its lease is renewed) and the
     other jobs go back to the queue unspent."""
+    if worker.solo is not None:  # start it, or forget it if it has ended
+        turn(worker)
+        if worker.solo is not None:
+            return jobs
     for suspect in jobs:
         if suspect.crashes:
             break
@@ -43,6 +47,7 @@ def admit(worker: Worker, jobs: list[Job], held: Any) -> list[Job]:
                 "end", worker.worker_id, suspect.public_id, suspect.crashes)
     worker.solo, worker.solo_started = suspect, False
     worker.running[suspect.id] = held(suspect)
+    turn(worker)  # at once if nothing else runs
     return []
 
 

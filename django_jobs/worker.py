@@ -128,8 +128,8 @@ class Worker:
         self._gather()
         outcomes = self._take_outcomes()
         free = self.options.concurrency - len(self.running) + len(outcomes)
-        if self.solo is not None:  # a suspect runs alone (solo.py): claim nothing meanwhile
-            free = 0
+        if self.solo is not None and all(o.job.id != self.solo.id for o in outcomes):
+            free = 0  # a suspect runs alone (solo.py): claim nothing until it has ended
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.claimed)
         if free <= 0 and not outcomes:

@@ -72,3 +72,40 @@ def test_a_job_that_crashes_alone_goes_dead_only_after_max_crashes(start_worker)
     culprit.refresh_from_db()
     assert (culprit.status, culprit.crashes, culprit.attempt) == (S.DEAD, 2, 2)
     assert culprit.attempts.filter(outcome=OUT.LOST).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_suspect_runs_alone_and_its_batch_is_handed_back_unspent():
+    """In process: a job that was in a crash never runs beside another job of its worker."""
+    import threading
+    import time
+
+    from django_jobs.registry import handler, unregister
+    from tests.helpers import run_burst
+
+    runs, lock = [], threading.Lock()
+
+    @handler("overlap_probe")
+    def probe(payload):
+        start = time.monotonic()
+        time.sleep(0.05)
+        with lock:
+            runs.append((payload["n"], start, time.monotonic()))
+
+    try:
+        jobs = [Job.enqueue("overlap_probe", {"n": n}) for n in range(6)]
+        suspect = jobs[2]
+        Job.objects.filter(pk=suspect.pk).update(crashes=1)
+        assert run_burst(concurrency=4) >= 6
+    finally:
+        unregister("overlap_probe")
+    assert Job.objects.filter(pk__in=[j.pk for j in jobs], status=S.COMPLETED).count() == 6
+    (_, start, end), = [run for run in runs if run[0] == 2]
+    others = [run for run in runs if run[0] != 2]
+    assert len(others) == 5
+    assert all(other_end <= start or other_start >= end for _, other_start, other_end in others)
+    suspect.refresh_from_db()
+    assert suspect.attempt == 1  # handing the batch back spent nothing
+    released = JobAttempt.objects.filter(outcome=OUT.RELEASED).values_list("job_id", flat=True)
+    assert set(released) <= {j.pk for j in jobs} - {suspect.pk}
+    assert all(job.refresh_from_db() or job.attempt == 1 for job in jobs)
