@@ -9,6 +9,7 @@ text field is capped at ``ERROR_TEXT_LIMIT`` characters, and ``details`` becomes
 
 from __future__ import annotations
 
+import json
 import math
 import traceback as tb
 from typing import Any
@@ -21,6 +22,8 @@ ERROR_TEXT_LIMIT = 65_536
 # How deep ``details`` may nest before the rest is written as its repr (a structure that holds
 # itself would otherwise never end).
 DETAILS_DEPTH_LIMIT = 32
+# The most JSON text ``details`` may take.
+DETAILS_LIMIT = 4 * ERROR_TEXT_LIMIT
 _ENCODER = DjangoJSONEncoder()
 
 
@@ -90,11 +93,24 @@ def error_dict(
         "type": storable_text(type, 200),
         "message": storable_text(message, ERROR_TEXT_LIMIT),
         "traceback": storable_text(traceback, ERROR_TEXT_LIMIT),
-        "details": storable(details) if details else {},
+        "details": _storable_details(details) if details else {},
     }
     if class_path:
         error["class_path"] = storable_text(class_path, 500)
     return error
+
+
+def _storable_details(details: Any) -> Any:
+    """``storable(details)``, at most ``DETAILS_LIMIT`` characters of JSON: larger details are
+    kept as the start of their JSON text, under ``"truncated"``."""
+    try:
+        value = storable(details)
+        text = json.dumps(value)
+    except Exception:  # a mapping or sequence whose own methods raise
+        return {"unreadable": storable_text(_safe_repr(details), ERROR_TEXT_LIMIT)}
+    if len(text) > DETAILS_LIMIT:
+        return {"truncated": storable_text(text, DETAILS_LIMIT)}
+    return value
 
 
 def _key(key: Any) -> str:

@@ -117,6 +117,7 @@ def assert_storable(error):
     assert "\x00" not in text
     for value in (error["message"], error["traceback"], error["type"]):
         value.encode("utf-8")
+    return True
 
 
 @pytest.mark.parametrize(("value", "stored"), [
@@ -154,3 +155,16 @@ def test_error_dict_of_an_exception_whose_details_property_raises():
 
     error = error_dict(Odd("x\x00"))
     assert (error["message"], error["details"]) == ("x\\x00", {})
+
+
+def test_error_parts_are_capped():
+    error = error_dict(type="T", message="m" * 100_000, details={"k": ["v" * 1000] * 1000})
+    assert len(error["message"]) < 70_000 and error["message"].endswith("characters cut]")
+    assert list(error["details"]) == ["truncated"] and len(error["details"]["truncated"]) < 270_000
+
+
+def test_error_of_a_class_whose_name_holds_a_lone_surrogate():
+    odd = type("Odd\ud800Name", (Exception,), {})
+    error = error_dict(odd("x"))
+    assert error["type"] == "Odd\\ud800Name"
+    assert_storable(error) and "Odd\\ud800Name" in error["class_path"]
