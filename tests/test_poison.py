@@ -162,9 +162,3 @@ def test_error_parts_are_capped():
     assert len(error["message"]) < 70_000 and error["message"].endswith("characters cut]")
     assert list(error["details"]) == ["truncated"] and len(error["details"]["truncated"]) < 270_000
 
-
-def test_error_of_a_class_whose_name_holds_a_lone_surrogate():
-    odd = type("Odd\ud800Name", (Exception,), {})
-    error = error_dict(odd("x"))
-    assert error["type"] == "Odd\\ud800Name"
-    assert_storable(error) and "Odd\\ud800Name" in error["class_path"]
