@@ -109,3 +109,18 @@ def test_a_suspect_runs_alone_and_its_batch_is_handed_back_unspent():
     released = JobAttempt.objects.filter(outcome=OUT.RELEASED).values_list("job_id", flat=True)
     assert set(released) <= {j.pk for j in jobs} - {suspect.pk}
     assert all(job.refresh_from_db() or job.attempt == 1 for job in jobs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_admin_and_api_show_the_crashes(admin_client):
+    from tests.api_support import Api, make_token
+
+    job = Job.enqueue("echo")
+    Job.objects.filter(pk=job.pk).update(crashes=2)
+    page = admin_client.get(f"/admin/django_jobs/job/{job.pk}/change/").content.decode()
+    assert "0 of 3, 2 crash(es) of its worker" in page
+    detail = Api(make_token("read")).get(f"/api/jobs/{job.public_id}").json()
+    assert detail["crashes"] == 2
+    job.cancel()
+    job.retry()  # a person's retry starts the count again
+    assert Job.objects.get(pk=job.pk).crashes == 0
