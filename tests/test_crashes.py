@@ -41,7 +41,7 @@ def test_innocent_jobs_that_shared_a_crash_complete_and_the_culprit_is_quarantin
     start_worker, how
 ):
     culprit = Job.enqueue("crash_exit", {"how": how, "after": 0.3})  # max_crashes=2
-    innocents = [Job.enqueue("innocent", {"seconds": 1.0}) for _ in range(3)]  # max_attempts=1
+    innocents = [Job.enqueue("innocent", {"seconds": 2.0}) for _ in range(3)]  # max_attempts=1
     first = start_worker("--concurrency", "4", *FAST)  # claims all four in one batch
     assert first.wait(timeout=60) != 0  # killed by the culprit, the innocents still running
     shared = set(Job.objects.filter(status=S.PROCESSING).values_list("pk", flat=True))
