@@ -26,6 +26,7 @@ from .models import Job, error_dict
 from .outcomes import AttemptOutcome, micros, now_us
 from .registry import get_handler
 from .signals import job_started
+from .unknown import unknown_type_outcome
 
 if TYPE_CHECKING:
     from .registry import Handler
@@ -44,10 +45,8 @@ def run_job(
     started = now_us() if started_at is None else micros(started_at)
     cpu_start = time.thread_time_ns()
     found = get_handler(job.type)
-    if found is None:
-        outcome = _failure(job, started, error_dict(
-            type="UnknownJobType", message=f"no handler is registered for job type {job.type!r}"
-        ), permanent=True)
+    if found is None:  # a rolling deploy: wait for a worker that knows the type (unknown.py)
+        outcome = unknown_type_outcome(job, started)
     else:
         outcome = _call(found, job, started)
     outcome.finished = now_us()

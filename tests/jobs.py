@@ -118,4 +118,5 @@ def bad_query(payload):
         cursor.execute("SELECT * FROM django_jobs_no_such_table")
 
 
+from tests import edge_jobs  # noqa: E402, F401, I001  (hostile outcomes, crashes, threads)
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)

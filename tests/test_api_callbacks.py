@@ -93,6 +93,7 @@ def test_canceling_a_waiting_job_calls_back(receiver):
     assert receiver.received[0].headers["X-Jobs-Event"] == "job.canceled"
 
 
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "ON_CRASH": "fail"})  # lost: dead
 def test_a_job_of_a_lost_worker_that_goes_dead_calls_back(receiver):
     job = Job.enqueue("noop", callback_url=receiver.url(), max_attempts=1)
     Job.objects.claim(worker_id="lost", limit=1, lease_seconds=0.001)
