@@ -25,6 +25,7 @@ from .models import Worker as WorkerRow
 from .outcomes import AttemptOutcome
 from .periodic import Periodic
 from .registry import get_handler
+from .sdnotify import Notifier
 from .signals import job_finished
 from .threads import DISPATCH_DELAY_SECONDS, Inbox, Slot
 
@@ -83,6 +84,7 @@ class Worker:
         self.listener: Listener | None = None
         self._previous_handlers: dict[int, object] = {}
         self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
+        self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
 
     # The loop.
 
@@ -92,12 +94,14 @@ class Worker:
         self._start_slots(self.options.concurrency)
         self._register()
         self.listener = Listener.start_for(connection, self.wake)
+        self.systemd.ready(self)
         next_beat = 0.0
         try:
             while True:
                 if self.stopping or self._out_of_budget():
                     self._finish_outcomes()  # otherwise _claim writes them with its claim
                 now = time.monotonic()
+                self.systemd.tick(now, self)
                 if now >= next_beat:
                     self._safely(self._heartbeat)
                     next_beat = now + self.options.heartbeat_seconds
@@ -315,6 +319,7 @@ class Worker:
         logger.info("worker %s: stopping; %d job(s) running", self.worker_id, len(self.running))
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
+        self.systemd.stopping(self)
         self.wake.set()
 
     def _install_signals(self) -> None:
@@ -347,6 +352,7 @@ class Worker:
                     ",".join(self.options.queues) or "*", self.options.concurrency)
 
     def _shutdown(self) -> None:
+        self.systemd.stopping(self)
         self._finish_outcomes()
         if self.running:
             released = self._safely(Job.objects.release, [r.job for r in self.running.values()])
@@ -357,6 +363,7 @@ class Worker:
             self.listener.stop()
         self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
         self._restore_signals()
+        self.systemd.close()
         logger.info("worker %s: stopped after %d job(s)", self.worker_id, self.processed)
 
     def _out_of_budget(self) -> bool:
