@@ -82,3 +82,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
             for row in cells]
+
+
+def common_options(parser: argparse.ArgumentParser) -> None:
+    """Django's options for every command, accepted after a sub-action too
+    (``manage.py jobs list --settings=mysite.settings``). Without a default of their own they
+    leave the values the command's parser set."""
+    quiet = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+    parser.add_argument("-v", "--verbosity", type=int, choices=[0, 1, 2, 3], **quiet)
+    for name in ("--settings", "--pythonpath"):
+        parser.add_argument(name, **quiet)
+    for name in ("--traceback", "--no-color", "--force-color", "--skip-checks"):
+        parser.add_argument(name, action="store_true", **quiet)

@@ -53,6 +53,7 @@ class Command(BaseCommand):
         sub.add_parser("counts", help="jobs per status and queue (counts every row)")
         for action in sub.choices.values():
             action.add_argument("--json", action="store_true", help="print JSON")
+            arguments.common_options(action)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

@@ -71,6 +71,7 @@ class Command(BaseCommand):
         listing.add_argument("--all", action="store_true", help="include revoked tokens")
         for action in sub.choices.values():
             action.add_argument("--json", action="store_true", help="print JSON")
+            arguments.common_options(action)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
