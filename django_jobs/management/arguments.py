@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -55,19 +55,19 @@ def job_type(text: str) -> str:
 def since(text: str) -> datetime:
     """An age (``90m``, ``12h``, ``7d``) counted back from now, or an ISO 8601 date and time."""
     match = AGE_RE.match(text.strip().lower())
-    if match:
-        return timezone.now() - timedelta(seconds=float(match[1]) * UNITS[match[2]])
     try:
+        if match:
+            return timezone.now() - timedelta(seconds=float(match[1]) * UNITS[match[2]])
         moment = parse_datetime(text.strip())
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither an age (90m, 12h, 7d) nor a date and time (2026-01-31T09:00)"
-        )
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment)
-    return moment
+        if moment is not None:
+            if timezone.is_naive(moment):
+                moment = timezone.make_aware(moment)
+            return moment.astimezone(UTC)  # the database compares in UTC
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range") from None
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither an age (90m, 12h, 7d) nor a date and time (2026-01-31T09:00)"
+    )
 
 
 def limit(text: str) -> int:
