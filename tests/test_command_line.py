@@ -30,6 +30,8 @@ def manage(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     (["runworker", "--concurency", "3"], "unrecognized arguments: --concurency 3"),
     (["runworker", "--concurrency", "100000"], f"at most {MAX_CONCURRENCY}, not 100000"),
     (["runworker", "--queues", "a b"], "bad queue name"),
+    (["runworker", "--poll-interval", "inf"], "must be from 0.01 to 86400 seconds, not inf"),
+    (["runworker", "--lease", "nan"], "must be from 0.01 to 86400 seconds, not nan"),
     (["prunejobs", "--dead", "soon"], "is not an age"),
     (["jobs", "show", "1"], "is not a job id"),
     (["jobstoken"], "the following arguments are required: ACTION"),

@@ -42,13 +42,20 @@ def concurrency(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+# Seconds options (intervals, timeouts, the lease) take 10 ms to a day: shorter would spin the
+# loop or the database, longer is a mistake (or infinity, which the loop's waits cannot take).
+MIN_SECONDS, MAX_SECONDS = 0.01, 86400.0
+
+
+def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    if not MIN_SECONDS <= value <= MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"must be from {MIN_SECONDS} to {MAX_SECONDS:.0f} seconds, not {text}"
+        )
     return value
 
 
@@ -74,18 +81,18 @@ class Command(BaseCommand):
                             "until stopped)")
         parser.add_argument("--max-jobs", type=positive_int, default=None,
                             help="exit after claiming this many jobs (default: no limit)")
-        parser.add_argument("--poll-interval", type=positive_float, default=None,
+        parser.add_argument("--poll-interval", type=seconds, default=None,
                             help="seconds an idle worker waits before looking again (default: "
                             f"POLL_INTERVAL, now {jobs_settings.POLL_INTERVAL})")
         parser.add_argument("--worker-id", default="",
                             help="name in logs and the admin (default: host-pid-random)")
-        parser.add_argument("--shutdown-timeout", type=positive_float, default=None,
+        parser.add_argument("--shutdown-timeout", type=seconds, default=None,
                             help="seconds running jobs get to finish after SIGTERM (default: "
                             f"SHUTDOWN_TIMEOUT, now {jobs_settings.SHUTDOWN_TIMEOUT})")
-        parser.add_argument("--lease", type=positive_float, default=None,
+        parser.add_argument("--lease", type=seconds, default=None,
                             help="seconds a claim holds without heartbeat (default: "
                             f"LEASE_SECONDS, now {jobs_settings.LEASE_SECONDS})")
-        parser.add_argument("--heartbeat", type=positive_float, default=None,
+        parser.add_argument("--heartbeat", type=seconds, default=None,
                             help="seconds between heartbeats and rescue passes (default: "
                             f"HEARTBEAT_SECONDS, now {jobs_settings.HEARTBEAT_SECONDS})")
 
