@@ -103,3 +103,11 @@ def test_an_empty_postgres_database_is_one_line(args, empty_postgres_database):
     result = manage(*args, env={"JOBS_DB_NAME": empty_postgres_database,
                                 "DJANGO_JOBS_TEST_DB": "postgres"})
     assert_one_line_about_migrate(result)
+
+
+def test_a_database_that_cannot_be_reached_is_one_line():
+    result = manage("jobs", "counts", env={"DJANGO_JOBS_TEST_DB": "postgres", "PGPORT": "1",
+                                           "JOBS_DB_NAME": "anything"})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("CommandError: cannot read database 'default'")
