@@ -65,8 +65,10 @@ def insert(job: Job, using: str) -> None:
 
 
 # The fields whose get_db_prep_save returns a value of one class unchanged on PostgreSQL (an
-# aware datetime, for a DateTimeField), with that class; tests/test_write_path.py holds every
-# field of Job to it. A subclass that overrides one of the three methods is not among them.
+# aware datetime, for a DateTimeField), with that class; tests/test_fidelity.py holds every
+# field of Job to it. Integer fields are among them though Django wraps the int to name its
+# size (psycopg's Int2 for a SmallIntegerField): the INSERT casts it to the column's type all
+# the same. A subclass that overrides one of the three methods is not among them.
 SENT_AS_IS: tuple[tuple[type[Field], type], ...] = (
     (BooleanField, bool), (IntegerField, int), (DateTimeField, datetime), (CharField, str),
 )

@@ -103,4 +103,22 @@ def timeout_short(payload):
 async def async_echo(payload):
     return {"async": payload}
 
+# Fidelity tests (tests/test_fidelity.py): what a handler was given, by job id, and what to return.
+RECEIVED: dict[str, object] = {}
+RESULTS: dict[str, object] = {}
+
+
+@handler("fidelity_echo", max_attempts=1)
+def fidelity_echo(payload):
+    """Returns the payload it was given (noted in RECEIVED when run in the test's process)."""
+    RECEIVED[current_job().public_id] = payload
+    return payload
+
+
+@handler("fidelity_result", max_attempts=2)
+def fidelity_result(payload):
+    """Returns RESULTS[payload["key"]], a value no payload could carry (tuples, int keys...)."""
+    return RESULTS[payload["key"]]
+
+
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)
