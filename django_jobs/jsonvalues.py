@@ -21,6 +21,11 @@ QUOTED_KEY = 40
 QUOTED_PATH = 200
 
 
+# json.dumps(value, allow_nan=False, ensure_ascii=False) without building an encoder per call
+# (that was a third of the check's time on a small payload). Its state is per call: thread-safe.
+_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+
+
 class NotStorable(ValueError):
     """A value a job cannot hold as JSON; the message says what and where (no field name)."""
 
@@ -31,7 +36,7 @@ def storable_json(value: Any, max_bytes: int | None = None, limit_name: str = ""
     ``max_bytes`` bounds the size of that text in UTF-8 (None: no bound); ``limit_name`` is
     the setting that sets it, for the message."""
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text = _encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise NotStorable(f"is not JSON: {exc}") from None
     if text.isascii():
