@@ -333,3 +333,51 @@ def test_a_real_worker_runs_what_every_write_path_stored_exactly(start_worker):
     for public_id, value in tasks.items():
         stored = Job.objects.get(public_id=public_id).payload
         assert same(stored["args"], [expected(value)]), value
+
+
+# --- Sizes --------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_payload_past_max_payload_bytes_is_refused_by_name(settings):
+    settings.DJANGO_JOBS = {"MAX_PAYLOAD_BYTES": 102}
+    Job.enqueue("fidelity_echo", "é" * 50)  # 100 bytes of UTF-8 and two quotes
+    with pytest.raises(InvalidJob) as info:
+        Job.enqueue("fidelity_echo", ["é" * 50])
+    assert info.value.message_dict["payload"] == [
+        "is 104 bytes of JSON, more than MAX_PAYLOAD_BYTES (102 bytes)"]
+    settings.DJANGO_JOBS = {"MAX_PAYLOAD_BYTES": None}
+    Job.enqueue("fidelity_echo", "x" * (2 << 20))
+    assert Job.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_payloads_are_limited_to_one_mib_by_default():
+    Job.enqueue("fidelity_echo", "x" * ((1 << 20) - 2))
+    with pytest.raises(InvalidJob, match="more than MAX_PAYLOAD_BYTES"):
+        Job.enqueue("fidelity_echo", "x" * ((1 << 20) - 1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_result_past_max_result_bytes_fails_the_job_for_good(settings):
+    RESULTS["big"] = "x" * (1 << 20)  # the default limit, 1 MiB, and two quotes
+    job = Job.enqueue("fidelity_result", {"key": "big"})
+    run_ready()
+    job.refresh_from_db()
+    assert (job.status, job.result) == (Job.Status.DEAD, None)
+    assert job.error["message"] == ("the handler's result is 1048578 bytes of JSON, more than "
+                                    "MAX_RESULT_BYTES (1048576 bytes)")
+    settings.DJANGO_JOBS = {"MAX_RESULT_BYTES": None}
+    assert job.retry()
+    run_ready()
+    job.refresh_from_db()
+    assert job.status == Job.Status.COMPLETED and len(job.result) == 1 << 20
+
+
+def test_a_size_setting_that_is_not_a_positive_integer_or_none_fails_the_check(settings):
+    from django_jobs.checks import check_settings
+
+    settings.DJANGO_JOBS = {"MAX_PAYLOAD_BYTES": "1MB", "MAX_RESULT_BYTES": 0}
+    assert [e.id for e in check_settings()] == ["django_jobs.E004", "django_jobs.E004"]
+    settings.DJANGO_JOBS = {"MAX_PAYLOAD_BYTES": None, "MAX_RESULT_BYTES": 10}
+    assert check_settings() == []
