@@ -121,4 +121,13 @@ def fidelity_result(payload):
     return RESULTS[payload["key"]]
 
 
+@handler("fidelity_progress", max_attempts=1)
+def fidelity_progress(payload):
+    """Reports a progress message with what a payload cannot carry: "NUL" and "SUR" markers
+    become a NUL character and a lone surrogate."""
+    from django_jobs import set_progress
+
+    set_progress(0.5, payload["message"].replace("NUL", "\x00").replace("SUR", "\ud800"))
+
+
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)

@@ -381,3 +381,13 @@ def test_a_size_setting_that_is_not_a_positive_integer_or_none_fails_the_check(s
     assert [e.id for e in check_settings()] == ["django_jobs.E004", "django_jobs.E004"]
     settings.DJANGO_JOBS = {"MAX_PAYLOAD_BYTES": None, "MAX_RESULT_BYTES": 10}
     assert check_settings() == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("message", "why"), [("aNULb", "NUL"), ("SUR", "lone surrogate")])
+def test_a_progress_message_the_database_cannot_store_fails_the_handler_by_name(message, why):
+    job = Job.enqueue("fidelity_progress", {"message": message})
+    run_ready()
+    job.refresh_from_db()
+    assert (job.status, job.error["type"], job.progress) == (Job.Status.DEAD, "InvalidJob", None)
+    assert "progress_message" in job.error["message"] and why in job.error["message"]
