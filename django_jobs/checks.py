@@ -24,6 +24,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
     if not isinstance(max_attempts, int) or max_attempts < 1:
         problems.append(Error("DJANGO_JOBS['MAX_ATTEMPTS'] must be a positive integer",
                               id="django_jobs.E003"))
+    for key in ("MAX_PAYLOAD_BYTES", "MAX_RESULT_BYTES"):
+        limit = getattr(jobs_settings, key)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                                  or limit < 1):
+            problems.append(Error(f"DJANGO_JOBS[{key!r}] must be a positive integer or None",
+                                  id="django_jobs.E004"))
     lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
     if lease < 2 * beat:
         problems.append(Warning(

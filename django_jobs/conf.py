@@ -33,6 +33,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CRASHES": 3,
     # What a crash does to the attempt: "retry" gives it back, "fail" counts it as failed.
     "ON_CRASH": "retry",
+    # Largest payload and result, in bytes of their JSON text (UTF-8); None: no limit. A payload
+    # past it is refused at enqueue; a result past it fails its attempt (the job goes dead).
+    "MAX_PAYLOAD_BYTES": 1024 * 1024,
+    "MAX_RESULT_BYTES": 1024 * 1024,
     # PostgreSQL: prepare the claim, finish and insert statements on each connection, so the
     # server plans them once instead of on every call. Turn off behind a pooler that cannot
     # keep prepared statements (PgBouncer before 1.21 in transaction mode).

@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from .exceptions import InvalidJob
+from .jsonvalues import NotStorable, storable_json
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -62,10 +63,15 @@ def set_progress(fraction: float, message: str = "") -> bool:
         raise InvalidJob({"progress": f"must be a number from 0 to 1, not {fraction!r}"})
     if not isinstance(message, str):
         raise InvalidJob({"progress_message": "must be a string"})
+    message = message[:MESSAGE_LENGTH]
+    try:
+        storable_json(message)
+    except NotStorable as exc:
+        raise InvalidJob({"progress_message": str(exc)}) from None
     from .models import Job
 
     job = _running_job()
-    return Job.objects.record_progress(job, float(fraction), message[:MESSAGE_LENGTH])
+    return Job.objects.record_progress(job, float(fraction), message)
 
 
 def after_finish(manager: Any, written: list[Any], now: Any) -> None:

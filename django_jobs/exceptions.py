@@ -15,6 +15,14 @@ class PermanentError(Exception):
     """Raised by a handler: the job cannot succeed, so it goes dead without retry."""
 
 
+class InvalidResult(PermanentError):
+    """A handler returned what a job cannot hold as its result (not JSON, a NUL, too big).
+
+    Permanent: the handler's work is done, and running it again would repeat that work only to
+    return the same kind of value. The job goes dead with this error for a person to look at.
+    """
+
+
 class JobTimeout(Exception):
     """Raised inside a handler that ran past its timeout."""
 

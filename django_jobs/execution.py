@@ -17,11 +17,12 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 from django.db.backends.signals import connection_created
 
-from .exceptions import JobCanceled, JobTimeout, Snooze
+from .conf import jobs_settings
+from .exceptions import InvalidResult, JobCanceled, JobTimeout, Snooze
+from .jsonvalues import NotStorable, storable_json
 from .models import Job, error_dict
 from .outcomes import AttemptOutcome, micros, now_us
 from .registry import get_handler
@@ -86,10 +87,19 @@ def _is_async(func: Any) -> bool:
 
 
 def normalise_result(result: Any) -> Any:
-    """The result as it will read back from the database: plain JSON types."""
-    if result is None or isinstance(result, bool | int | str):
+    """The result as it will read back from the database: plain JSON types.
+
+    A result follows the payload's rule (``jsonvalues``) within MAX_RESULT_BYTES; anything else
+    raises InvalidResult, which fails the attempt for good (the job goes dead)."""
+    if result is None or result is True or result is False:
         return result
-    return json.loads(json.dumps(result, cls=DjangoJSONEncoder, allow_nan=False))
+    try:
+        text = storable_json(result, jobs_settings.MAX_RESULT_BYTES, "MAX_RESULT_BYTES")
+    except NotStorable as exc:
+        raise InvalidResult(f"the handler's result {exc}") from None
+    if result.__class__ is str or result.__class__ is int:
+        return result
+    return json.loads(text)
 
 
 def outcome_for_exception(

@@ -17,7 +17,7 @@ from django.db.models.functions import Greatest
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from . import crashes, pgwrite
+from . import crashes, pginsert, pgwrite
 from .control import after_finish
 from .dependencies import dependency_ids
 from .enqueueing import insert as insert_special
@@ -195,7 +195,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             new = [job for job in created if not job.duplicate]
         elif connections[self.db].vendor == "postgresql":  # bulk_create, one JSON parameter
             with transaction.mark_for_rollback_on_error(self.db):
-                pgwrite.insert_many(jobs, self.db)
+                pginsert.insert_many(jobs, self.db)
             created = new = jobs
         else:
             created = new = self.bulk_create(jobs)
@@ -505,13 +505,13 @@ def _retry_fields() -> dict[str, Any]:
 
 
 def _insert_sending_signals(job: Job, using: str) -> None:
-    """``pgwrite.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
+    """``pginsert.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
     failed INSERT marking the caller's atomic block for rollback."""
     sender = type(job)
     if pre_save.has_listeners(sender):
         pre_save.send(sender=sender, instance=job, raw=False, using=using, update_fields=None)
     with transaction.mark_for_rollback_on_error(using):
-        pgwrite.insert(job, using)
+        pginsert.insert(job, using)
     if post_save.has_listeners(sender):
         post_save.send(sender=sender, instance=job, created=True, update_fields=None, raw=False,
                        using=using)

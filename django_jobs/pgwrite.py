@@ -1,24 +1,23 @@
-"""PostgreSQL's write statements for the hot paths: claim, finish, enqueue, enqueue_many.
+"""PostgreSQL's write statements for the worker's hot paths: claim and finish.
 
 Used by ``managers.py`` only: it stays the one write path, this module holds the SQL. Each
 function is one statement and one round trip. What bounds a queue's throughput is commits per
 second, so a batch of jobs is claimed by one statement and finished by one, and the worker runs
 a finish and the next claim in one transaction (``docs/explanation-performance.md``). Other
-databases take the ORM paths in ``managers.py``.
+databases take the ORM paths in ``managers.py``; the enqueue INSERTs are in ``pginsert.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
-from django.db.models import NOT_PROVIDED, DateField, Field, JSONField
+from django.db.models import JSONField
 from django.db.models.base import ModelState
 
 from .instances import plainly_built
@@ -351,100 +350,3 @@ def _finish_params(
 
 
 _KEEP = {state: position + 1 for position, state in enumerate(ALL_STATES)}
-
-
-# Values psycopg sends as they are: Field.get_db_prep_save would return them unchanged on
-# PostgreSQL, so insert() skips its cost for them (JSON and the rest still go through it).
-NATIVE = (str, int, bool, datetime)
-
-
-def insert(job: Job, using: str) -> None:
-    """INSERT one new job and set its pk: what ``save(force_insert=True)`` does, with the
-    statement and the way to read each field's value worked out once per database.
-
-    Columns whose value is None are left out of the statement when they have no database
-    default (they are NULL all the same): a new job has eight of them, and a statement per set
-    of columns sent (in practice one or two) is prepared once."""
-    connection = connections[using]
-    fields = _INSERT_FIELDS.get(using)
-    if fields is None:
-        fields = _INSERT_FIELDS[using] = _insert_fields(type(job))
-    values = job.__dict__
-    columns = []
-    params = []
-    for name, field, plain, column, omit_none in fields:
-        # pre_save is a plain read for every field but an auto_now date
-        value = values[name] if plain and name in values else field.pre_save(job, True)
-        if value is None and omit_none:
-            continue
-        columns.append(column)
-        params.append(value if value is None or isinstance(value, NATIVE)
-                      else field.get_db_prep_save(value, connection))
-    job.pk = run(connection, _insert_sql(type(job), tuple(columns)), params)[0][0]
-    job._state.adding = False
-    job._state.db = using
-
-
-def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool]]:
-    """Each column's attname, field, whether pre_save is a plain read, quoted name, and
-    whether a None may be left out (no database default would then fill it)."""
-    return [
-        (f.attname, f, _plain_pre_save(f), _quote(f.column),
-         getattr(f, "db_default", NOT_PROVIDED) is NOT_PROVIDED)
-        for f in model._meta.concrete_fields if not f.primary_key
-    ]
-
-
-@functools.lru_cache(maxsize=64)
-def _insert_sql(model: type[Job], columns: tuple[str, ...]) -> str:
-    return "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(
-        _quote(model._meta.db_table), ", ".join(columns), ", ".join(["%s"] * len(columns)),
-        _quote(model._meta.pk.column),
-    )
-
-
-def _plain_pre_save(field: Any) -> bool:
-    """True if ``field.pre_save`` only reads the attribute (Field's own, or a date field
-    that is neither auto_now nor auto_now_add)."""
-    if type(field).pre_save is Field.pre_save:
-        return True
-    return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add
-
-
-_INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str, bool]]] = {}
-
-
-def insert_many(jobs: Sequence[Job], using: str) -> None:
-    """INSERT many new jobs in one statement and set their pks (``bulk_create`` without its
-    per-value compile and quoting): the rows travel as one JSON array, encoded by the C json
-    module, that PostgreSQL turns into rows of the table with ``jsonb_populate_recordset``."""
-    if not jobs:
-        return
-    model = type(jobs[0])
-    connection = connections[using]
-    qn = connection.ops.quote_name
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    table, columns = qn(model._meta.db_table), ", ".join(qn(f.column) for f in fields)
-    sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {columns} "
-        f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) "
-        f"RETURNING {qn(model._meta.pk.column)}, {qn('public_id')}"
-    )
-    rows = [{f.column: _plain(f.pre_save(job, True)) for f in fields} for job in jobs]
-    pks = dict(
-        (public_id, pk)
-        for pk, public_id in run(connection, sql, (json.dumps(rows, allow_nan=False),))
-    )
-    for job in jobs:  # matched on public_id, not on the order rows come back in
-        job.pk = pks[job.public_id]
-        job._state.adding = False
-        job._state.db = using
-
-
-def _plain(value: Any) -> Any:
-    """A field value as JSON: JSON fields' values as they are, times and UUIDs as text."""
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value

@@ -25,6 +25,7 @@ from django.db.models.functions import Substr
 from django.db.models.lookups import Exact
 
 from .exceptions import InvalidJob
+from .jsonvalues import NotStorable, storable_json
 
 if TYPE_CHECKING:
     from .models import Job
@@ -87,6 +88,11 @@ def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
         return None
     if key is not None and (not isinstance(key, str) or not key):
         raise InvalidJob({"unique_key": f"must be a non-empty string, not {key!r}"})
+    if key is not None:
+        try:
+            storable_json(key)  # the same rule as a payload's strings: no NUL, no lone surrogate
+        except NotStorable as exc:
+            raise InvalidJob({"unique_key": str(exc)}) from None
     states = tuple(states if states is not None else (default.states if default else
                                                       DEFAULT_STATES))
     bad = [s for s in states if s not in ALL_STATES]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +15,7 @@ from django.utils import timezone
 
 from .conf import jobs_settings
 from .exceptions import InvalidJob, UnknownJobType
+from .jsonvalues import NotStorable, storable_json
 from .registry import get_handler
 
 PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
@@ -46,12 +46,14 @@ def priority_label(value: int) -> str:
 
 
 def check_payload(payload: Any) -> Any:
+    """The payload to store: ``None`` (the default, no payload) is ``{}``; anything else must be
+    storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload."""
     if payload is None:
         return {}
     try:
-        json.dumps(payload, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidJob({"payload": f"must be JSON-serialisable: {exc}"}) from None
+        storable_json(payload, jobs_settings.MAX_PAYLOAD_BYTES, "MAX_PAYLOAD_BYTES")
+    except NotStorable as exc:
+        raise InvalidJob({"payload": str(exc)}) from None
     return payload
 
 

@@ -8,8 +8,23 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property-based tests: a moderate number of examples by default, HYPOTHESIS_PROFILE=big for a
+# long run by hand. No example database: nothing is written into the working tree. Deadlines
+# are off because examples write to a real database on a shared machine; Django's
+# function-scoped database fixtures are meant to be shared by all examples of a test.
+hypothesis_settings.register_profile(
+    "default", max_examples=50, deadline=None, database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+hypothesis_settings.register_profile(
+    "big", hypothesis_settings.get_profile("default"), max_examples=1000
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def on_postgres() -> bool:

@@ -118,5 +118,32 @@ def bad_query(payload):
         cursor.execute("SELECT * FROM django_jobs_no_such_table")
 
 
+# Fidelity tests (tests/test_fidelity.py): what a handler was given, by job id, and what to return.
+RECEIVED: dict[str, object] = {}
+RESULTS: dict[str, object] = {}
+
+
+@handler("fidelity_echo", max_attempts=1)
+def fidelity_echo(payload):
+    """Returns the payload it was given (noted in RECEIVED when run in the test's process)."""
+    RECEIVED[current_job().public_id] = payload
+    return payload
+
+
+@handler("fidelity_result", max_attempts=2)
+def fidelity_result(payload):
+    """Returns RESULTS[payload["key"]], a value no payload could carry (tuples, int keys...)."""
+    return RESULTS[payload["key"]]
+
+
+@handler("fidelity_progress", max_attempts=1)
+def fidelity_progress(payload):
+    """Reports a progress message with what a payload cannot carry: "NUL" and "SUR" markers
+    become a NUL character and a lone surrogate."""
+    from django_jobs import set_progress
+
+    set_progress(0.5, payload["message"].replace("NUL", "\x00").replace("SUR", "\ud800"))
+
+
 from tests import edge_jobs  # noqa: E402, F401, I001  (hostile outcomes, crashes, threads)
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)

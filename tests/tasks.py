@@ -32,6 +32,11 @@ def calculate_meaning_of_life():
 
 
 @task()
+def identity_task(value):
+    return value
+
+
+@task()
 def echo_task(*args, **kwargs):
     return {"args": list(args), "kwargs": kwargs}
 

@@ -78,10 +78,12 @@ BAD_BODIES = [
     ('{"type": "echo", "callback_url": "ftp://127.0.0.1/x"}', "callback_url"),
     ('{"type": "echo", "callback_url": "http://10.0.0.1/internal"}', "callback_url"),
     ('{"type": "echo", "callback_url": "http://user:pw@127.0.0.1/x"}', "callback_url"),
-    ('{"type": "echo", "payload": {"text": "nul \\u0000 here"}}', "body"),
-    ('{"type": "echo", "payload": {"text": "\\ud800"}}', "body"),
-    ('{"type": "echo", "payload": ' + "[" * 100 + "]" * 100 + "}", "body"),
-    ('{"type": "echo", "payload": ' + "[" * 5000 + "]" * 5000 + "}", "body"),
+    ('{"type": "echo", "payload": {"text": "nul \\u0000 here"}}', "payload"),
+    ('{"type": "echo", "payload": {"text": "\\ud800"}}', "payload"),
+    ('{"type": "echo", "payload": ' + "[" * 100 + "]" * 100 + "}", "payload"),
+    ('{"type": "echo", "payload": ' + "[" * 5000 + "]" * 5000 + "}", "body"),  # not parsed
+    ('{"type": "echo\\u0000"}', "type"),
+    ('{"type": "echo", "queue": "q\\u0000"}', "queue"),
     ('{"type": "echo", "payload": 1e400}', "payload"),
 ]
 

@@ -79,19 +79,20 @@ def test_permanent_errors_go_dead_without_retry(type, error_type):
     assert (job.status, job.attempt, job.error["type"]) == (S.DEAD, 1, error_type)
 
 
-@pytest.mark.parametrize(("type", "error_type"), [
-    ("system_exit", "SystemExit"),
-    ("keyboard_interrupt", "KeyboardInterrupt"),
-    ("bad_result", "TypeError"),
+@pytest.mark.parametrize(("type", "error_type", "status"), [
+    ("system_exit", "SystemExit", S.FAILED),
+    ("keyboard_interrupt", "KeyboardInterrupt", S.FAILED),
+    # a result no job can hold: permanent, since a rerun would repeat the work for nothing
+    ("bad_result", "InvalidResult", S.DEAD),
 ])
-def test_any_exception_fails_the_job_and_the_worker_carries_on(type, error_type, settings):
+def test_any_exception_fails_the_job_and_the_worker_carries_on(type, error_type, status, settings):
     settings.DJANGO_JOBS = {"BACKOFF_BASE": 60}
     bad = Job.enqueue(type)
     good = Job.enqueue("echo", {"after": type}, priority="low")
     assert run_burst(concurrency=1) == 2
     bad.refresh_from_db()
     good.refresh_from_db()
-    assert bad.status == S.FAILED and bad.error["type"] == error_type
+    assert bad.status == status and bad.error["type"] == error_type
     assert good.status == S.COMPLETED
 
 

@@ -61,9 +61,10 @@ def enqueue_arguments(data: dict[str, Any]) -> dict[str, Any]:
         raise ApiError.bad_request("type", "is required")
     if isinstance(data["type"], str) and data["type"].startswith(RESERVED_PREFIX):
         raise ApiError.bad_request("type", f"types starting {RESERVED_PREFIX!r} are internal")
-    problem = _walk_problem(data)
-    if problem:
-        raise ApiError.bad_request("body", problem)
+    for name, value in data.items():  # each field named by itself: payload, type, ...
+        problem = _walk_problem(value, depth=2)
+        if problem:
+            raise ApiError.bad_request(name, problem)
     arguments: dict[str, Any] = {"type": data["type"], "payload": data.get("payload")}
     for name in ("priority", "queue", "max_attempts", "callback_url"):
         if data.get(name) is not None:
@@ -94,9 +95,10 @@ def _json_kind(value: Any) -> str:
     )
 
 
-def _walk_problem(value: Any) -> str | None:
-    """What in the body cannot be stored: a NUL (PostgreSQL refuses it), or deep nesting."""
-    stack = [(value, 1)]
+def _walk_problem(value: Any, depth: int = 1) -> str | None:
+    """What in a value of the body (at ``depth``) cannot be stored: a NUL or a lone surrogate
+    (PostgreSQL refuses both), or deep nesting."""
+    stack = [(value, depth)]
     while stack:
         item, depth = stack.pop()
         if depth > MAX_DEPTH:

@@ -80,7 +80,8 @@ class DatabaseBackend(BaseTaskBackend):
         """Insert the task's job in the caller's transaction and return its READY result.
 
         Arguments are normalised to JSON first (TypeError for unsupported types, nothing
-        written). ``task_enqueued`` is sent when the transaction commits.
+        written); what a job cannot hold (NaN, a NUL, a lone surrogate) is InvalidTask naming
+        where it is. ``task_enqueued`` is sent when the transaction commits.
         """
         self.validate_task(task)
         result = TaskResult(
@@ -105,8 +106,10 @@ class DatabaseBackend(BaseTaskBackend):
                 run_at=task.run_after,
                 max_attempts=max_attempts,
             )
-        except InvalidJob as exc:
-            raise InvalidTask("; ".join(exc.messages)) from exc
+        except InvalidJob as exc:  # named as the job's fields: payload ['args'][0], priority...
+            raise InvalidTask("; ".join(
+                f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items()
+            )) from exc
         object.__setattr__(result, "id", job.public_id)
         object.__setattr__(result, "enqueued_at", job.created_at)
         transaction.on_commit(

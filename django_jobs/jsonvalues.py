@@ -1,0 +1,105 @@
+"""What a job's payload and result may hold: one rule, checked before anything is written.
+
+A value is storable if ``json.dumps`` accepts it with ``allow_nan=False`` (no NaN or infinity,
+no datetimes, sets or other objects) and no string or key in it holds what PostgreSQL cannot
+store: a NUL character (``\\u0000``) or a lone surrogate (``\\ud800``-``\\udfff``, half of a
+UTF-16 pair). SQLite would keep both, but the rule is the same on every database, so a job
+means the same wherever it is written. See docs/guarantees.md, "What a payload can hold".
+
+The check is one ``json.dumps`` in C and two scans of its text; the value is walked in Python
+only to say where a NUL or a surrogate is, once one was found.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+# How much of a key or of a path an error message quotes.
+QUOTED_KEY = 40
+QUOTED_PATH = 200
+
+
+# json.dumps(value, allow_nan=False, ensure_ascii=False) without building an encoder per call
+# (that was a third of the check's time on a small payload). Its state is per call: thread-safe.
+_encode = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+
+
+class NotStorable(ValueError):
+    """A value a job cannot hold as JSON; the message says what and where (no field name)."""
+
+
+def storable_json(value: Any, max_bytes: int | None = None, limit_name: str = "") -> str:
+    """``value``'s JSON text if a job may hold it; NotStorable saying why otherwise.
+
+    ``max_bytes`` bounds the size of that text in UTF-8 (None: no bound); ``limit_name`` is
+    the setting that sets it, for the message."""
+    try:
+        text = _encode(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise NotStorable(f"is not JSON: {exc}") from None
+    if text.isascii():
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise NotStorable(
+                "holds a lone surrogate (\\ud800-\\udfff, half of a UTF-16 pair)"
+                f"{_locate(value, _has_surrogate) or ''}: the database cannot store it"
+            ) from None
+    # A NUL is written as \u0000 (so is a backslash followed by "u0000", hence the walk).
+    if "\\u0000" in text:
+        where = _locate(value, _has_nul)
+        if where is not None:
+            raise NotStorable(f"holds a NUL character (\\u0000){where}: "
+                              "the database cannot store it")
+    if max_bytes is not None and size > max_bytes:
+        raise NotStorable(f"is {size} bytes of JSON, more than {limit_name or 'the limit'} "
+                          f"({max_bytes} bytes)")
+    return text
+
+
+def _has_nul(text: str) -> bool:
+    return "\x00" in text
+
+
+def _has_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _locate(value: Any, bad: Callable[[str], bool]) -> str | None:
+    """Where in ``value`` a string or key that is ``bad`` is, as words for a message ("" if
+    ``value`` is that string), or None if there is none."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if bad(item):
+                return f" at {_shown(path)}" if path else ""
+        elif isinstance(item, dict):
+            for key, part in item.items():
+                if isinstance(key, str) and bad(key):
+                    quoted = repr(key[:QUOTED_KEY]) + ("..." if len(key) > QUOTED_KEY else "")
+                    return f" in the key {quoted}" + (f" at {_shown(path)}" if path else "")
+                stack.append((part, f"{path}[{_key(key)}]"))
+        elif isinstance(item, list | tuple):
+            stack.extend((part, f"{path}[{index}]") for index, part in enumerate(item))
+    return None
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str) and len(key) > QUOTED_KEY:
+        return repr(key[:QUOTED_KEY]) + "..."
+    return repr(key)
+
+
+def _shown(path: str) -> str:
+    return path if len(path) <= QUOTED_PATH else "..." + path[-QUOTED_PATH:]

@@ -1,0 +1,156 @@
+"""PostgreSQL's INSERT statements for ``enqueue`` and ``enqueue_many``, one round trip each.
+
+Used by ``managers.py`` only, which calls them on PostgreSQL when no unique key or dependency
+needs more than an INSERT; other databases, and those cases, take ``save()`` and
+``bulk_create``. Each value is written as those would write it (tests/test_write_path.py and
+tests/test_fidelity.py hold them to it).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+from django.db.models import (
+    NOT_PROVIDED,
+    BooleanField,
+    CharField,
+    DateField,
+    DateTimeField,
+    Field,
+    IntegerField,
+)
+
+from .pgcursor import run
+
+if TYPE_CHECKING:
+    from .models import Job
+
+
+def insert(job: Job, using: str) -> None:
+    """INSERT one new job and set its pk: what ``save(force_insert=True)`` does, with the
+    statement and the way to read each field's value worked out once per database.
+
+    Each value goes through its field's ``get_db_prep_save``, as in ``save()``, unless it is of
+    the one class the field sends to psycopg unchanged (``_sent_as_is``): a JSON field's value
+    always does, so a string payload is stored as a JSON string, never parsed as JSON text.
+    Columns whose value is None are left out of the statement when they have no database
+    default (they are NULL all the same): a new job has eight of them, and a statement per set
+    of columns sent (in practice one or two) is prepared once."""
+    connection = connections[using]
+    fields = _INSERT_FIELDS.get(using)
+    if fields is None:
+        fields = _INSERT_FIELDS[using] = _insert_fields(type(job))
+    values = job.__dict__
+    columns = []
+    params = []
+    for name, field, plain, column, omit_none, as_is in fields:
+        # pre_save is a plain read for every field but an auto_now date
+        value = values[name] if plain and name in values else field.pre_save(job, True)
+        if value is None:
+            if omit_none:
+                continue
+        elif value.__class__ is not as_is or (as_is is datetime and value.tzinfo is None):
+            value = field.get_db_prep_save(value, connection)
+        columns.append(column)
+        params.append(value)
+    job.pk = run(connection, _insert_sql(type(job), tuple(columns)), params)[0][0]
+    job._state.adding = False
+    job._state.db = using
+
+
+# The fields whose get_db_prep_save returns a value of one class unchanged on PostgreSQL (an
+# aware datetime, for a DateTimeField), with that class; tests/test_fidelity.py holds every
+# field of Job to it. Integer fields are among them though Django wraps the int to name its
+# size (psycopg's Int2 for a SmallIntegerField): the INSERT casts it to the column's type all
+# the same. A subclass that overrides one of the three methods is not among them.
+SENT_AS_IS: tuple[tuple[type[Field], type], ...] = (
+    (BooleanField, bool), (IntegerField, int), (DateTimeField, datetime), (CharField, str),
+)
+_PREP_METHODS = ("get_prep_value", "get_db_prep_value", "get_db_prep_save")
+
+
+def _sent_as_is(field: Field) -> type | None:
+    """The class of value ``field`` sends to the database as it is, or None (JSON, UUID...)."""
+    for base, value_class in SENT_AS_IS:
+        if isinstance(field, base) and all(
+            getattr(type(field), method) is getattr(base, method) for method in _PREP_METHODS
+        ):
+            return value_class
+    return None
+
+
+def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool, type | None]]:
+    """Each column's attname, field, whether pre_save is a plain read, quoted name, whether a
+    None may be left out (no database default would then fill it), and the class of value it
+    sends as it is."""
+    return [
+        (f.attname, f, _plain_pre_save(f), _quote(f.column),
+         getattr(f, "db_default", NOT_PROVIDED) is NOT_PROVIDED, _sent_as_is(f))
+        for f in model._meta.concrete_fields if not f.primary_key
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_sql(model: type[Job], columns: tuple[str, ...]) -> str:
+    return "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(
+        _quote(model._meta.db_table), ", ".join(columns), ", ".join(["%s"] * len(columns)),
+        _quote(model._meta.pk.column),
+    )
+
+
+def _quote(name: str) -> str:
+    """PostgreSQL's quoting of a table or column name, as Django's ``quote_name``."""
+    return name if name.startswith('"') and name.endswith('"') else f'"{name}"'
+
+
+def _plain_pre_save(field: Any) -> bool:
+    """True if ``field.pre_save`` only reads the attribute (Field's own, or a date field
+    that is neither auto_now nor auto_now_add)."""
+    if type(field).pre_save is Field.pre_save:
+        return True
+    return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add
+
+
+_INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str, bool, type | None]]] = {}
+
+
+def insert_many(jobs: Sequence[Job], using: str) -> None:
+    """INSERT many new jobs in one statement and set their pks (``bulk_create`` without its
+    per-value compile and quoting): the rows travel as one JSON array, encoded by the C json
+    module, that PostgreSQL turns into rows of the table with ``jsonb_populate_recordset``."""
+    if not jobs:
+        return
+    model = type(jobs[0])
+    connection = connections[using]
+    qn = connection.ops.quote_name
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    table, columns = qn(model._meta.db_table), ", ".join(qn(f.column) for f in fields)
+    sql = (
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "
+        f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) "
+        f"RETURNING {qn(model._meta.pk.column)}, {qn('public_id')}"
+    )
+    rows = [{f.column: _plain(f.pre_save(job, True)) for f in fields} for job in jobs]
+    pks = dict(
+        (public_id, pk)
+        for pk, public_id in run(connection, sql, (json.dumps(rows, allow_nan=False),))
+    )
+    for job in jobs:  # matched on public_id, not on the order rows come back in
+        job.pk = pks[job.public_id]
+        job._state.adding = False
+        job._state.db = using
+
+
+def _plain(value: Any) -> Any:
+    """A field value as JSON: JSON fields' values as they are, times and UUIDs as text."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
