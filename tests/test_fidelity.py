@@ -100,7 +100,7 @@ def test_strings_that_hold_json_stay_strings():
 
 
 def test_what_json_itself_changes():
-    """The normalisation JSON imposes (docs/guarantees.md), whatever the database."""
+    """The normalisation JSON imposes (docs/explanation-guarantees.md), whatever the database."""
     assert as_stored((1, (2, 3)), "sqlite") == [1, [2, 3]]
     assert as_stored({1: "a", 2.5: "b", False: "c", None: "d"}, "sqlite") == {
         "1": "a", "2.5": "b", "false": "c", "null": "d"}
