@@ -4,7 +4,8 @@ A value is storable if ``json.dumps`` accepts it with ``allow_nan=False`` (no Na
 no datetimes, sets or other objects) and no string or key in it holds what PostgreSQL cannot
 store: a NUL character (``\\u0000``) or a lone surrogate (``\\ud800``-``\\udfff``, half of a
 UTF-16 pair). SQLite would keep both, but the rule is the same on every database, so a job
-means the same wherever it is written. See docs/explanation-guarantees.md, "What a payload can hold".
+means the same wherever it is written. See docs/explanation-guarantees.md, "What a payload
+can hold".
 
 The check is one ``json.dumps`` in C and two scans of its text; the value is walked in Python
 only to say where a NUL or a surrogate is, once one was found.
