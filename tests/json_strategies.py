@@ -1,8 +1,9 @@
 """Hypothesis strategies for payloads and results, and what each database gives back for them.
 
 ``as_stored`` is the documented rule (docs/explanation-guarantees.md, "What a payload can
-hold"): JSON's own normalisation on both databases, plus, on PostgreSQL, jsonb's numbers (a float written
-with an exponent, 1e16 and up, reads back as the integer it names; -0.0 as 0.0). ``same`` is
+hold"): JSON's own normalisation on both databases, plus, on PostgreSQL, jsonb's numbers (a
+float written with an exponent, 1e16 and up, reads back as the integer it names; -0.0 as 0.0).
+``same`` is
 equality that also tells ``1`` from ``1.0`` and ``True``, and ``0.0`` from ``-0.0``.
 """
 
