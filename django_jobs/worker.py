@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import DatabaseError, InterfaceError, connection
+from django.db import connection
 from django.utils import timezone
 
 from .conf import jobs_settings
@@ -22,6 +22,7 @@ from .exceptions import JobCanceled, JobTimeout
 from .listener import Listener
 from .models import Job, QueueState, error_dict
 from .models import Worker as WorkerRow
+from .outage import Outages
 from .outcomes import AttemptOutcome
 from .periodic import Periodic
 from .registry import get_handler
@@ -83,6 +84,7 @@ class Worker:
         self.listener: Listener | None = None
         self._previous_handlers: dict[int, object] = {}
         self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
+        self.outages = Outages(self.worker_id)  # database errors: back off, log once
 
     # The loop.
 
@@ -90,8 +92,9 @@ class Worker:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
         self._install_signals()
         self._start_slots(self.options.concurrency)
-        self._register()
-        self.listener = Listener.start_for(connection, self.wake)
+        while not self._safely(self._register) and not self.stopping:
+            self.wake.wait(self._wait_time())
+        self.listener = Listener.start_for(connection, self.wake, self.options.poll_interval)
         next_beat = 0.0
         try:
             while True:
@@ -111,7 +114,7 @@ class Worker:
                         break
                 else:
                     claimed = self._safely(self._claim) or 0
-                    if self.options.burst and not claimed and not self.running:
+                    if self.options.burst and not (claimed or self.running or self.outages.active):
                         break
                     if claimed and len(self.running) < self.options.concurrency:
                         continue
@@ -219,9 +222,8 @@ class Worker:
 
     def _write(self, outcomes: list[AttemptOutcome]) -> None:
         written = self._safely(Job.objects.finish, outcomes)
-        if written is None:  # the database is away: keep them and try again next turn
+        if written is None:  # the database is away: keep them and try again (outage.py)
             self._put_back(outcomes)
-            time.sleep(min(self.options.poll_interval, 1.0))
             return
         self._record(outcomes, written)
 
@@ -334,7 +336,7 @@ class Worker:
             slot.start()
             self.slots.append(slot)
 
-    def _register(self) -> None:
+    def _register(self) -> bool:
         WorkerRow.objects.update_or_create(
             worker_id=self.worker_id,
             defaults={
@@ -345,8 +347,10 @@ class Worker:
         )
         logger.info("worker %s: started; queues=%s concurrency=%d", self.worker_id,
                     ",".join(self.options.queues) or "*", self.options.concurrency)
+        return True
 
     def _shutdown(self) -> None:
+        self.outages.retry_now()
         self._finish_outcomes()
         if self.running:
             released = self._safely(Job.objects.release, [r.job for r in self.running.values()])
@@ -372,17 +376,12 @@ class Worker:
         stalled = self.inbox.stalled_for(time.monotonic())
         if stalled is not None:
             wait = min(wait, max(DISPATCH_DELAY_SECONDS - stalled, 0.0))
+        wait = min(wait, self.outages.wait(time.monotonic(), default=wait))
         return min(wait, self.options.heartbeat_seconds)
 
     def _safely(self, func, *args):  # type: ignore[no-untyped-def]
-        """Run a database step; on a lost connection, log it, drop the connection, go on."""
-        try:
-            return func(*args)
-        except (DatabaseError, InterfaceError):
-            logger.exception("worker %s: database error in %s", self.worker_id,
-                             getattr(func, "__name__", func))
-            connection.close()
-            return None
+        """Run a database step; None if it failed or waits out a backoff (outage.py)."""
+        return self.outages.attempt(getattr(func, "__name__", "step").lstrip("_"), func, *args)
 
     def _log_start(self, job: Job) -> None:
         if not logger.isEnabledFor(logging.INFO):
