@@ -56,7 +56,7 @@ class PgBouncer:
         (self.dir / "pgbouncer.ini").write_text("\n".join(lines) + "\n")
         for path in self.dir.iterdir():
             path.chmod(0o644)
-        self.log = open(self.dir / "pgbouncer.log", "w+")  # noqa: SIM115 - closed in stop()
+        self.log = open(self.dir / "pgbouncer.log", "w+")
         self.proc: subprocess.Popen | None = None
         self.start()
 
