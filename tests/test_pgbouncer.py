@@ -5,15 +5,19 @@ outages that back off and are logged once."""
 
 from __future__ import annotations
 
+import logging
 import signal
+import threading
 import time
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
+from django_jobs import pooler
 from django_jobs.models import Job, JobAttempt
+from django_jobs.pgcursor import run
 from tests.api_support import Api, make_token, submit
 from tests.conftest import requires_postgres, wait_for
 from tests.models import Execution
@@ -168,3 +172,34 @@ def test_web_side_admin_and_api_through_pgbouncer(mode):
         for path in ("/admin/django_jobs/job/", "/admin/django_jobs/job/?status=pending"):
             assert admin.get(path).status_code == 200, path
     assert Job.objects.filter(status=S.PENDING).count() == 10
+
+
+def test_first_prepared_statement_error_turns_preparing_off(caplog):
+    """A pooler that passes the server's process id through escapes the login check; the
+    first prepared statement that another client's session already holds turns preparing off
+    for the process, with one warning, and the next statements run unprepared."""
+    caplog.set_level(logging.INFO, logger="django_jobs.pooler")
+    errors: list[Exception] = []
+    answers: list[list[tuple]] = []
+
+    def another_client() -> None:
+        from django.db import connection as own
+
+        try:
+            run(own, "SELECT %s::int", [2])  # prepares _pg3_0: the one server session has it
+        except DatabaseError as exc:
+            errors.append(exc)
+        answers.append(run(own, "SELECT %s::int", [2]))
+        own.close()
+
+    with pgbouncer("transaction", default_pool_size=1) as bouncer, default_through(bouncer):
+        pooler.route(connection).pooled = False  # as if the login check had been fooled
+        assert run(connection, "SELECT %s::int", [1]) == [(1,)]  # prepared as _pg3_0
+        thread = threading.Thread(target=another_client)
+        thread.start()
+        thread.join()
+        assert run(connection, "SELECT %s::int", [3]) == [(3,)]
+    assert len(errors) == 1 and "_pg3_0" in str(errors[0]), errors
+    assert answers == [[(2,)]]
+    warned = [r for r in caplog.records if "does not keep prepared statements" in r.message]
+    assert len(warned) == 1
