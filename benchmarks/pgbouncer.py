@@ -103,7 +103,8 @@ def main() -> None:
     args = parser.parse_args()
     args.k = 10  # drain.py's raw side, unused here
     if BINARY is None:
-        sys.exit("pgbouncer is not installed (apt-get install pgbouncer)")
+        print("skipped: pgbouncer is not installed (apt-get install pgbouncer)")
+        return
     (ROOT / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
     create_database()
     bouncers = {mode: PgBouncer(mode) for mode in ("transaction", "session")}

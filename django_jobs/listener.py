@@ -56,7 +56,7 @@ class Listener(threading.Thread):
 
     def _listen(self) -> None:
         params = self.db_wrapper.get_connection_params()
-        conn = self.db_wrapper.get_new_connection(params)
+        conn = self._connect(params)
         try:
             conn.autocommit = True
             conn.execute(f"LISTEN {CHANNEL}")
@@ -78,7 +78,7 @@ class Listener(threading.Thread):
     def _probe(self, conn: Any, params: dict) -> bool:
         """Send a test notification from another connection; True if it reaches ``conn``."""
         token = f"probe {uuid.uuid4().hex}"
-        sender = self.db_wrapper.get_new_connection(params)
+        sender = self._connect(params)
         try:
             sender.autocommit = True
             sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, token))
@@ -91,6 +91,11 @@ class Listener(threading.Thread):
                 if note.payload == token:
                     return True
         return False
+
+    def _connect(self, params: dict) -> Any:
+        """A connection of its own, outside Django's connection pool (``OPTIONS["pool"]``): it
+        listens for as long as the worker runs, and LISTEN must not follow it into a pool."""
+        return self.db_wrapper.Database.connect(**params)
 
     def _give_up(self, conn: Any) -> None:
         logger.info(
