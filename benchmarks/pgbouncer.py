@@ -6,8 +6,10 @@ Starts its own PgBouncer (Debian's package, on a free port, in front of the Post
 PGHOST/PGPORT name) in each pool mode, with django-jobs at its defaults. Measures:
 
 - the drain of ``--jobs`` no-op jobs by 4 ``runworker --burst`` processes (timed as in
-  ``throughput.py``, see ``drain.py``), directly and through each pooler, and the ratio of each
-  to the direct drain of the same repeat (the order of the three alternates between repeats);
+  ``throughput.py``, see ``drain.py``), directly, through each pooler, and directly with
+  ``PREPARED_STATEMENTS`` off (what transaction pooling costs by losing prepared statements
+  alone), and the ratio of each to the direct drain of the same repeat (the order rotates
+  between repeats);
 - wake-up latency: one idle worker (``runworker`` with no options), jobs enqueued one at a time
   at random moments, and each job's ``started_at - created_at``, p50 and p95. Directly and in
   session pooling the worker is woken by NOTIFY; in transaction pooling it polls every
@@ -47,12 +49,17 @@ from benchmarks.throughput import (  # noqa: E402
 )
 from tests.pgbouncer import BINARY, PgBouncer  # noqa: E402
 
-ROUTES = ("direct", "transaction", "session")
+ROUTES = ("direct", "transaction", "session", "unprepared")
+WAKE_ROUTES = ROUTES[:3]
 DIRECT_PORT = os.environ.get("PGPORT", "5432")
 
 
-def worker_port(route: str, bouncers: dict[str, PgBouncer]) -> str:
-    return DIRECT_PORT if route == "direct" else str(bouncers[route].port)
+def route_env(route: str, bouncers: dict[str, PgBouncer]) -> None:
+    """Point the next workers' environment at ``route``."""
+    os.environ["PGPORT"] = str(bouncers[route].port) if route in bouncers else DIRECT_PORT
+    os.environ["BENCH_DJANGO_JOBS"] = (
+        '{"PREPARED_STATEMENTS": false}' if route == "unprepared" else "{}"
+    )
 
 
 def wakeups(route: str, count: int, control: psycopg.Connection) -> list[float]:
@@ -113,20 +120,20 @@ def main() -> None:
         result: dict = {"drain": [], "wakeup_ms": {}}
         with psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
             for index in range(args.repeat):
-                order = ROUTES[index % 3:] + ROUTES[:index % 3]
+                shift = index % len(ROUTES)
                 rates = {}
-                for route in order:
+                for route in ROUTES[shift:] + ROUTES[:shift]:
                     reset(control)
-                    os.environ["PGPORT"] = worker_port(route, bouncers)
+                    route_env(route, bouncers)
                     rates[route] = drain("ours", 4, args, control, control)["rate"]
                 result["drain"].append(rates)
                 print(f"repeat {index + 1}: " + ", ".join(
                     f"{route} {rates[route]:.0f} jobs/s" for route in ROUTES), flush=True)
-            for route in ROUTES:
+            for route in WAKE_ROUTES:
                 reset(control)
-                os.environ["PGPORT"] = worker_port(route, bouncers)
+                route_env(route, bouncers)
                 result["wakeup_ms"][route] = wakeups(route, args.wakeups, control)
-        os.environ["PGPORT"] = DIRECT_PORT
+        route_env("direct", bouncers)
         report(result, args)
     finally:
         from django.db import connections
@@ -146,11 +153,14 @@ def report(result: dict, args: argparse.Namespace) -> None:
     for route in ROUTES:
         rate = statistics.median(r[route] for r in result["drain"])
         ratio = statistics.median(r[route] / r["direct"] for r in result["drain"])
-        wake = result["wakeup_ms"][route]
-        summary[route] = {"drain": rate, "ratio": ratio, "wake_p50_ms": percentile(wake, 0.5),
-                          "wake_p95_ms": percentile(wake, 0.95)}
-        print(f"{route:12} {rate:13.0f} {ratio:9.2f} {summary[route]['wake_p50_ms']:12.1f} "
-              f"{summary[route]['wake_p95_ms']:12.1f}")
+        summary[route] = {"drain": rate, "ratio": ratio}
+        wake = ""
+        if route in result["wakeup_ms"]:
+            latencies = result["wakeup_ms"][route]
+            summary[route].update(wake_p50_ms=percentile(latencies, 0.5),
+                                  wake_p95_ms=percentile(latencies, 0.95))
+            wake = f"{summary[route]['wake_p50_ms']:12.1f} {summary[route]['wake_p95_ms']:12.1f}"
+        print(f"{route:12} {rate:13.0f} {ratio:9.2f} {wake}")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = ROOT / "benchmarks" / "results" / f"pgbouncer-{stamp}.json"
     path.write_text(json.dumps({"when": stamp, "options": vars(args), "summary": summary,
