@@ -104,19 +104,27 @@ def test_sigterm_through_pgbouncer_lets_the_running_job_finish(start_worker, tmp
     assert status_of(waiting) == S.PENDING
 
 
-def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker):
-    """The pooler drops every connection and refuses new ones for a while, mid-drain."""
+@pytest.mark.parametrize("outage", ["refused", "stopped"])
+def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker, outage):
+    """Mid-drain, the pooler drops every connection and refuses new ones (``refused``), or its
+    process stops and comes back on the same port (``stopped``), for a few seconds."""
     jobs = Job.enqueue_many("slow", [{"seconds": 0.02} for _ in range(300)])
     with pgbouncer("transaction") as bouncer:
         workers = [start_worker("--concurrency", "4", "--poll-interval", "0.1",
                                 "--worker-id", f"w{i}", env=bouncer.env()) for i in range(2)]
         wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() >= 20, timeout=60)
-        bouncer.admin(f"DISABLE {db_name()}")
-        bouncer.admin(f"KILL {db_name()}")
+        if outage == "refused":
+            bouncer.admin(f"DISABLE {db_name()}")
+            bouncer.admin(f"KILL {db_name()}")
+        else:
+            bouncer.kill()
         wait_for(lambda: all("database unavailable" in w.output() for w in workers))
         time.sleep(3)  # the outage lasts: the workers keep failing meanwhile
-        bouncer.admin(f"ENABLE {db_name()}")
-        bouncer.admin(f"RESUME {db_name()}")
+        if outage == "refused":
+            bouncer.admin(f"ENABLE {db_name()}")
+            bouncer.admin(f"RESUME {db_name()}")
+        else:
+            bouncer.start()
         wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() == 300, timeout=120)
         for worker in workers:
             worker.signal(signal.SIGTERM)
