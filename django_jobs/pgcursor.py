@@ -79,12 +79,13 @@ def _cursor(connection: Any) -> Any:
         connection.ensure_connection()
     connection.validate_thread_sharing()
     raw = connection.connection
-    prepare = pooler.prepares(connection, raw)
     held = getattr(connection, "_django_jobs_cursor", None)
     if held is not None and held.connection is raw and not held.closed and (
-        isinstance(held, _psycopg().PreparingCursor) == prepare
+        connection._django_jobs_generation == pooler.generation
     ):
         return held
+    generation = pooler.generation  # read first: a change made meanwhile remakes it next time
+    prepare = pooler.prepares(connection, raw)
     psycopg = _psycopg()
     factory = psycopg.PlainCursor
     if prepare:
@@ -107,6 +108,7 @@ def _cursor(connection: Any) -> Any:
         # gives as well, at a tenth of the cost (a claim reads several per job).
         cur.adapters.register_loader("timestamptz", psycopg.timestamptz_loader)
     connection._django_jobs_cursor = cur
+    connection._django_jobs_generation = generation
     return cur
 
 

@@ -24,7 +24,6 @@ PgBouncer 1.21+ with ``max_prepared_statements``); ``False`` never prepares.
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,16 +47,22 @@ class Route:
     prepare_failed: bool = False  # a prepared-statement error was seen
 
 
-_routes: dict[tuple[Any, ...], Route] = {}
-_lock = threading.Lock()
+_routes: dict[tuple[Any, ...], Route] = {}  # setdefault is atomic: no lock needed
+# Counts changes to what is known of any route: a connection's cursor, made under an older
+# count, is made again (pgcursor), while the hot path compares one integer.
+generation = 0
+
+
+def _changed() -> None:
+    global generation
+    generation += 1
 
 
 def route(connection: Any) -> Route:
     """The route of a Django connection's database, shared by every connection of the process."""
     settings = connection.settings_dict
     key = (settings.get("HOST"), settings.get("PORT"), settings.get("NAME"), settings.get("USER"))
-    with _lock:
-        return _routes.setdefault(key, Route())
+    return _routes.get(key) or _routes.setdefault(key, Route())
 
 
 def prepares(connection: Any, raw: Any) -> bool:
@@ -71,6 +76,7 @@ def prepares(connection: Any, raw: Any) -> bool:
         return False
     if found.pooled is None:
         found.pooled = is_pooled(connection, raw)
+        _changed()
         if found.pooled:
             logger.info(
                 "database %s is reached through a connection pooler: statements are sent "
@@ -91,6 +97,7 @@ def note_notifications(connection: Any, arrived: bool) -> None:
     """A listener's test notification arrived (the pooler, if any, keeps sessions) or not."""
     found = route(connection)
     found.sessions_kept = arrived
+    _changed()
     if arrived and found.pooled:
         logger.info("database %s: the pooler keeps sessions; statements are prepared",
                     connection.alias)
@@ -107,6 +114,7 @@ def note_error(connection: Any, exc: BaseException) -> None:
     found = route(connection)
     if not found.prepare_failed:
         found.prepare_failed = True
+        _changed()
         logger.warning(
             "database %s does not keep prepared statements (%s): sending statements "
             "unprepared from now on", connection.alias, str(cause).splitlines()[0],
