@@ -77,7 +77,10 @@ def prepares(connection: Any, raw: Any) -> bool:
     if found.pooled is None:
         found.pooled = is_pooled(connection, raw)
         _changed()
-        if found.pooled:
+        if found.pooled and found.sessions_kept:  # a listener found out first
+            logger.info("database %s is reached through a connection pooler; the pooler keeps "
+                        "sessions: statements are prepared", connection.alias)
+        elif found.pooled:
             logger.info(
                 "database %s is reached through a connection pooler: statements are sent "
                 "unprepared unless the pooler keeps sessions", connection.alias,
