@@ -24,4 +24,5 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 INSTALLED_APPS = ["django_jobs", "benchmarks.noop_app"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-DJANGO_JOBS: dict = {}
+# Extra DJANGO_JOBS keys as JSON, for one run's workers (benchmarks/pgbouncer.py).
+DJANGO_JOBS: dict = __import__("json").loads(os.environ.get("BENCH_DJANGO_JOBS", "{}"))

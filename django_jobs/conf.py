@@ -38,9 +38,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_RESULT_BYTES": 1024 * 1024,
     # PostgreSQL: prepare the claim, finish and insert statements on each connection, so the
-    # server plans them once instead of on every call. Turn off behind a pooler that cannot
-    # keep prepared statements (PgBouncer before 1.21 in transaction mode).
-    "PREPARED_STATEMENTS": True,
+    # server plans them once instead of on every call. None: prepare them unless the
+    # connection goes through a pooler that does not keep sessions (found out by itself, see
+    # pooler.py); True: always (PgBouncer 1.21+ with max_prepared_statements); False: never.
+    "PREPARED_STATEMENTS": None,
     # --- HTTP API and completion callbacks (django_jobs.api, django_jobs.callbacks) ---
     # Largest request body POST /jobs accepts, in bytes.
     "API_MAX_PAYLOAD_BYTES": 65536,

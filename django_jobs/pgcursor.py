@@ -12,9 +12,10 @@ import functools
 from types import SimpleNamespace
 from typing import Any
 
+from django.db import DatabaseError
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
-from .conf import jobs_settings
+from . import pooler
 
 
 def run(connection: Any, sql: str, params: Any) -> list[tuple]:
@@ -32,19 +33,23 @@ def run(connection: Any, sql: str, params: Any) -> list[tuple]:
     if not _psycopg3(connection):
         return run_on_django_cursor(connection, sql, params)
     cur = _cursor(connection)
-    if connection.queries_logged or connection.execute_wrappers:
-        wrapped = LoggedCursor(cur, connection) if connection.queries_logged else CursorWrapper(
-            cur, connection
-        )
-        wrapped.execute(sql, params)
-        return wrapped.fetchall()
-    # What CursorWrapper does when nothing is logged and no execute_wrapper is installed,
-    # without building a wrapper and a wrapped fetchall per statement (a third of the
-    # client's time for a small statement).
-    connection.validate_no_broken_transaction()
-    with connection.wrap_database_errors:
-        cur.execute(sql, params)
-        return cur.fetchall()
+    try:
+        if connection.queries_logged or connection.execute_wrappers:
+            wrapped = LoggedCursor(cur, connection) if connection.queries_logged else (
+                CursorWrapper(cur, connection)
+            )
+            wrapped.execute(sql, params)
+            return wrapped.fetchall()
+        # What CursorWrapper does when nothing is logged and no execute_wrapper is installed,
+        # without building a wrapper and a wrapped fetchall per statement (a third of the
+        # client's time for a small statement).
+        connection.validate_no_broken_transaction()
+        with connection.wrap_database_errors:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    except DatabaseError as exc:
+        pooler.note_error(connection, exc)  # a pooler that keeps no prepared statements
+        raise
 
 
 def run_on_django_cursor(connection: Any, sql: str, params: Any) -> list[tuple]:
@@ -68,17 +73,22 @@ def _is_psycopg3() -> bool:
 
 def _cursor(connection: Any) -> Any:
     """This connection's psycopg cursor for our statements, made once per connection (making
-    one, with its own adapters, cost more than a small INSERT's client work)."""
+    one, with its own adapters, cost more than a small INSERT's client work), and again if
+    whether to prepare changes (``pooler``)."""
     if connection.connection is None:
         connection.ensure_connection()
     connection.validate_thread_sharing()
     raw = connection.connection
     held = getattr(connection, "_django_jobs_cursor", None)
-    if held is not None and held.connection is raw and not held.closed:
+    if held is not None and held.connection is raw and not held.closed and (
+        connection._django_jobs_generation == pooler.generation
+    ):
         return held
+    generation = pooler.generation  # read first: a change made meanwhile remakes it next time
+    prepare = pooler.prepares(connection, raw)
     psycopg = _psycopg()
-    factory = psycopg.Cursor
-    if jobs_settings.PREPARED_STATEMENTS:
+    factory = psycopg.PlainCursor
+    if prepare:
         factory = psycopg.PreparingCursor
         if raw.prepare_threshold is None:
             # Django's default, which turns preparing off even when asked for. A threshold
@@ -98,6 +108,7 @@ def _cursor(connection: Any) -> Any:
         # gives as well, at a tenth of the cost (a claim reads several per job).
         cur.adapters.register_loader("timestamptz", psycopg.timestamptz_loader)
     connection._django_jobs_cursor = cur
+    connection._django_jobs_generation = generation
     return cur
 
 
@@ -126,8 +137,16 @@ def _psycopg() -> Any:
             kwargs.setdefault("prepare", True)
             return super().execute(query, params, **kwargs)
 
+    class PlainCursor(psycopg.Cursor):
+        """Binds on the server and never prepares, nor runs a statement this connection
+        prepared before preparing was turned off (``pooler``)."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            kwargs.setdefault("prepare", False)
+            return super().execute(query, params, **kwargs)
+
     return SimpleNamespace(
-        Cursor=psycopg.Cursor,
+        PlainCursor=PlainCursor,
         PreparingCursor=PreparingCursor,
         timestamptz_loader=psycopg.adapters.get_loader(
             psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT

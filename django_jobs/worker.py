@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 
-from django.db import DatabaseError, InterfaceError, connection
+from django.db import connection
 from django.utils import timezone
 
 from . import solo
@@ -23,6 +23,7 @@ from .lifecycle import install_signals, register, restore_signals
 from .listener import Listener
 from .models import Job, QueueState
 from .models import Worker as WorkerRow
+from .outage import Outages
 from .outcomes import AttemptOutcome
 from .periodic import Periodic
 from .registry import get_handler
@@ -78,6 +79,7 @@ class Worker:
         self.solo: Job | None = None  # a job that was in a crash, to run alone (solo.py)
         self.solo_started = False
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
+        self.outages = Outages(self.worker_id)  # database errors: back off, log once
 
     # The loop.
 
@@ -85,8 +87,9 @@ class Worker:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
         self._previous_handlers = install_signals(self.stop)
         self._start_slots(self.options.concurrency)
-        register(self.worker_id, list(self.options.queues), self.options.concurrency)
-        self.listener = Listener.start_for(connection, self.wake)
+        while not self._safely(self._register) and not self.stopping:
+            self.wake.wait(self._wait_time())
+        self.listener = Listener.start_for(connection, self.wake, self.options.poll_interval)
         self.systemd.ready(self)
         next_beat = 0.0
         try:
@@ -109,7 +112,7 @@ class Worker:
                         break
                 else:
                     claimed = self._safely(self._claim) or 0
-                    if self.options.burst and not claimed and not self.running:
+                    if self.options.burst and not (claimed or self.running or self.outages.active):
                         break
                     if claimed and len(self.running) < self.options.concurrency:
                         continue
@@ -226,9 +229,8 @@ class Worker:
 
     def _write(self, outcomes: list[AttemptOutcome]) -> None:
         done = self._safely(finish_isolating, outcomes)
-        if done is None:  # the database is away: keep them and try again next turn
+        if done is None:  # the database is away: keep them and try again (outage.py)
             self._put_back(outcomes)
-            time.sleep(min(self.options.poll_interval, 1.0))
             return
         self._settle(outcomes, *done)
 
@@ -311,8 +313,13 @@ class Worker:
             slot.start()
             self.slots.append(slot)
 
+    def _register(self) -> bool:
+        register(self.worker_id, list(self.options.queues), self.options.concurrency)
+        return True
+
     def _shutdown(self) -> None:
         self.systemd.stopping(self)
+        self.outages.retry_now()
         self._finish_outcomes()
         if self.running:
             released = self._safely(Job.objects.release, [r.job for r in self.running.values()])
@@ -339,14 +346,9 @@ class Worker:
         stalled = self.inbox.stalled_for(time.monotonic())
         if stalled is not None:
             wait = min(wait, max(DISPATCH_DELAY_SECONDS - stalled, 0.0))
+        wait = min(wait, self.outages.wait(time.monotonic(), default=wait))
         return min(wait, self.options.heartbeat_seconds)
 
     def _safely(self, func, *args):  # type: ignore[no-untyped-def]
-        """Run a database step; on a lost connection, log it, drop the connection, go on."""
-        try:
-            return func(*args)
-        except (DatabaseError, InterfaceError):
-            logger.exception("worker %s: database error in %s", self.worker_id,
-                             getattr(func, "__name__", func))
-            connection.close()
-            return None
+        """Run a database step; None if it failed or waits out a backoff (outage.py)."""
+        return self.outages.attempt(getattr(func, "__name__", "step").lstrip("_"), func, *args)

@@ -135,4 +135,4 @@ def test_worker_survives_its_database_connections_being_killed(start_worker):
     assert worker.proc.poll() is None  # still running
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
-    assert "database error" in worker.output()
+    assert "database unavailable" in worker.output()

@@ -175,7 +175,7 @@ def prepared_statements():
 
 @requires_postgres
 @pytest.mark.django_db(transaction=True)  # closes its connection: no test transaction around
-@pytest.mark.parametrize("prepare", [True, False])
+@pytest.mark.parametrize("prepare", [True, None, False])  # None: direct, so prepared
 def test_claim_and_finish_are_prepared_unless_the_setting_says_not(settings, prepare):
     settings.DJANGO_JOBS = {"PREPARED_STATEMENTS": prepare}
     connection.close()  # a new connection: nothing prepared yet
@@ -186,7 +186,7 @@ def test_claim_and_finish_are_prepared_unless_the_setting_says_not(settings, pre
     statements = prepared_statements()
     claims = [s for s in statements if "FOR UPDATE SKIP LOCKED" in s]
     finishes = [s for s in statements if "jsonb_to_recordset" in s]
-    assert (len(claims), len(finishes)) == ((1, 1) if prepare else (0, 0))
+    assert (len(claims), len(finishes)) == ((0, 0) if prepare is False else (1, 1))
     assert Job.objects.filter(status="completed").count() == 3
     assert JobAttempt.objects.count() == 3
 

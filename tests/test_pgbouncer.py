@@ -1,0 +1,213 @@
+"""Real workers, the web side, the admin and the API through a real PgBouncer (Debian's
+package, started by each test on a port of its own), in transaction and in session pooling,
+with django-jobs at its defaults: exactly once, rescue, SIGTERM drain, wake-ups, and database
+outages that back off and are logged once."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, connection, transaction
+from django.test import Client
+
+from django_jobs import pooler
+from django_jobs.models import Job, JobAttempt
+from django_jobs.pgcursor import run
+from tests.api_support import Api, make_token, submit
+from tests.conftest import requires_postgres, wait_for
+from tests.models import Execution
+from tests.pgbouncer import default_through, pgbouncer
+
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
+S = Job.Status
+FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
+MODES = ["transaction", "session"]
+
+
+def status_of(job: Job) -> str:
+    return Job.objects.values_list("status", flat=True).get(pk=job.pk)
+
+
+def db_name() -> str:
+    return connection.settings_dict["NAME"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_four_workers_drain_through_pgbouncer_each_job_exactly_once(start_worker, mode):
+    jobs = Job.enqueue_many("record", [{} for _ in range(500)])
+    with pgbouncer(mode) as bouncer:
+        workers = [start_worker("--burst", "--concurrency", "4", "--worker-id", f"w{i}",
+                                env=bouncer.env()) for i in range(4)]
+        for worker in workers:
+            assert worker.wait(timeout=300) == 0, worker.output()
+    assert Job.objects.filter(status=S.COMPLETED).count() == 500
+    assert Execution.objects.count() == 500
+    assert set(Execution.objects.values_list("job_public_id", flat=True)) == {
+        job.public_id for job in jobs}
+    assert JobAttempt.objects.count() == 500
+    for worker in workers:
+        assert "Traceback" not in worker.output() and "already exists" not in worker.output()
+    assert len(set(Job.objects.values_list("worker_id", flat=True))) > 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_worker_finds_out_how_it_is_woken_and_whether_to_prepare(start_worker, mode):
+    with pgbouncer(mode) as bouncer:
+        worker = start_worker("--worker-id", "probe", "--poll-interval", "0.2", env=bouncer.env())
+        said = ("notifications do not arrive" if mode == "transaction"
+                else "the pooler keeps sessions")
+        wait_for(lambda: said in worker.output(), timeout=60)
+        assert "reached through a connection pooler" in worker.output()
+        jobs = [Job.enqueue("echo", {"n": n}) for n in range(20)]
+        wait_for(lambda: all(status_of(job) == S.COMPLETED for job in jobs), timeout=60)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0, worker.output()
+    output = worker.output()
+    assert output.count("notifications do not arrive") == (mode == "transaction")
+    assert "Traceback" not in output and "database error" not in output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kill_9_through_pgbouncer_is_rescued_by_another_worker(start_worker, tmp_path, mode):
+    marker = tmp_path / "started"
+    job = Job.enqueue("slow", {"seconds": 1.5, "marker": str(marker)})
+    with pgbouncer(mode) as bouncer:
+        first = start_worker("--worker-id", "doomed", *FAST, env=bouncer.env())
+        wait_for(marker.exists)
+        first.signal(signal.SIGKILL)
+        assert first.wait() == -signal.SIGKILL
+        second = start_worker("--worker-id", "rescuer", *FAST, env=bouncer.env())
+        wait_for(lambda: status_of(job) == S.COMPLETED, timeout=60)
+        second.signal(signal.SIGTERM)
+        assert second.wait() == 0, second.output()
+    attempts = list(job.attempts.values_list("number", "worker_id", "outcome"))
+    assert attempts == [(1, "doomed", "lost"), (2, "rescuer", "completed")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sigterm_through_pgbouncer_lets_the_running_job_finish(start_worker, tmp_path, mode):
+    marker = tmp_path / "started"
+    job = Job.enqueue("slow", {"seconds": 1.0, "marker": str(marker)})
+    waiting = Job.enqueue("echo", delay=0.5)
+    with pgbouncer(mode) as bouncer:
+        worker = start_worker("--worker-id", "drainer", "--shutdown-timeout", "30", *FAST,
+                              env=bouncer.env())
+        wait_for(marker.exists)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0, worker.output()
+    assert status_of(job) == S.COMPLETED
+    assert status_of(waiting) == S.PENDING
+
+
+@pytest.mark.parametrize("outage", ["refused", "stopped"])
+def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker, outage):
+    """Mid-drain, the pooler drops every connection and refuses new ones (``refused``), or its
+    process stops and comes back on the same port (``stopped``), for a few seconds."""
+    jobs = Job.enqueue_many("slow", [{"seconds": 0.02} for _ in range(300)])
+    with pgbouncer("transaction") as bouncer:
+        workers = [start_worker("--concurrency", "4", "--poll-interval", "0.1",
+                                "--worker-id", f"w{i}", env=bouncer.env()) for i in range(2)]
+        wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() >= 20, timeout=60)
+        if outage == "refused":
+            bouncer.admin(f"DISABLE {db_name()}")
+            bouncer.admin(f"KILL {db_name()}")
+        else:
+            bouncer.kill()
+        wait_for(lambda: all("database unavailable" in w.output() for w in workers))
+        time.sleep(3)  # the outage lasts: the workers keep failing meanwhile
+        if outage == "refused":
+            bouncer.admin(f"ENABLE {db_name()}")
+            bouncer.admin(f"RESUME {db_name()}")
+        else:
+            bouncer.start()
+        wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() == 300, timeout=120)
+        for worker in workers:
+            worker.signal(signal.SIGTERM)
+            assert worker.wait() == 0, worker.output()
+    assert not Job.objects.exclude(status=S.COMPLETED).exists()
+    completed = JobAttempt.objects.filter(outcome="completed")
+    assert completed.count() == 300
+    assert set(completed.values_list("job__public_id", flat=True)) == {j.public_id for j in jobs}
+    for worker in workers:
+        output = worker.output()
+        assert output.count("database unavailable") == 1, output
+        assert output.count("database available again after") == 1, output
+        assert "Traceback" not in output
+
+
+def test_pooler_refusing_logins_at_start_is_waited_out_quietly(start_worker):
+    job = Job.enqueue("echo", {"n": 1})
+    with pgbouncer("transaction") as bouncer:
+        bouncer.admin(f"DISABLE {db_name()}")
+        worker = start_worker("--worker-id", "patient", *FAST, env=bouncer.env())
+        wait_for(lambda: "database unavailable" in worker.output(), timeout=60)
+        time.sleep(2)  # several refused logins
+        assert status_of(job) == S.PENDING
+        bouncer.admin(f"ENABLE {db_name()}")
+        wait_for(lambda: status_of(job) == S.COMPLETED, timeout=60)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0, worker.output()
+    output = worker.output()
+    assert output.count("database unavailable") == 1, output
+    assert "does not allow connections" in output or "disabled" in output, output
+    assert output.count("database available again after") == 1, output
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_web_side_admin_and_api_through_pgbouncer(mode):
+    """Enqueue in the caller's transaction, submit and read through the API, and browse the
+    admin, on a Django connection that goes through the pooler, with Django's defaults."""
+    get_user_model().objects.create_superuser("admin", "admin@example.com", "pw")
+    token = make_token("submit", "read", "manage")
+    with pgbouncer(mode) as bouncer, default_through(bouncer):
+        for n in range(5):  # a new server connection, or another's, each time
+            with transaction.atomic():
+                Job.enqueue("echo", {"n": n})
+            connection.close()
+        api = Api(token)
+        submitted = [submit(api, type="echo", payload={"n": n}) for n in range(5)]
+        listed = api.get("/api/jobs", limit=50)
+        assert listed.status_code == 200
+        assert {row["job_id"] for row in listed.json()["results"]} >= set(submitted)
+        admin = Client()
+        admin.login(username="admin", password="pw")
+        for path in ("/admin/django_jobs/job/", "/admin/django_jobs/job/?status=pending"):
+            assert admin.get(path).status_code == 200, path
+    assert Job.objects.filter(status=S.PENDING).count() == 10
+
+
+def test_first_prepared_statement_error_turns_preparing_off(caplog):
+    """A pooler that passes the server's process id through escapes the login check; the
+    first prepared statement that another client's session already holds turns preparing off
+    for the process, with one warning, and the next statements run unprepared."""
+    caplog.set_level(logging.INFO, logger="django_jobs.pooler")
+    errors: list[Exception] = []
+    answers: list[list[tuple]] = []
+
+    def another_client() -> None:
+        from django.db import connection as own
+
+        try:
+            run(own, "SELECT %s::int", [2])  # prepares _pg3_0: the one server session has it
+        except DatabaseError as exc:
+            errors.append(exc)
+        answers.append(run(own, "SELECT %s::int", [2]))
+        own.close()
+
+    with pgbouncer("transaction", default_pool_size=1) as bouncer, default_through(bouncer):
+        pooler.route(connection).pooled = False  # as if the login check had been fooled
+        assert run(connection, "SELECT %s::int", [1]) == [(1,)]  # prepared as _pg3_0
+        thread = threading.Thread(target=another_client)
+        thread.start()
+        thread.join()
+        assert run(connection, "SELECT %s::int", [3]) == [(3,)]
+    assert len(errors) == 1 and "_pg3_0" in str(errors[0]), errors
+    assert answers == [[(2,)]]
+    warned = [r for r in caplog.records if "does not keep prepared statements" in r.message]
+    assert len(warned) == 1
