@@ -16,6 +16,10 @@ class NotMigrated(Exception):
     """The jobs tables are missing or behind the code: run ``manage.py migrate``."""
 
 
+class Unreachable(NotMigrated):
+    """The database could not be asked (down, refusing logins, a wrong address)."""
+
+
 def jobs_database() -> str:
     """The alias jobs are written to (the site's routers may move them off ``default``)."""
     from .models import Job
@@ -32,23 +36,26 @@ def unapplied_migrations(using: str) -> list[str]:
             if not backwards]
 
 
-def problem(using: str | None = None) -> str | None:
-    """One line saying why the jobs tables cannot be used on ``using``, or None if they can."""
+def require_migrated(using: str | None = None) -> None:
+    """Raise NotMigrated with a one-line reason unless the jobs tables are ready (Unreachable
+    if the database could not be asked)."""
     using = using or jobs_database()
     try:
         missing = unapplied_migrations(using)
     except DatabaseError as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"cannot read database {using!r}: {first_line}"
-    if not missing:
-        return None
-    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    return (f"database {using!r} is not migrated for django-jobs ({shown} not applied): "
-            f"run `manage.py migrate`")
+        raise Unreachable(f"cannot read database {using!r}: {first_line}") from None
+    if missing:
+        shown = ", ".join(missing[:3]) + (
+            f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise NotMigrated(f"database {using!r} is not migrated for django-jobs ({shown} not "
+                          f"applied): run `manage.py migrate`")
 
 
-def require_migrated(using: str | None = None) -> None:
-    """Raise NotMigrated with a one-line reason unless the jobs tables are ready."""
-    reason = problem(using)
-    if reason is not None:
-        raise NotMigrated(reason)
+def problem(using: str | None = None) -> str | None:
+    """One line saying why the jobs tables cannot be used on ``using``, or None if they can."""
+    try:
+        require_migrated(using)
+    except NotMigrated as exc:
+        return str(exc)
+    return None

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_jobs.conf import jobs_settings
 from django_jobs.exiting import exit_without_stray_threads
-from django_jobs.schema import NotMigrated, require_migrated
+from django_jobs.schema import NotMigrated, Unreachable, require_migrated
 from django_jobs.validation import QUEUE_RE
 from django_jobs.worker import Worker, WorkerOptions
 
@@ -118,6 +118,8 @@ class Command(BaseCommand):
             raise CommandError("--lease must be longer than --heartbeat")
         try:
             require_migrated()
+        except Unreachable:
+            pass  # an outage, not a mistake: the worker waits for the database and says so once
         except NotMigrated as exc:
             raise CommandError(str(exc)) from None
         self._configure_logging(options["verbosity"])
