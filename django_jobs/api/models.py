@@ -51,8 +51,12 @@ class ApiToken(models.Model):
 
     @classmethod
     def find(cls, raw: str) -> ApiToken | None:
-        """The live token with this secret, or None."""
-        if not raw.startswith(TOKEN_PREFIX):
+        """The live token with this secret, or None.
+
+        Found by the hash, never by comparing secrets: the lookup's timing depends on the
+        SHA-256 of what was sent, which tells an attacker nothing about any real token.
+        """
+        if not raw.startswith(TOKEN_PREFIX) or not raw.isascii():
             return None
         return cls.objects.filter(key_hash=hash_token(raw), revoked_at__isnull=True).first()
 
