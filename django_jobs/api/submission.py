@@ -33,8 +33,8 @@ def read_body(request: HttpRequest) -> dict[str, Any]:
                        {"payload": f"must be at most {limit} bytes of JSON"})
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
+    except ValueError:  # Django's request.body would raise it again, as a 500
+        raise ApiError.bad_request("Content-Length", "is not a number") from None
     if declared > limit:
         raise too_big
     try:
