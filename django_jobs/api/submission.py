@@ -117,11 +117,13 @@ def _check_callback_url(value: Any) -> None:
                                    "(CALLBACK_SECRET or CALLBACK_ALLOWED_HOSTS is not set)")
     if not isinstance(value, str):
         raise ApiError.bad_request("callback_url", f"must be a string, not {_json_kind(value)}")
-    if len(value) > CALLBACK_URL_MAX_LENGTH or not matches(pattern, value):
-        why = (len(value) <= CALLBACK_URL_MAX_LENGTH and callback_url_problem(value)) or (
-            f"must be a lower-case http(s) URL of at most {CALLBACK_URL_MAX_LENGTH} printable "
-            "ASCII characters on a host in CALLBACK_ALLOWED_HOSTS"
-        )
+    if len(value) > CALLBACK_URL_MAX_LENGTH:
+        raise ApiError.bad_request("callback_url",
+                                   f"must be at most {CALLBACK_URL_MAX_LENGTH} characters")
+    if not matches(pattern, value):
+        # The engine's reason where it has one (e.g. the host), else what the pattern asks.
+        why = callback_url_problem(value) or ("must be a lower-case http(s) URL of printable "
+                                              "ASCII on a host in CALLBACK_ALLOWED_HOSTS")
         raise ApiError.bad_request("callback_url", why)
 
 
@@ -130,10 +132,9 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _json_kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(
-        type(value), "a number"
-    )
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 def _walk_problem(value: Any) -> str | None:
