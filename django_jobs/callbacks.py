@@ -118,7 +118,8 @@ _opener = urllib.request.build_opener(_NoRedirects)
 
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
     """POST and return the status code; CallbackFailed if the receiver cannot be reached."""
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    # deliver() checks the URL first: http(s) only, an allowed host; redirects are not followed.
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
     try:
         with _opener.open(request, timeout=timeout) as response:
             response.read(65536)

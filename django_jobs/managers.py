@@ -150,7 +150,7 @@ class QueueStateManager(models.Manager):
     def _set(self, name: str, *, paused: bool) -> bool:
         from .validation import QUEUE_RE
 
-        if not isinstance(name, str) or not QUEUE_RE.match(name):
+        if not isinstance(name, str) or not QUEUE_RE.fullmatch(name):
             from .exceptions import InvalidJob
 
             raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {name!r}"})

@@ -76,7 +76,8 @@ class Outages:
             logger.debug("worker %s: first error of the episode", self.worker_id, exc_info=exc)
         episode.failures += 1
         delay = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** (episode.failures - 1))
-        episode.not_before = now + delay * random.uniform(0.5, 1.0)
+        # Jitter spreads many workers' reconnects; it needs no cryptographic randomness.
+        episode.not_before = now + delay * random.uniform(0.5, 1.0)  # noqa: S311
 
     def worked(self, step: str, now: float) -> None:
         for key in (CONNECTION, step):

@@ -98,7 +98,8 @@ def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool, ty
 
 @functools.lru_cache(maxsize=64)
 def _insert_sql(model: type[Job], columns: tuple[str, ...]) -> str:
-    return "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(
+    # Identifiers from the model, quoted; every value is a parameter.
+    return "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(  # noqa: S608
         _quote(model._meta.db_table), ", ".join(columns), ", ".join(["%s"] * len(columns)),
         _quote(model._meta.pk.column),
     )
@@ -131,8 +132,9 @@ def insert_many(jobs: Sequence[Job], using: str) -> None:
     qn = connection.ops.quote_name
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     table, columns = qn(model._meta.db_table), ", ".join(qn(f.column) for f in fields)
+    # Identifiers from the model, quoted; the rows are one parameter.
     sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {columns} "
+        f"INSERT INTO {table} ({columns}) SELECT {columns} "  # noqa: S608
         f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) "
         f"RETURNING {qn(model._meta.pk.column)}, {qn('public_id')}"
     )

@@ -75,7 +75,7 @@ def handler(
     (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back;
     "fail" counts it as a failed attempt. Either way a job that has crashed ``max_crashes``
     times, the last time alone in its worker, goes dead."""
-    if not isinstance(type, str) or not TYPE_RE.match(type):
+    if not isinstance(type, str) or not TYPE_RE.fullmatch(type):
         raise ImproperlyConfigured(f"job type {type!r} must match {TYPE_RE.pattern}")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
         raise ImproperlyConfigured(f"max_attempts for {type!r} must be a positive integer")

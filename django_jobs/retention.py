@@ -120,7 +120,7 @@ class AutoPruner:
             return
         now = time.monotonic()
         if self.next_at is None:  # spread the workers out: first pass at a random point
-            self.next_at = now + random.uniform(0, float(interval))
+            self.next_at = now + random.uniform(0, float(interval))  # noqa: S311 (spread, not a secret)
         if now < self.next_at:
             return
         self.next_at = now + float(interval)

@@ -100,7 +100,7 @@ def enqueue_fields(
     if found is None:
         raise UnknownJobType({"type": f"no handler is registered for job type {type!r}"})
     queue = queue if queue is not None else (found.queue or jobs_settings.DEFAULT_QUEUE)
-    if not isinstance(queue, str) or not QUEUE_RE.match(queue):
+    if not isinstance(queue, str) or not QUEUE_RE.fullmatch(queue):
         raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {queue!r}"})
     if max_attempts is None:
         max_attempts = found.max_attempts or jobs_settings.MAX_ATTEMPTS

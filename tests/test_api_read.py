@@ -56,11 +56,16 @@ def test_named_priorities_read_as_names(api):
     assert api.get(f"/api/jobs/{job.public_id}").json()["priority"] == "low"
 
 
-@pytest.mark.parametrize("job_id", ["j-00000000000000000000", "nonsense", "a/b/c", "j-x/../y"])
-def test_an_unknown_job_id_is_a_json_404(api, job_id):
+@pytest.mark.parametrize(("job_id", "field"), [
+    ("j-00000000000000000000", "job_id"),  # the shape of an id, no such job
+    ("nonsense", "job_id"),  # not the shape of an id: not looked up
+    ("a/b/c", "path"),  # more segments: no route
+    ("j-x/../y", "path"),
+])
+def test_an_unknown_job_id_is_a_json_404(api, job_id, field):
     response = api.get(f"/api/jobs/{job_id}")
     assert response.status_code == 404
-    assert response.json()["errors"] == {"job_id": "not found"}
+    assert response.json()["errors"] == {field: "not found"}
 
 
 # The list.
@@ -104,13 +109,23 @@ def test_since_keeps_jobs_updated_at_or_after_the_time(api):
     assert ids(api.get("/api/jobs", since=far_offset)) == [new.public_id]
 
 
+def test_a_since_beyond_the_dates_python_holds_is_clamped_not_refused(api):
+    """Valid RFC 3339 times past year 9999 in UTC (or before year 1) are the end (start) of
+    time: a list of nothing (everything), as the OpenAPI document's date-time promises."""
+    Job.enqueue("noop")
+    assert ids(api.get("/api/jobs", since="9999-12-31T23:59:59-23:00")) == []
+    assert len(ids(api.get("/api/jobs", since="0001-01-01T00:00:00+23:59"))) == 1
+    assert len(ids(api.get("/api/jobs", since="0000-01-01T00:00:00Z"))) == 1
+
+
 @pytest.mark.parametrize(("params", "field"), [
     ({"status": "broken"}, "status"),
     ({"status": "failed,"}, "status"),
     ({"since": "yesterday"}, "since"),
     ({"since": "2024-06-14T12:00:00"}, "since"),  # no time zone
     ({"since": "2024-13-45T12:00:00Z"}, "since"),
-    ({"since": "9999-12-31T23:59:59-23:00"}, "since"),  # past the end of time in UTC
+    ({"since": "2024-06-14 12:00:00Z"}, "since"),  # RFC 3339 needs the T
+    ({"since": "2024-02-30T12:00:00Z"}, "since"),  # no such day
     ({"limit": "0"}, "limit"),
     ({"limit": "201"}, "limit"),
     ({"limit": "ten"}, "limit"),

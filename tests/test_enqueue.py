@@ -56,6 +56,7 @@ def test_delay_takes_timedelta_or_seconds():
     ({"run_at": "tomorrow"}, "run_at"),
     ({"queue": "no spaces"}, "queue"),
     ({"queue": ""}, "queue"),
+    ({"queue": "default\n"}, "queue"),  # a trailing newline: the whole name must match
     ({"max_attempts": 0}, "max_attempts"),
     ({"max_attempts": "3"}, "max_attempts"),
 ])

@@ -12,7 +12,9 @@ from datetime import timedelta
 from functools import wraps
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import SuspiciousOperation
+from django.http import HttpRequest, HttpResponse, UnreadablePostError
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -102,6 +104,11 @@ def endpoint(needs: dict[str, Need]) -> Callable[[Callable[..., HttpResponse]], 
                 return view(request, *args, **kwargs)
             except ApiError as exc:
                 return exc.response()
+            except (SuspiciousOperation, MultiPartParserError, UnreadablePostError) as exc:
+                # Too many query fields, a malformed form body read by the CSRF check, a
+                # client that hung up: Django answers these with an HTML 400; the API's is JSON.
+                return ApiError(400, f"the request could not be read: {type(exc).__name__}",
+                                {"request": "unreadable"}).response()
 
         return inner
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from ..exceptions import InvalidJob
 
@@ -45,3 +46,10 @@ def json_response(
     for name, value in (headers or {}).items():
         response[name] = value
     return response
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, path: str = "") -> JsonResponse:
+    """Any path under the mount that is no route (a trailing slash included): JSON, any method."""
+    return ApiError(404, "no such API route; see openapi.json for the routes",
+                    {"path": "not found"}).response()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,13 +16,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..conf import jobs_settings
+from .constraints import IDEMPOTENCY_KEY, matches
 from .errors import ApiError
 from .models import IdempotencyKey
 
 if TYPE_CHECKING:
     from ..models import Job
 
-KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, no spaces
 
 
 class _Raced(Exception):
@@ -31,7 +30,7 @@ class _Raced(Exception):
 
 
 def check_key(key: str) -> str:
-    if not KEY_RE.match(key):
+    if not matches(IDEMPOTENCY_KEY, key):
         raise ApiError.bad_request(
             "Idempotency-Key", "must be 1 to 255 printable ASCII characters without spaces"
         )

@@ -6,12 +6,25 @@ from typing import Any
 
 from ..conf import jobs_settings
 from ..models import Job
-from ..registry import registered_types
+from ..registry import get_handler, registered_types
 from ..validation import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
+from .constraints import (
+    CALLBACK_URL_MAX_LENGTH,
+    CURSOR,
+    IDEMPOTENCY_KEY,
+    JOB_ID,
+    MAX_DELAY_MS,
+    QUEUE,
+    STATUS_LIST,
+    WINDOW,
+    WINDOW_MAX_LENGTH,
+    callback_url_pattern,
+    schema_of,
+)
 from .submission import RESERVED_PREFIX
 
 STATUS = {"type": "string", "enum": list(Job.Status.values)}
-STATUS_LIST = "(" + "|".join(Job.Status.values) + ")"
+NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold a NUL: the API refuses it everywhere
 TIME = {"type": "string", "format": "date-time"}
 MAYBE_TIME = {"type": ["string", "null"], "format": "date-time"}
 PRIORITY = {
@@ -20,7 +33,9 @@ PRIORITY = {
         {"type": "integer", "minimum": PRIORITY_MIN, "maximum": PRIORITY_MAX},
     ]
 }
-JOB_ID = {"type": "string", "pattern": r"^j-[0-9a-f]{20}$", "examples": ["j-4f1c2a9b8e7d6c5b4a39"]}
+JOB_ID_SCHEMA = schema_of(JOB_ID, examples=["j-4f1c2a9b8e7d6c5b4a39"])
+CHALLENGE = {"WWW-Authenticate": {"schema": {"type": "string"},
+                                  "description": 'Bearer realm="django-jobs"'}}
 
 
 def _public_types() -> list[str]:
@@ -40,7 +55,45 @@ def _errors(*codes: int) -> dict[str, Any]:
              403: "Not allowed (scope, permission or CSRF)", 404: "No such job",
              409: "Conflict with the job's state or an Idempotency-Key",
              415: "The body is not application/json"}
-    return {str(code): _json(_ref("Error"), words[code]) for code in codes}
+    answers = {str(code): _json(_ref("Error"), words[code]) for code in codes}
+    if 401 in codes:
+        answers["401"]["headers"] = CHALLENGE
+    return answers
+
+
+def _type_schema() -> dict[str, Any]:
+    """The registered types a client may submit; any other is refused."""
+    types = _public_types()
+    if not types:
+        return {"type": "string", "minLength": 1, "description": "No job type is registered."}
+    return {"type": "string", "enum": types, "description": "A registered job type."}
+
+
+def _payload_rules() -> list[dict[str, Any]]:
+    """What a type's own rules ask of the payload: a unique key built from payload fields
+    needs the payload to be an object holding them. Empty when no type has such a rule."""
+    plain, ruled = [], []
+    for name in _public_types():
+        unique = getattr(get_handler(name), "unique", None)
+        fields = list(getattr(unique, "fields", None) or ())
+        if not fields:
+            plain.append(name)
+            continue
+        ruled.append({"required": ["payload"], "properties": {
+            "type": {"const": name}, "payload": {"type": "object", "required": fields}}})
+    if not ruled:
+        return []
+    return [{"anyOf": [{"properties": {"type": {"enum": plain}}}, *ruled]}] if plain else [
+        {"anyOf": ruled}]
+
+
+def _callback_url_schema() -> dict[str, Any]:
+    pattern = callback_url_pattern()
+    if pattern is None:
+        return {"type": "null", "description": "Callbacks are off on this server."}
+    return {"type": ["string", "null"], "pattern": f"^{pattern}$",
+            "maxLength": CALLBACK_URL_MAX_LENGTH,
+            "description": "POSTed the job's JSON, signed, when it ends; on an allowed host."}
 
 
 def _schemas() -> dict[str, Any]:
@@ -65,7 +118,7 @@ def _schemas() -> dict[str, Any]:
         "traceback": {"type": "string"}, "details": {},
     }}
     job_properties = {
-        "job_id": JOB_ID, "url": {"type": ["string", "null"]},
+        "job_id": JOB_ID_SCHEMA, "url": {"type": ["string", "null"]},
         "type": {"type": "string"}, "status": STATUS, "priority": PRIORITY,
         "queue": {"type": "string"}, "attempt": {"type": "integer", "minimum": 0},
         "max_attempts": {"type": "integer", "minimum": 1},
@@ -84,21 +137,30 @@ def _schemas() -> dict[str, Any]:
         "attempts": {"type": "array", "items": _ref("Attempt")}}}]}
     submission = {"type": "object", "required": ["type"], "additionalProperties": False,
                   "properties": {
-        "type": {"type": "string", "minLength": 1, "maxLength": 100,
-                 "examples": _public_types()[:20] or ["email_send"],
-                 "description": "A registered job type."},
-        "payload": {"description": "Any JSON value; an object by convention."},
+        "type": _type_schema(),
+        "payload": {**_ref("StorableJson"),
+                    "description": "Any JSON value; an object by convention. No NUL and no lone "
+                                   "surrogate in any string, nested at most 64 levels."},
         "priority": {"anyOf": [*PRIORITY["anyOf"], {"type": "null"}]},
-        "delay": {"type": ["integer", "null"], "minimum": 0,
+        "delay": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_DELAY_MS,
                   "description": "Milliseconds to wait before the job may run."},
-        "queue": {"type": ["string", "null"], "pattern": r"^[A-Za-z0-9_.\-]{1,100}$"},
+        "queue": {"type": ["string", "null"], "pattern": f"^{QUEUE}$"},
         "max_attempts": {"type": ["integer", "null"], "minimum": 1,
                          "maximum": MAX_ATTEMPTS_LIMIT},
-        "callback_url": {"type": ["string", "null"], "format": "uri", "maxLength": 2000,
-                         "description": "POSTed the job's JSON, signed, when it ends."},
+        "callback_url": _callback_url_schema(),
     }}
+    rules = _payload_rules()
+    if rules:
+        submission = {"allOf": [submission, *rules]}
+    storable = {"anyOf": [
+        {"type": ["null", "boolean", "number"]},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": _ref("StorableJson")},
+        {"type": "object", "propertyNames": {"pattern": NO_NUL},
+         "additionalProperties": _ref("StorableJson")},
+    ]}
     created = {"type": "object", "required": ["job_id", "url"],
-               "properties": {"job_id": JOB_ID, "url": {"type": "string"}}}
+               "properties": {"job_id": JOB_ID_SCHEMA, "url": {"type": "string"}}}
     page = {"type": "object", "required": ["results", "next", "previous"], "properties": {
         "results": {"type": "array", "items": _ref("Job")},
         "next": {"type": ["string", "null"]}, "previous": {"type": ["string", "null"]},
@@ -117,11 +179,13 @@ def _schemas() -> dict[str, Any]:
                "properties": metrics_properties}
     return {"Error": error, "JobError": job_error, "Attempt": attempt, "Job": job,
             "JobDetail": detail, "JobSubmission": submission, "Created": created,
-            "JobPage": page, "JobTypeMetrics": job_type, "Metrics": metrics}
+            "JobPage": page, "JobTypeMetrics": job_type, "Metrics": metrics,
+            "StorableJson": storable}
 
 
 def _path_id() -> dict[str, Any]:
-    return {"name": "job_id", "in": "path", "required": True, "schema": JOB_ID}
+    return {"name": "job_id", "in": "path", "required": True, "schema": JOB_ID_SCHEMA,
+            "description": "A job's id; any other string is a 404."}
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -132,6 +196,9 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
 def _paths() -> dict[str, Any]:
     most = int(jobs_settings.API_MAX_PAGE_SIZE)
     location = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."}}
+    links = {name.capitalize(): {"operationId": f"{name}Job",
+                                 "parameters": {"job_id": "$response.body#/job_id"}}
+             for name in ("get", "cancel", "retry")}
     manage = {"200": _json(_ref("JobDetail"), "The job after the change"),
               **_errors(401, 403, 404, 409)}
     return {
@@ -140,28 +207,31 @@ def _paths() -> dict[str, Any]:
                 "operationId": "submitJob", "summary": "Submit a job",
                 "security": [{"bearer": []}, {"session": []}],
                 "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                                "schema": {"type": "string", "pattern": r"^[!-~]{1,255}$"}}],
+                                "schema": schema_of(IDEMPOTENCY_KEY)}],
                 "requestBody": {"required": True, "content": {
                     "application/json": {"schema": _ref("JobSubmission")}}},
                 "responses": {
-                    "201": {**_json(_ref("Created"), "Created"), "headers": location},
+                    "201": {**_json(_ref("Created"), "Created"), "headers": location,
+                            "links": links},
                     "200": {**_json(_ref("Created"), "The job this Idempotency-Key created"),
-                            "headers": location},
+                            "headers": location, "links": links},
                     **_errors(400, 401, 403, 409, 415),
                 },
             },
             "get": {
                 "operationId": "listJobs", "summary": "Jobs, newest first, a page at a time",
                 "parameters": [
-                    _query("status", {"type": "string",
-                                      "pattern": f"^{STATUS_LIST}(,{STATUS_LIST})*$"},
+                    _query("status", schema_of(STATUS_LIST),
                            "One status, or several separated by commas."),
-                    _query("type", {"type": "string"}, "Only jobs of this type."),
-                    _query("queue", {"type": "string"}, "Only jobs in this queue."),
+                    _query("type", {"type": "string", "pattern": NO_NUL},
+                           "Only jobs of this type."),
+                    _query("queue", {"type": "string", "pattern": NO_NUL},
+                           "Only jobs in this queue."),
                     _query("since", TIME, "Only jobs updated at or after this time."),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": most},
                            "Page size."),
-                    _query("cursor", {"type": "string"}, "From a previous page's next/previous."),
+                    _query("cursor", schema_of(CURSOR),
+                           "From a previous page's next/previous."),
                 ],
                 "responses": {"200": _json(_ref("JobPage"), "A page of jobs"),
                               **_errors(400, 401, 403)},
@@ -184,8 +254,9 @@ def _paths() -> dict[str, Any]:
         "/metrics/jobs": {"get": {
             "operationId": "jobMetrics", "summary": "Counts and timings",
             "parameters": [
-                _query("window", {"type": "string", "pattern": r"^[0-9]{1,9}[smhd]?$"},
-                       "Only jobs submitted within this time: seconds, or 15m, 24h, 7d."),
+                _query("window", schema_of(WINDOW, maxLength=WINDOW_MAX_LENGTH),
+                       "Only jobs submitted within this time: seconds, or 15m, 24h, 7d; "
+                       "longer than 3650 days counts as 3650 days."),
                 _query("format", {"type": "string", "enum": ["json", "prometheus"]},
                        "prometheus: the text exposition format, for scraping."),
             ],

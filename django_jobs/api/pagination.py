@@ -7,17 +7,17 @@ repeated, unlike an offset. A ``previous`` cursor pages the other way.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q, QuerySet
-from django.utils.dateparse import parse_datetime
 
+from .constraints import CURSOR, EARLIEST, LATEST, matches
 from .errors import ApiError
 
 OLDER, NEWER = "o", "n"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_PK = 2**63 - 1  # the largest BigAutoField value
 
 
 @dataclass(frozen=True)
@@ -27,20 +27,21 @@ class Cursor:
     pk: int
 
     def encode(self) -> str:
-        text = f"{self.direction}|{self.created_at.isoformat()}|{self.pk}"
-        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+        micros = (self.created_at - EPOCH) // timedelta(microseconds=1)
+        return f"{self.direction}{micros}.{self.pk}"
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
+        """The position ``text`` names; one beyond the dates or keys a job can have is clamped
+        to the nearest one, which pages the same."""
+        if not matches(CURSOR, text):
+            raise ApiError.bad_request("cursor", "is not a cursor this API gave out")
+        micros, pk = text[1:].split(".")
         try:
-            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-            direction, created, pk = raw.split("|")
-            when = parse_datetime(created)
-            if direction not in (OLDER, NEWER) or when is None or when.tzinfo is None:
-                raise ValueError(raw)
-            return cls(direction, when.astimezone(UTC), int(pk))
-        except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError):
-            raise ApiError.bad_request("cursor", "is not a cursor this API gave out") from None
+            when = EPOCH + timedelta(microseconds=int(micros))
+        except OverflowError:
+            when = EARLIEST if micros.startswith("-") else LATEST
+        return cls(text[0], when, min(int(pk), MAX_PK))
 
 
 @dataclass

@@ -10,10 +10,19 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
 from ..conf import jobs_settings
+from ..validation import callback_url_problem
+from .constraints import (
+    CALLBACK_URL_MAX_LENGTH,
+    MAX_DELAY_MS,
+    QUEUE,
+    callback_url_pattern,
+    matches,
+)
 from .errors import ApiError
 
 RESERVED_PREFIX = "django_jobs."  # the app's own job types (callbacks) are not for clients
 MAX_DEPTH = 64
+INTEGER_FIELDS = ("priority", "delay", "max_attempts")
 FIELDS = ("type", "payload", "priority", "delay", "queue", "max_attempts", "callback_url")
 
 
@@ -24,8 +33,8 @@ def read_body(request: HttpRequest) -> dict[str, Any]:
                        {"payload": f"must be at most {limit} bytes of JSON"})
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
+    except ValueError:  # Django's request.body would raise it again, as a 500
+        raise ApiError.bad_request("Content-Length", "is not a number") from None
     if declared > limit:
         raise too_big
     try:
@@ -65,6 +74,10 @@ def enqueue_arguments(data: dict[str, Any]) -> dict[str, Any]:
         problem = _walk_problem(value, depth=2)
         if problem:
             raise ApiError.bad_request(name, problem)
+    data = {name: _whole(value) if name in INTEGER_FIELDS else value
+             for name, value in data.items()}
+    _check_queue(data.get("queue"))
+    _check_callback_url(data.get("callback_url"))
     arguments: dict[str, Any] = {"type": data["type"], "payload": data.get("payload")}
     for name in ("priority", "queue", "max_attempts", "callback_url"):
         if data.get(name) is not None:
@@ -74,15 +87,45 @@ def enqueue_arguments(data: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
+def _whole(value: Any) -> Any:
+    """``5.0`` as ``5``: JSON Schema, and so the OpenAPI document, counts it an integer."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _delay(value: Any) -> timedelta:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ApiError.bad_request("delay", f"must be an integer of milliseconds, not {value!r}")
-    if value < 0:
-        raise ApiError.bad_request("delay", f"must not be negative, got {value}")
-    try:
-        return timedelta(milliseconds=value)
-    except OverflowError:
-        raise ApiError.bad_request("delay", f"{value} milliseconds is too far ahead") from None
+    if not 0 <= value <= MAX_DELAY_MS:
+        raise ApiError.bad_request(
+            "delay", f"must be from 0 to {MAX_DELAY_MS} milliseconds (ten years), not {value}"
+        )
+    return timedelta(milliseconds=value)
+
+
+def _check_queue(value: Any) -> None:
+    """The engine's queue rule, matched whole (a trailing newline is not a queue name)."""
+    if value is not None and not (isinstance(value, str) and matches(QUEUE, value)):
+        raise ApiError.bad_request("queue", f"must match ^{QUEUE}$, not {str(value)[:120]!r}")
+
+
+def _check_callback_url(value: Any) -> None:
+    """Null, or a URL the document's pattern for this server's callback hosts allows."""
+    if value is None:
+        return
+    pattern = callback_url_pattern()
+    if pattern is None:
+        raise ApiError.bad_request("callback_url", "callbacks are off on this server "
+                                   "(CALLBACK_SECRET or CALLBACK_ALLOWED_HOSTS is not set)")
+    if not isinstance(value, str):
+        raise ApiError.bad_request("callback_url", f"must be a string, not {_json_kind(value)}")
+    if len(value) > CALLBACK_URL_MAX_LENGTH:
+        raise ApiError.bad_request("callback_url",
+                                   f"must be at most {CALLBACK_URL_MAX_LENGTH} characters")
+    if not matches(pattern, value):
+        # The engine's reason where it has one (e.g. the host), else what the pattern asks.
+        why = callback_url_problem(value) or ("must be a lower-case http(s) URL of printable "
+                                              "ASCII on a host in CALLBACK_ALLOWED_HOSTS")
+        raise ApiError.bad_request("callback_url", why)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -90,9 +133,9 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _json_kind(value: Any) -> str:
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             type(None): "null"}
+    return kinds.get(type(value), "a number")
 
 
 def _walk_problem(value: Any, depth: int = 1) -> str | None:

@@ -1,8 +1,9 @@
 """Mount with ``path("api/", include("django_jobs.api.urls"))``; the prefix is the site's."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from . import views_jobs, views_manage, views_metrics
+from .errors import not_found
 
 app_name = "django_jobs_api"
 
@@ -10,8 +11,9 @@ urlpatterns = [
     path("jobs", views_jobs.jobs, name="jobs"),
     path("jobs/<str:job_id>/cancel", views_manage.cancel, name="job-cancel"),
     path("jobs/<str:job_id>/retry", views_manage.retry, name="job-retry"),
-    # Any other path under jobs/ is a job id, so a strange one gets a JSON 404, not an HTML one.
-    path("jobs/<path:job_id>", views_jobs.job_detail, name="job-detail"),
+    path("jobs/<str:job_id>", views_jobs.job_detail, name="job-detail"),
     path("metrics/jobs", views_metrics.metrics, name="metrics"),
     path("openapi.json", views_metrics.openapi, name="openapi"),
+    # Every other path under the mount, a trailing slash included: a JSON 404, not Django's page.
+    re_path(r"^", not_found, name="not-found"),
 ]

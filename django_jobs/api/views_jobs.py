@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import datetime
 
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
 
 from ..conf import jobs_settings
 from ..exceptions import InvalidJob
 from ..models import Job
 from .auth import READ, SUBMIT, endpoint
+from .constraints import JOB_ID, instant, matches, page_size
 from .errors import ApiError, json_response
 from .idempotency import check_key, submit_once
 from .pagination import Cursor, paginate
@@ -73,12 +73,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
 def filtered(query: QueryDict) -> QuerySet:
     """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``."""
     jobs = Job.objects.all()
-    if query.get("status"):
+    if "status" in query:
         wanted = query["status"].split(",")
         bad = [s for s in wanted if s not in Job.Status.values]
         if bad:
             raise ApiError.bad_request(
-                "status", f"unknown status {bad[0]!r}; one of {', '.join(Job.Status.values)}"
+                "status", f"unknown status {_shown(bad[0])}; one of {', '.join(Job.Status.values)}"
             )
         jobs = jobs.filter(status__in=wanted)
     for name in ("type", "queue"):
@@ -97,9 +97,10 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 
 
 def find_job(job_id: str) -> Job:
-    job = Job.objects.filter(public_id=job_id).first()
+    """The job with this public id; a string of another shape is not looked up at all."""
+    job = Job.objects.filter(public_id=job_id).first() if matches(JOB_ID, job_id) else None
     if job is None:
-        raise ApiError(404, f"there is no job {job_id!r}", {"job_id": "not found"})
+        raise ApiError(404, f"there is no job {_shown(job_id)}", {"job_id": "not found"})
     return job
 
 
@@ -107,16 +108,13 @@ def job_url(request: HttpRequest, public_id: str) -> str:
     return request.build_absolute_uri(reverse("django_jobs_api:job-detail", args=[public_id]))
 
 
-def _since(text: str):  # type: ignore[no-untyped-def]
-    hint = "an ISO 8601 date and time with a time zone, e.g. 2024-06-14T12:00:00Z (send + as %2B)"
-    try:
-        when = parse_datetime(text)
-        # In UTC: databases refuse some offsets Python allows (PostgreSQL: beyond ±15:59).
-        when = when.astimezone(UTC) if when is not None and when.tzinfo is not None else None
-    except (ValueError, OverflowError):
-        when = None
+def _since(text: str) -> datetime:
+    when = instant(text)  # in UTC: databases refuse some offsets (PostgreSQL: beyond ±15:59)
     if when is None:
-        raise ApiError.bad_request("since", f"must be {hint}, not {text!r}")
+        raise ApiError.bad_request(
+            "since", "must be an RFC 3339 date and time with a time zone, e.g. "
+            f"2024-06-14T12:00:00Z (send + as %2B), not {_shown(text)}"
+        )
     return when
 
 
@@ -124,9 +122,18 @@ def _limit(text: str | None) -> int:
     most = int(jobs_settings.API_MAX_PAGE_SIZE)
     if text is None:
         return min(int(jobs_settings.API_PAGE_SIZE), most)
-    if not text.isdigit() or not 1 <= int(text) <= most:
-        raise ApiError.bad_request("limit", f"must be an integer from 1 to {most}, not {text!r}")
-    return int(text)
+    size = page_size(text, most)
+    if size is None:
+        raise ApiError.bad_request("limit", f"must be an integer from 1 to {most}, not "
+                                   f"{_shown(text)}")
+    return size
+
+
+def _shown(text: str, most: int = 40) -> str:
+    """``text`` quoted for an error message, shortened if long."""
+    if len(text) <= most:
+        return repr(text)
+    return f"{text[:most]!r} (and {len(text) - most} more characters)"
 
 
 def _page_url(request: HttpRequest, cursor: Cursor | None) -> str | None:

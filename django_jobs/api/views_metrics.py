@@ -3,20 +3,17 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
 
 from .auth import READ, endpoint
+from .constraints import WINDOW_MAX_LENGTH, window_seconds
 from .errors import ApiError, json_response
 from .metrics import PROMETHEUS_CONTENT_TYPE, job_metrics, prometheus_text
 from .openapi import openapi_document
 
 METRICS_PARAMETERS = ("window", "format")
-WINDOW_RE = re.compile(r"^(\d{1,9})([smhd]?)$")
-UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-MAX_WINDOW = timedelta(days=3650)
 
 
 @endpoint({"GET": READ})
@@ -35,18 +32,19 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 
 def parse_window(text: str | None) -> timedelta | None:
-    """``3600``, ``90s``, ``15m``, ``24h`` or ``7d``; None for every job in the table."""
+    """``3600``, ``90s``, ``15m``, ``24h`` or ``7d``; None for every job in the table.
+
+    A window longer than ``MAX_WINDOW`` (3650 days) counts as ``MAX_WINDOW``.
+    """
     if text is None:
         return None
-    match = WINDOW_RE.match(text)
-    if not match or int(match[1]) == 0:
+    seconds = window_seconds(text)
+    if seconds is None:
         raise ApiError.bad_request(
-            "window", f"must be a positive number of seconds or e.g. 15m, 24h, 7d, not {text!r}"
+            "window", "must be a positive whole number of seconds, or of s, m, h or d (e.g. "
+            f"15m, 24h, 7d), at most {WINDOW_MAX_LENGTH} characters, not {text[:40]!r}"
         )
-    window = timedelta(seconds=int(match[1]) * UNIT_SECONDS[match[2]])
-    if window > MAX_WINDOW:
-        raise ApiError.bad_request("window", "must be at most 3650 days")
-    return window
+    return timedelta(seconds=seconds)
 
 
 @endpoint({"GET": READ})

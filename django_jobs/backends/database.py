@@ -69,7 +69,7 @@ class DatabaseBackend(BaseTaskBackend):
 
     def validate_task(self, task: Task) -> None:
         super().validate_task(task)
-        if not isinstance(task.queue_name, str) or not QUEUE_RE.match(task.queue_name):
+        if not isinstance(task.queue_name, str) or not QUEUE_RE.fullmatch(task.queue_name):
             raise InvalidTask(f"Queue name {task.queue_name!r} must match {QUEUE_RE.pattern}.")
         if len(task.module_path) > MAX_PATH_LENGTH:
             raise InvalidTask(
@@ -123,7 +123,7 @@ class DatabaseBackend(BaseTaskBackend):
         Raises TaskResultDoesNotExist for an unknown or malformed id, for the id of a job that
         is not a task, and for a task whose function can no longer be imported.
         """
-        if not isinstance(result_id, str) or not RESULT_ID_RE.match(result_id):
+        if not isinstance(result_id, str) or not RESULT_ID_RE.fullmatch(result_id):
             raise TaskResultDoesNotExist(result_id)
         try:
             job = Job.objects.get(public_id=result_id, type__startswith=TYPE_PREFIX)
@@ -151,7 +151,7 @@ class DatabaseBackend(BaseTaskBackend):
             ))
         else:
             for name in sorted(self.queues, key=str):
-                if not isinstance(name, str) or not QUEUE_RE.match(name):
+                if not isinstance(name, str) or not QUEUE_RE.fullmatch(name):
                     problems.append(checks.Error(
                         f"{where}['QUEUES'] has a bad queue name {name!r}",
                         hint=f"queue names must match {QUEUE_RE.pattern}",

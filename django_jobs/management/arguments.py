@@ -25,7 +25,7 @@ MAX_LIMIT = 10_000
 
 def job_id(text: str) -> str:
     """A job's public id, ``j-`` and 20 hex digits, as the admin and the API show it."""
-    if not JOB_ID_RE.match(text):
+    if not JOB_ID_RE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a job id (j- and 20 hex digits)")
     return text
 
@@ -41,7 +41,7 @@ def statuses(text: str) -> list[str]:
 
 
 def queue(text: str) -> str:
-    if not QUEUE_RE.match(text):
+    if not QUEUE_RE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a queue name ({QUEUE_RE.pattern})")
     return text
 

@@ -53,7 +53,7 @@ class ScheduleSpec:
                 yield EPOCH + k * step
                 k += 1
         else:
-            assert self.cron is not None
+            assert self.cron is not None  # noqa: S101 (narrows the type: a schedule has every or cron)
             local = moment.astimezone(ZoneInfo(self.timezone))
             for occurrence in CronSim(self.cron, local):
                 yield occurrence.astimezone(UTC)

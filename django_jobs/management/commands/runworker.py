@@ -62,7 +62,7 @@ def seconds(text: str) -> float:
 
 def queue_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    bad = [name for name in names if not QUEUE_RE.match(name)]
+    bad = [name for name in names if not QUEUE_RE.fullmatch(name)]
     if bad or not names:
         raise argparse.ArgumentTypeError(f"bad queue name(s): {', '.join(bad) or text!r}")
     return names
