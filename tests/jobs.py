@@ -107,15 +107,15 @@ async def async_echo(payload):
 @handler("chaos_record", max_attempts=1000)
 def chaos_record(payload):
     """The chaos suite's handler: notes each run in the run log (tests/chaos/ledger.py), then
-    sleeps, or waits for a gate file and notes that it returned. Attempts are plentiful so that
-    a storm of kills cannot bury a job."""
+    sleeps, or waits for its process's gate file (``<gate>.<pid>``) and notes that it returned.
+    Attempts are plentiful so that a storm of kills cannot bury a job."""
     from tests.chaos.ledger import RAN, RETURNED, note
 
     job = current_job()
     note(payload["log"], RAN, job.public_id, job.attempt)
     time.sleep(payload.get("sleep", 0))
     if payload.get("gate"):
-        gate = Path(payload["gate"])
+        gate = Path(f"{payload['gate']}.{os.getpid()}")
         deadline = time.monotonic() + 120
         while not gate.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
