@@ -1,4 +1,5 @@
-"""Chaos: a storm of ``kill -9`` on real workers, each replaced at once, until the queue drains.
+"""Chaos: storms of ``kill -9`` (each worker replaced at once) and of SIGSTOP past the lease, on
+real workers, until the queue drains.
 
 Every job must complete, and a job may have run more than once only where the database records
 an interrupted (lost) attempt for it (tests/chaos/ledger.py). Small in CI; by hand::
@@ -78,4 +79,54 @@ def test_kill_9_storm_with_replacement_workers_runs_every_job_once_modulo_lost_a
     report(f"kill storm ({connection.vendor})", {
         **figures.as_dict(), "workers": workers_wanted, "kills": kills,
         "workers_started": started, "seed": seed, "wall_s": round(wall, 1),
+    })
+
+
+def test_freeze_storm_past_the_lease_runs_every_job_once_modulo_lost_attempts(
+    start_worker, tmp_path
+):
+    """Workers stopped with SIGSTOP for longer than their lease (a VM pause, a swap storm), then
+    resumed: their jobs are rescued and rerun meanwhile, and what they finish late is dropped."""
+    sqlite = connection.vendor == "sqlite"
+    jobs = env_int("CHAOS_JOBS", 1000)
+    workers_wanted = env_int("CHAOS_WORKERS", 2 if sqlite else 4)
+    freezes_wanted = env_int("CHAOS_FREEZES", 6)
+    frozen_for = env_float("CHAOS_FREEZE_SECONDS", 3.0)  # longer than the 2 s lease
+    seed = env_int("CHAOS_SEED", random.randrange(1_000_000))
+    rng = random.Random(seed)
+    log = str(tmp_path / "runs.log")
+    Job.enqueue_many("chaos_record", [{"log": log, "sleep": 0.02}] * jobs)
+    workers = [start_worker("--concurrency", "4", "--worker-id", f"frozen-{i}", *FAST)
+               for i in range(workers_wanted)]
+    began = time.monotonic()
+    wait_for(lambda: count_runs(log) > 0, timeout=120)
+    frozen: dict[int, float] = {}  # index of the worker -> when to resume it
+    freezes = 0
+    deadline = time.monotonic() + max(300, jobs / 10)
+    while unfinished() or frozen:
+        assert time.monotonic() < deadline, f"{unfinished()} job(s) never finished (seed {seed})"
+        now = time.monotonic()
+        for index, thaw_at in list(frozen.items()):
+            if now >= thaw_at:
+                workers[index].signal(signal.SIGCONT)
+                del frozen[index]
+        awake = [i for i in range(len(workers)) if i not in frozen]
+        if freezes < freezes_wanted and len(awake) > 1 and unfinished():
+            index = rng.choice(awake)
+            workers[index].signal(signal.SIGSTOP)
+            frozen[index] = now + frozen_for
+            freezes += 1
+        time.sleep(0.5)
+    wall = time.monotonic() - began
+
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    for worker in workers:
+        assert worker.wait(timeout=60) == 0, worker.output()[-2000:]
+    figures = verify(collect(), read_runs(log))
+    assert figures.jobs == jobs
+    assert figures.interrupted_attempts > 0, f"no lease ran out while frozen (seed {seed})"
+    report(f"freeze storm ({connection.vendor})", {
+        **figures.as_dict(), "workers": workers_wanted, "freezes": freezes,
+        "frozen_s": frozen_for, "seed": seed, "wall_s": round(wall, 1),
     })
