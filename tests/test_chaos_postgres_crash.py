@@ -11,6 +11,7 @@ recorded. It needs PostgreSQL's server binaries, and runs in the PostgreSQL run 
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,8 @@ def cluster():
     bindir = find_bindir()
     if bindir is None:
         pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
+    if os.geteuid() == 0 and not shutil.which("runuser"):
+        pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
     made = Cluster(bindir)
     try:
         made.start()

@@ -53,8 +53,8 @@ class Cluster:
         self.data = self.root / "data"
         self.logfile = self.root / "postgres.log"
         self.as_postgres = os.geteuid() == 0
-        if self.as_postgres:
-            entry = pwd.getpwnam("postgres")
+        if self.as_postgres:  # PostgreSQL refuses to run as root
+            entry = pwd.getpwnam(os.environ.get("CHAOS_PG_USER", "postgres"))
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
                   "--no-sync")
@@ -62,7 +62,8 @@ class Cluster:
     def _run(self, tool: str, *args: str) -> subprocess.CompletedProcess:
         command = [str(self.bindir / tool), *args]
         if self.as_postgres:
-            command = ["runuser", "-u", "postgres", "--", *command]
+            command = ["runuser", "-u", os.environ.get("CHAOS_PG_USER", "postgres"), "--",
+                       *command]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120,
                                 cwd=self.root)
         if result.returncode != 0:
