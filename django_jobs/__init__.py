@@ -49,7 +49,7 @@ def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Define a django.tasks Task with retry options: ``@task(max_attempts=5, timeout=60)``.
 
     The same as the framework's ``@task`` plus ``max_attempts``, ``backoff``, ``retry_on``,
-    ``permanent`` and ``timeout``; see docs/tasks-backend.md.
+    ``permanent`` and ``timeout``; see docs/reference-tasks-backend.md.
     """
     from .backends.tasks import task as _task
 

@@ -5,7 +5,7 @@ The write path (``managers.py``: finish, rescue, cancel) enqueues one job of typ
 callback is never lost and never sent for a change that rolled back. That job is run by the
 ordinary workers, with retries and backoff like any other.
 
-Each delivery carries these headers (see docs/api.md for a verification snippet)::
+Each delivery carries these headers (see docs/reference-api.md for a verification snippet)::
 
     X-Jobs-Timestamp: 1718368496                  (Unix seconds when this delivery was signed)
     X-Jobs-Signature: sha256=<hex>     HMAC-SHA256(CALLBACK_SECRET, timestamp + "." + body)

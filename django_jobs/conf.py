@@ -24,6 +24,14 @@ DEFAULTS: dict[str, Any] = {
     # How long a stopping worker lets running jobs finish before handing them back.
     "SHUTDOWN_TIMEOUT": 30.0,
     "DEFAULT_QUEUE": "default",
+    # Seconds a job whose type no worker has a handler for (a rolling deploy) waits for one,
+    # handed back with a backoff and its attempt not spent, before it goes dead. 0: dead at once.
+    "UNKNOWN_TYPE_GRACE": 3600.0,
+    # Crashes (a worker process dying mid-job) a job may be part of before it goes dead, the
+    # last one alone in its worker; a handler's max_crashes overrides it (docs/explanation-guarantees.md).
+    "MAX_CRASHES": 3,
+    # What a crash does to the attempt: "retry" gives it back, "fail" counts it as failed.
+    "ON_CRASH": "retry",
     # PostgreSQL: prepare the claim, finish and insert statements on each connection, so the
     # server plans them once instead of on every call. Turn off behind a pooler that cannot
     # keep prepared statements (PgBouncer before 1.21 in transaction mode).

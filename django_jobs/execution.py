@@ -26,6 +26,7 @@ from .models import Job, error_dict
 from .outcomes import AttemptOutcome, micros, now_us
 from .registry import get_handler
 from .signals import job_started
+from .unknown import unknown_type_outcome
 
 if TYPE_CHECKING:
     from .registry import Handler
@@ -33,23 +34,25 @@ if TYPE_CHECKING:
 current_job: ContextVar[Job | None] = ContextVar("django_jobs_current_job", default=None)
 
 
-def run_job(job: Job, started_at: datetime | int | None = None) -> AttemptOutcome:
+def run_job(
+    job: Job, started_at: datetime | int | None = None, *, tidy: bool = True
+) -> AttemptOutcome:
     """Run ``job`` once in this thread and return its outcome; never raises.
 
-    ``started_at`` (a datetime, or microseconds since the epoch) defaults to now."""
+    ``started_at`` (a datetime, or microseconds since the epoch) defaults to now. ``tidy``
+    rolls back a transaction the handler left open; ``django_jobs.testing`` turns it off, as
+    its handlers run inside the test's own transaction."""
     started = now_us() if started_at is None else micros(started_at)
     cpu_start = time.thread_time_ns()
     found = get_handler(job.type)
-    if found is None:
-        outcome = _failure(job, started, error_dict(
-            type="UnknownJobType", message=f"no handler is registered for job type {job.type!r}"
-        ), permanent=True)
+    if found is None:  # a rolling deploy: wait for a worker that knows the type (unknown.py)
+        outcome = unknown_type_outcome(job, started)
     else:
         outcome = _call(found, job, started)
     outcome.finished = now_us()
     outcome.cpu_ns = time.thread_time_ns() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if _connected and threading.get_ident() in _connected:
+    if tidy and _connected and threading.get_ident() in _connected:
         _tidy_connections()
     return outcome
 

@@ -17,7 +17,7 @@ from django.db.models.functions import Greatest
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from . import pgwrite
+from . import crashes, pgwrite
 from .control import after_finish
 from .dependencies import dependency_ids
 from .enqueueing import insert as insert_special
@@ -439,6 +439,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             fields = {"updated_at": now, "leased_until": None, "status": PENDING,
                       "attempt": F("attempt") - 1, "started_at": None,
                       "run_at": now + timedelta(seconds=outcome.snooze_seconds or 0)}
+            if outcome.error is not None:  # why it waits (a type this worker does not know)
+                fields["error"] = outcome.error
         else:
             fields = {"updated_at": now, "leased_until": None}
             decision = _decide(job, outcome.permanent, now)
@@ -454,41 +456,22 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         return fields
 
     def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
-        """Fail the attempts of jobs whose lease expired (their worker died); retry or bury.
+        """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
+        counted apart from errors (``crashes.py``: retried alone, or quarantined as dead).
 
         Any worker may run this at any time: every write is fenced on the old lease token,
         so two rescuers never both record the same lost attempt.
         """
-        from .models import JobAttempt, error_dict
-
         now = now or timezone.now()
-        rescued: list[Job] = []
         if not self.stale(now).exists():
             # Almost every heartbeat: one read, in autocommit, that locks no row (not BEGIN,
             # a locking SELECT and COMMIT that find nothing).
-            return rescued
+            return []
         with transaction.atomic(using=self.db):
-            stale = self.stale(now).order_by("leased_until")
-            if connections[self.db].features.has_select_for_update_skip_locked:
-                stale = stale.select_for_update(skip_locked=True)
-            for job in stale[:limit]:
-                error = error_dict(
-                    type="WorkerLost",
-                    message=f"worker {job.worker_id!r} stopped renewing its lease "
-                    f"(last lease until {job.leased_until.isoformat()})",
-                )
-                outcome = AttemptOutcome(
-                    job=job, kind=FAILED, started_at=job.started_at or now, finished_at=now,
-                    error=error,
-                )
-                if not self._fenced(job).update(**self._finish_fields(outcome, now)):
-                    continue
-                row = _attempt_row(outcome)
-                row.outcome = JobAttempt.Outcome.LOST
-                row.save(force_insert=True, using=self.db)
-                rescued.append(job)
-            _call_back(rescued, self.db)  # API issue
-        return rescued
+            return crashes.rescue(self, limit=limit, now=now)
+
+    def _db_has_skip_locked(self) -> bool:
+        return connections[self.db].features.has_select_for_update_skip_locked
 
     def release(self, jobs: Sequence[Job]) -> int:
         """Hand held jobs back to the queue at shutdown, without spending their attempt."""
@@ -517,6 +500,7 @@ def _retry_fields() -> dict[str, Any]:
     return {
         "status": PENDING, "run_at": now, "updated_at": now, "finished_at": None,
         "cancel_requested": False, "max_attempts": Greatest(F("max_attempts"), F("attempt") + 1),
+        "crashes": 0,  # a person retries it: its crashes start again
     }
 
 

@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from .errors import error_dict  # noqa: F401  the error every write stores; imported from here
 from .managers import JobManager, QueueStateManager
 
 PUBLIC_ID_PREFIX = "j-"
@@ -47,6 +48,8 @@ class Job(models.Model):
     run_at = models.DateTimeField(default=timezone.now)
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveSmallIntegerField(default=3)
+    # Times a worker process died while it held the job, counted apart from errors (crashes.py).
+    crashes = models.PositiveSmallIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -208,9 +211,10 @@ class JobAttempt(models.Model):
         SNOOZED = "snoozed", "Snoozed"  # sched: the handler asked to run later; did not count
 
     # No database foreign key: PostgreSQL would check every attempt row against its job at
-    # commit, a quarter of the server's time to finish a batch (docs/performance.md). Rows are
-    # written only by the finish statement, which joins them to the job rows it updated, and
-    # jobs are deleted only through the ORM, which deletes their attempts (on_delete).
+    # commit, a quarter of the server's time to finish a batch
+    # (docs/explanation-performance.md). Rows are written only by the finish statement, which
+    # joins them to the job rows it updated, and jobs are deleted only through the ORM, which
+    # deletes their attempts (on_delete).
     job = models.ForeignKey(
         Job, on_delete=models.CASCADE, related_name="attempts", db_constraint=False
     )
@@ -263,31 +267,6 @@ class QueueState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({'paused' if self.paused else 'running'})"
-
-
-def error_dict(
-    exc: BaseException | None = None, *, type: str = "", message: str = "", traceback: str = "",
-    details: Any = None,
-) -> dict[str, Any]:
-    """The structured error stored on a job and its attempts.
-
-    ``class_path`` (the exception's dotted path) is there when the error came from an exception;
-    the tasks backend turns it into ``TaskError.exception_class_path``.
-    """
-    class_path = ""
-    if exc is not None:
-        import traceback as tb
-
-        type = type or exc.__class__.__name__
-        message = message or str(exc)
-        traceback = traceback or "".join(tb.format_exception(exc))
-        details = details if details is not None else getattr(exc, "details", None)
-        class_path = f"{exc.__class__.__module__}.{exc.__class__.__qualname__}"
-    error = {"type": type, "message": message, "traceback": traceback, "details": details or {}}
-    if class_path:
-        error["class_path"] = class_path
-    return error
-
 
 
 # --- HTTP API models (API issue): tokens and idempotency keys live in django_jobs/api/ ---

@@ -26,7 +26,7 @@ def run(connection: Any, sql: str, params: Any) -> list[tuple]:
     and plans the statement, a large JSON literal among it, on every call. Sent as parameters
     to a statement prepared once per connection (``PREPARED_STATEMENTS``), the claim and the
     finish cost the server about 40% less and the client a quarter less
-    (``docs/performance.md``). Same connection, same transaction; Django's wrapper still
+    (``docs/explanation-performance.md``). Same connection, same transaction; Django's wrapper still
     translates errors and records the query when queries are logged.
     """
     if not _psycopg3(connection):

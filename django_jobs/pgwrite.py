@@ -3,8 +3,8 @@
 Used by ``managers.py`` only: it stays the one write path, this module holds the SQL. Each
 function is one statement and one round trip. What bounds a queue's throughput is commits per
 second, so a batch of jobs is claimed by one statement and finished by one, and the worker runs
-a finish and the next claim in one transaction (``docs/performance.md``). Other databases take
-the ORM paths in ``managers.py``.
+a finish and the next claim in one transaction (``docs/explanation-performance.md``). Other
+databases take the ORM paths in ``managers.py``.
 """
 
 from __future__ import annotations

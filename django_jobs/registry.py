@@ -16,6 +16,8 @@ from .retry import Backoff, as_backoff
 TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 
 ExceptionTypes = tuple[type[BaseException], ...]
+# A crash's policies: give the lost attempt back, or count it as a failed attempt.
+ON_CRASH = ("retry", "fail")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,10 @@ class Handler:
     # sched: a Unique rule (django_jobs.unique) and concurrency/rate limits (django_jobs.limits)
     unique: Any = None
     limits: tuple[Any, ...] = ()
+    # What a crash of the worker process running the job does to it (django_jobs/crashes.py):
+    # "retry" gives the lost attempt back, "fail" counts it as a failed attempt. None: settings.
+    on_crash: str | None = None
+    max_crashes: int | None = None
 
     def is_permanent(self, exc: BaseException) -> bool:
         """True for errors not worth retrying: PermanentError, listed classes, or unlisted ones."""
@@ -60,14 +66,25 @@ def handler(
     queue: str | None = None,
     unique: Any = None,
     limits: Sequence[Any] = (),
+    on_crash: str | None = None,
+    max_crashes: int | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``func(payload)`` as the handler of jobs of ``type``."""
+    """Register ``func(payload)`` as the handler of jobs of ``type``.
+
+    ``on_crash`` and ``max_crashes`` say what happens to a job when the process running it dies
+    (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back; "fail" counts
+    it as a failed attempt. Either way a job that has crashed ``max_crashes`` times, the last
+    time alone in its worker, goes dead."""
     if not isinstance(type, str) or not TYPE_RE.match(type):
         raise ImproperlyConfigured(f"job type {type!r} must match {TYPE_RE.pattern}")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
         raise ImproperlyConfigured(f"max_attempts for {type!r} must be a positive integer")
     if timeout is not None and timeout <= 0:
         raise ImproperlyConfigured(f"timeout for {type!r} must be positive")
+    if on_crash is not None and on_crash not in ON_CRASH:
+        raise ImproperlyConfigured(f"on_crash for {type!r} must be one of {', '.join(ON_CRASH)}")
+    if max_crashes is not None and (not isinstance(max_crashes, int) or max_crashes < 1):
+        raise ImproperlyConfigured(f"max_crashes for {type!r} must be a positive integer")
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         existing = _handlers.get(type)
@@ -87,6 +104,8 @@ def handler(
             queue=queue,
             unique=unique,
             limits=tuple(limits),
+            on_crash=on_crash,
+            max_crashes=max_crashes,
         )
         return func
 
@@ -117,6 +136,7 @@ def unregister(type: str) -> None:
 
 
 def registered_types() -> list[str]:
+    """The job types registered with ``@handler``, sorted."""
     return sorted(_handlers)
 
 

@@ -6,9 +6,10 @@ loop, and a cached lookup of the receivers costs a tenth of the search it replac
 
 from django.dispatch import Signal
 
-# Sent by Job.enqueue / enqueue_many for each new job, inside the caller's transaction.
+#: Sent by Job.enqueue / enqueue_many for each new job, inside the caller's transaction.
 job_enqueued = Signal(use_caching=True)
-# Sent by the worker just before the handler runs; ``attempt`` is the attempt number.
+#: Sent by the worker just before the handler runs; ``attempt`` is the attempt number.
 job_started = Signal(use_caching=True)
-# Sent by the worker after the outcome is written; ``outcome`` is an Attempt.Outcome value.
+#: Sent by the worker (and ``run_jobs``) after the outcome is written; ``outcome`` is an
+#: Attempt.Outcome value.
 job_finished = Signal(use_caching=True)

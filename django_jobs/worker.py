@@ -4,45 +4,36 @@ rescue lost jobs, honour timeouts, cancel requests and pauses, and shut down gra
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 
 from django.db import DatabaseError, InterfaceError, connection
 from django.utils import timezone
 
+from . import solo
 from .conf import jobs_settings
-from .exceptions import JobCanceled, JobTimeout
+from .deadlines import Running, enforce_deadlines
+from .exceptions import JobCanceled
+from .isolation import finish_isolating, finish_one_by_one, refused
+from .lifecycle import install_signals, register, restore_signals
 from .listener import Listener
-from .models import Job, QueueState, error_dict
+from .models import Job, QueueState
 from .models import Worker as WorkerRow
 from .outcomes import AttemptOutcome
 from .periodic import Periodic
 from .registry import get_handler
 from .signals import job_finished
 from .threads import DISPATCH_DELAY_SECONDS, Inbox, Slot
+from .worklog import default_worker_id, log_end, log_start
 
 logger = logging.getLogger("django_jobs.worker")
 
-TIMEOUT_GRACE_SECONDS = 5.0
 # How long finished outcomes wait for the other running jobs of their batch (see _gather).
 BATCH_WINDOW_SECONDS = 0.002
-
-
-@dataclass(slots=True)
-class Running:
-    job: Job
-    started: float
-    deadline: float | None
-    slot: Slot | None = None
-    interrupted: bool = False
-    abandoned: bool = False  # sched: its timeout outcome is queued; never abandon it twice
 
 
 @dataclass
@@ -83,14 +74,16 @@ class Worker:
         self.listener: Listener | None = None
         self._previous_handlers: dict[int, object] = {}
         self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
+        self.solo: Job | None = None  # a job that was in a crash, to run alone (solo.py)
+        self.solo_started = False
 
     # The loop.
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
-        self._install_signals()
+        self._previous_handlers = install_signals(self.stop)
         self._start_slots(self.options.concurrency)
-        self._register()
+        register(self.worker_id, list(self.options.queues), self.options.concurrency)
         self.listener = Listener.start_for(connection, self.wake)
         next_beat = 0.0
         try:
@@ -101,8 +94,9 @@ class Worker:
                 if now >= next_beat:
                     self._safely(self._heartbeat)
                     next_beat = now + self.options.heartbeat_seconds
-                self._enforce_deadlines(now)
+                enforce_deadlines(self, now)
                 self._dispatch(now)
+                solo.turn(self)
                 if self.stopping:
                     if not self.running or now >= self.stop_deadline:
                         break
@@ -128,12 +122,14 @@ class Worker:
         (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``).
 
         One commit per turn of the loop instead of two: commits per second are what bound a
-        queue's throughput (docs/performance.md). On a database error the outcomes go back to
-        the outbox and are written on a later turn.
+        queue's throughput (docs/explanation-performance.md). On a database error the outcomes
+        go back to the outbox and are written on a later turn.
         """
         self._gather()
         outcomes = self._take_outcomes()
         free = self.options.concurrency - len(self.running) + len(outcomes)
+        if self.solo is not None and all(o.job.id != self.solo.id for o in outcomes):
+            free = 0  # a suspect runs alone (solo.py): claim nothing until it has ended
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.claimed)
         if free <= 0 and not outcomes:
@@ -147,10 +143,19 @@ class Worker:
                 queues=list(self.options.queues) or None,
                 exclude_queues=sorted(self.paused),
             )
-        except BaseException:
+        except BaseException as exc:
+            if outcomes and refused(exc):  # one outcome the database will not take: isolate it
+                self._isolated(outcomes, exc)
+                return self._claim()
             self._put_back(outcomes)
             raise
         self._record(outcomes, written)
+        self.claimed += len(jobs)
+        self._start(solo.admit(self, jobs, lambda job: Running(job, time.monotonic(), None)))
+        return len(jobs)
+
+    def _start(self, jobs: list[Job]) -> None:
+        """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""
         now = time.monotonic()
         deadlines: dict[str, float | None] = {}  # by type: a batch is mostly of one type
         for job in jobs:
@@ -160,8 +165,6 @@ class Worker:
                 deadlines[job.type] = now + timeout if timeout else None
             self.running[job.id] = Running(job, now, deadlines[job.type])
         self.inbox.put(jobs)
-        self.claimed += len(jobs)
-        return len(jobs)
 
     def _gather(self) -> None:
         """When some running jobs have finished and others have not, give those a moment
@@ -218,12 +221,20 @@ class Worker:
             self._write(outcomes)
 
     def _write(self, outcomes: list[AttemptOutcome]) -> None:
-        written = self._safely(Job.objects.finish, outcomes)
-        if written is None:  # the database is away: keep them and try again next turn
+        done = self._safely(finish_isolating, outcomes)
+        if done is None:  # the database is away: keep them and try again next turn
             self._put_back(outcomes)
             time.sleep(min(self.options.poll_interval, 1.0))
             return
-        self._record(outcomes, written)
+        self._settle(outcomes, *done)
+
+    def _isolated(self, outcomes: list[AttemptOutcome], exc: BaseException) -> None:
+        """The database refused the batch: write its outcomes one by one (isolation.py)."""
+        self._settle(outcomes, *finish_one_by_one(outcomes, exc))
+
+    def _settle(self, outcomes: list, written: list, unwritten: list) -> None:
+        self._put_back(unwritten)
+        self._record([o for o in outcomes if o not in unwritten], written)
 
     def _record(self, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]) -> None:
         """After the write: free the slots, count, log and signal what was written."""
@@ -271,41 +282,12 @@ class Worker:
         if stalled is not None and stalled >= DISPATCH_DELAY_SECONDS:
             self.inbox.spread()
 
-    def _enforce_deadlines(self, now: float) -> None:
-        for pk, held in list(self.running.items()):
-            if held.deadline is None or now < held.deadline:
-                continue
-            if not held.interrupted:
-                held.interrupted = True
-                self._interrupt(pk, JobTimeout)
-            elif not held.abandoned and now >= held.deadline + TIMEOUT_GRACE_SECONDS:
-                held.abandoned = True
-                self._abandon(held)
-
     def _interrupt(self, pk: int, exc_class: type[BaseException]) -> None:
         for slot in self.slots:
             if slot.interrupt(pk, exc_class):
                 logger.warning("worker %s: stopping job %s: %s", self.worker_id, pk,
                                exc_class.__name__)
                 return
-
-    def _abandon(self, held: Running) -> None:
-        """A handler ignored its timeout: record the failure, replace its thread, move on."""
-        for slot in self.slots:
-            if slot.current == held.job.id:
-                slot.abandoned = True
-                self.slots.remove(slot)
-                self._start_slots(1)
-                break
-        now = timezone.now()
-        error = error_dict(
-            type="JobTimeout",
-            message="the handler ran past its timeout and did not stop; its thread was abandoned",
-        )
-        self._deliver(AttemptOutcome(
-            job=held.job, kind="failed", error=error, started_at=held.job.started_at or now,
-            finished_at=now,
-        ))
 
     # Start, stop, signals.
 
@@ -317,34 +299,12 @@ class Worker:
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
         self.wake.set()
 
-    def _install_signals(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            self._previous_handlers = {
-                sig: signal.signal(sig, self.stop) for sig in (signal.SIGTERM, signal.SIGINT)
-            }
-
-    def _restore_signals(self) -> None:
-        for sig, previous in self._previous_handlers.items():
-            signal.signal(sig, previous)
-
     def _start_slots(self, count: int) -> None:
         for _ in range(count):
-            slot = Slot(self.inbox, self._log_start, self._deliver,
+            slot = Slot(self.inbox, partial(log_start, self.worker_id), self._deliver,
                         name=f"django-jobs-{len(self.slots)}")
             slot.start()
             self.slots.append(slot)
-
-    def _register(self) -> None:
-        WorkerRow.objects.update_or_create(
-            worker_id=self.worker_id,
-            defaults={
-                "hostname": socket.gethostname()[:255], "pid": os.getpid(),
-                "queues": list(self.options.queues), "concurrency": self.options.concurrency,
-                "started_at": timezone.now(), "last_heartbeat": timezone.now(), "running": 0,
-            },
-        )
-        logger.info("worker %s: started; queues=%s concurrency=%d", self.worker_id,
-                    ",".join(self.options.queues) or "*", self.options.concurrency)
 
     def _shutdown(self) -> None:
         self._finish_outcomes()
@@ -356,7 +316,7 @@ class Worker:
         if self.listener:
             self.listener.stop()
         self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
-        self._restore_signals()
+        restore_signals(self._previous_handlers)
         logger.info("worker %s: stopped after %d job(s)", self.worker_id, self.processed)
 
     def _out_of_budget(self) -> bool:
@@ -383,29 +343,3 @@ class Worker:
                              getattr(func, "__name__", func))
             connection.close()
             return None
-
-    def _log_start(self, job: Job) -> None:
-        if not logger.isEnabledFor(logging.INFO):
-            return
-        logger.info(
-            "job started: %s %s attempt %d", job.public_id, job.type, job.attempt,
-            extra={"worker_id": self.worker_id, "job_id": job.public_id, "job_type": job.type,
-                   "attempt": job.attempt, "event": "job_started"},
-        )
-
-
-def log_end(worker_id: str, outcome: AttemptOutcome) -> None:
-    job = outcome.job
-    duration_ms = outcome.duration_ms
-    level = logging.INFO if outcome.kind == "completed" else logging.WARNING
-    logger.log(
-        level, "job %s: %s %s attempt %d in %.1f ms", outcome.kind, job.public_id, job.type,
-        job.attempt, duration_ms,
-        extra={"worker_id": worker_id, "job_id": job.public_id, "job_type": job.type,
-               "attempt": job.attempt, "duration_ms": round(duration_ms, 3),
-               "outcome": outcome.kind, "event": "job_finished"},
-    )
-
-
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

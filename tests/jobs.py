@@ -123,4 +123,19 @@ def chaos_record(payload):
     return {"pid": os.getpid(), "attempt": job.attempt}
 
 
+@handler("bad_query", max_attempts=1)
+def bad_query(payload):
+    """Records its run, then sends a query the database rejects (on PostgreSQL that aborts
+    the transaction it ran in)."""
+    from django.db import connection
+
+    from tests.models import Execution
+
+    job = current_job()
+    Execution.objects.create(job_public_id=job.public_id, pid=os.getpid(), attempt=job.attempt)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM django_jobs_no_such_table")
+
+
+from tests import edge_jobs  # noqa: E402, F401, I001  (hostile outcomes, crashes, threads)
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)

@@ -93,6 +93,7 @@ def test_canceling_a_waiting_job_calls_back(receiver):
     assert receiver.received[0].headers["X-Jobs-Event"] == "job.canceled"
 
 
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "ON_CRASH": "fail"})  # lost: dead
 def test_a_job_of_a_lost_worker_that_goes_dead_calls_back(receiver):
     job = Job.enqueue("noop", callback_url=receiver.url(), max_attempts=1)
     Job.objects.claim(worker_id="lost", limit=1, lease_seconds=0.001)
@@ -259,7 +260,7 @@ def test_a_real_worker_runs_the_job_and_delivers_its_callback(receiver, start_wo
 
 def test_the_verification_snippet_in_the_how_to_accepts_a_real_delivery(receiver):
     """The docs' snippet is run as written, so the documented scheme cannot drift."""
-    page = (Path(__file__).parent.parent / "docs" / "how-to-verify-callbacks.md").read_text()
+    page = (Path(__file__).parent.parent / "docs" / "howto-verify-callbacks.md").read_text()
     [snippet] = [block for block in re.findall(r"```python\n(.*?)```", page, re.S)
                  if "def verify_callback" in block]
     namespace: dict = {}

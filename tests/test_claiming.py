@@ -4,7 +4,9 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connections, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 from django_jobs.models import Job, JobAttempt
@@ -102,13 +104,46 @@ def test_a_heartbeat_with_nothing_to_rescue_or_release_reads_once_each_and_locks
     assert connection.get_autocommit()
 
 
-def test_lost_attempt_on_last_try_buries_the_job():
+def test_lost_attempt_on_last_try_does_not_spend_it():
     job = Job.enqueue("echo", max_attempts=1)
     claim()
     Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
     Job.objects.rescue()
     job.refresh_from_db()
-    assert job.status == S.DEAD
+    assert (job.status, job.attempt, job.max_attempts, job.crashes) == (S.FAILED, 1, 2, 1)
+    assert job.error["details"] == {"crashes": 1, "max_crashes": 3, "alone": True}
+
+
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "ON_CRASH": "fail"})
+def test_lost_attempt_on_last_try_buries_the_job_when_crashes_count_as_failures():
+    job = Job.enqueue("echo", max_attempts=1)
+    claim()
+    Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
+    Job.objects.rescue()
+    job.refresh_from_db()
+    assert (job.status, job.max_attempts, job.crashes) == (S.DEAD, 1, 1)
+    assert job.error["type"] == "WorkerLost"
+
+
+@pytest.mark.parametrize(("crashes", "others", "expected"), [
+    (0, 0, "failed"),  # a first crash, alone: retried
+    (1, 1, "failed"),  # a third crash would be the last, but it was shared: retried
+    (2, 1, "failed"),  # shared, and already past max_crashes: still never buried for it
+    (2, 0, "dead"),  # the third crash (max_crashes 3), alone in its worker: quarantined
+])
+def test_quarantine_only_for_a_crash_the_job_was_alone_in(crashes, others, expected):
+    job = Job.enqueue("echo", max_attempts=5)
+    neighbours = [Job.enqueue("echo", priority="low") for _ in range(others)]
+    claim(limit=1 + others)
+    Job.objects.filter(pk=job.pk).update(crashes=crashes)
+    stale = timezone.now() - timedelta(seconds=1)
+    Job.objects.filter(pk__in=[job.pk, *(j.pk for j in neighbours)]).update(leased_until=stale)
+    Job.objects.rescue()
+    job.refresh_from_db()
+    assert (job.status, job.crashes) == (expected, crashes + 1)
+    if expected == "dead":
+        assert job.error["type"] == "Quarantined"
+        assert job.error["message"].startswith("killed its worker 3 times (max_crashes 3)")
 
 
 def test_late_worker_cannot_overwrite_a_newer_attempt():
@@ -149,6 +184,7 @@ def test_release_hands_back_without_spending_the_attempt():
     assert again.attempt == 1
 
 
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "ON_CRASH": "fail"})  # lost: dead
 def test_retry_makes_dead_failed_and_canceled_jobs_pending_and_keeps_history():
     dead = Job.enqueue("echo", max_attempts=1)
     claim()

@@ -1,5 +1,8 @@
-"""``pip install .`` ships the package with its migrations, templates and ``py.typed``."""
+"""The distribution: sdist and wheel build, pass ``twine check``, ship the migrations,
+templates and ``py.typed``, and install and run on their own."""
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,23 +14,46 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.slow
-def test_wheel_contains_migrations_and_py_typed(tmp_path):
-    # Built from a copy of what a checkout holds: setuptools reuses a build/ directory left in
-    # the working tree, files since deleted included.
-    source = tmp_path / "source"
+DIST_NAME = "django_db_jobs"  # the PyPI name, django-db-jobs, as file names spell it
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """The sdist and the wheel, built with ``python -m build`` (the wheel from the sdist).
+
+    Built from a copy of what a checkout holds: setuptools reuses a build/ directory left in
+    the working tree, files since deleted included."""
+    tmp = tmp_path_factory.mktemp("dist")
+    source = tmp / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "django_jobs", source / "django_jobs",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "-q", "-w",
-         str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "build", "--outdir", str(out), str(source)],
+        capture_output=True, text=True, timeout=600,
     )
-    assert result.returncode == 0, result.stderr
-    (wheel,) = tmp_path.glob("django_jobs-*.whl")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_sdist_and_wheel_build_and_pass_twine_check(dist):
+    (sdist,) = dist.glob(f"{DIST_NAME}-*.tar.gz")
+    (wheel,) = dist.glob(f"{DIST_NAME}-*.whl")
+    result = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("PASSED") == 2, result.stdout
+
+
+@pytest.mark.slow
+def test_wheel_contains_migrations_and_py_typed(dist):
+    (wheel,) = dist.glob(f"{DIST_NAME}-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "django_jobs/py.typed" in names
     migrations = {n for n in names if n.startswith("django_jobs/migrations/0")}
@@ -36,6 +62,43 @@ def test_wheel_contains_migrations_and_py_typed(tmp_path):
     assert migrations == on_disk and migrations
     assert "django_jobs/management/commands/runworker.py" in names
     assert not any(n.startswith(("tests/", "example_project/")) for n in names)
+    (metadata,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert "django_jobs = django_jobs.pytest_plugin" in zipfile.ZipFile(wheel).read(
+        metadata).decode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sdist", "wheel"])
+def test_installed_in_a_fresh_virtualenv_the_demo_runs(dist, kind, tmp_path):
+    """The artifact installed alone (Django and cronsim from the index) runs the example
+    project's demo, importing the installed package, not the checkout."""
+    (artifact,) = dist.glob(f"{DIST_NAME}-*.tar.gz" if kind == "sdist" else f"{DIST_NAME}-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(artifact)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    site = tmp_path / "site"  # the example project, away from the checkout
+    shutil.copytree(ROOT / "example_project", site,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.sqlite3*"))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
+    where = subprocess.run(
+        [python, "-c", "import django_jobs; print(django_jobs.__file__)"],
+        capture_output=True, text=True, timeout=60, cwd=site, env=env,
+    )
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout
+    demo = subprocess.run(
+        [python, "manage.py", "demo", "-v", "0"],
+        capture_output=True, text=True, timeout=300, cwd=site, env=env,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert re.search(r"flaky .* completed .*\[failed,failed,completed\]", demo.stdout), demo.stdout
+    assert re.search(r"broken .* dead ", demo.stdout), demo.stdout
 
 
 WITHOUT_PSYCOPG = """

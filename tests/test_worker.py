@@ -4,6 +4,8 @@ import json
 import logging
 
 import pytest
+from django.conf import settings
+from django.test import override_settings
 
 from django_jobs.jsonlog import JSONFormatter
 from django_jobs.models import Job, JobAttempt
@@ -93,7 +95,8 @@ def test_any_exception_fails_the_job_and_the_worker_carries_on(type, error_type,
     assert good.status == S.COMPLETED
 
 
-def test_job_without_a_handler_goes_dead_and_the_worker_lives():
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "UNKNOWN_TYPE_GRACE": 0})
+def test_job_without_a_handler_goes_dead_at_once_without_grace_and_the_worker_lives():
     @handler("ephemeral")
     def ephemeral(payload):
         return 1
@@ -106,6 +109,24 @@ def test_job_without_a_handler_goes_dead_and_the_worker_lives():
     assert job.status == S.DEAD and job.error["type"] == "UnknownJobType"
     assert "ephemeral" in job.error["message"]
     assert Job.objects.get(pk=other.pk).status == S.COMPLETED
+
+
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "BACKOFF_BASE": 60})
+def test_job_without_a_handler_waits_for_one_without_spending_its_attempt():
+    @handler("ephemeral")
+    def ephemeral(payload):
+        return 1
+
+    job = Job.enqueue("ephemeral", max_attempts=1)
+    unregister("ephemeral")
+    run_burst(concurrency=1)
+    job.refresh_from_db()
+    assert (job.status, job.attempt) == (S.PENDING, 0)
+    assert job.run_at > job.updated_at  # backing off
+    assert job.error["type"] == "UnknownJobType"
+    assert "waiting for a worker that has one" in job.error["message"]
+    assert job.error["details"]["tries"] == 1
+    assert job.attempts.get().outcome == OUT.SNOOZED
 
 
 def test_future_job_waits_until_due():

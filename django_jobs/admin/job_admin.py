@@ -139,7 +139,8 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
-        return f"{job.attempt} of {job.max_attempts}"
+        crashes = f", {job.crashes} crash(es) of its worker" if job.crashes else ""
+        return f"{job.attempt} of {job.max_attempts}{crashes}"
 
     @admin.display(description="next run")
     def next_run(self, job: Job) -> str:

@@ -1,4 +1,4 @@
 """The JSON API: submit, read, cancel and retry jobs over HTTP, and read their metrics.
 
-Mount it with ``path("api/", include("django_jobs.api.urls"))``; see docs/api.md.
+Mount it with ``path("api/", include("django_jobs.api.urls"))``; see docs/reference-api.md.
 """

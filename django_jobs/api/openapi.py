@@ -68,7 +68,8 @@ def _schemas() -> dict[str, Any]:
         "job_id": JOB_ID, "url": {"type": ["string", "null"]},
         "type": {"type": "string"}, "status": STATUS, "priority": PRIORITY,
         "queue": {"type": "string"}, "attempt": {"type": "integer", "minimum": 0},
-        "max_attempts": {"type": "integer", "minimum": 1}, "payload": {}, "result": {},
+        "max_attempts": {"type": "integer", "minimum": 1},
+        "crashes": {"type": "integer", "minimum": 0}, "payload": {}, "result": {},
         "error": {"anyOf": [_ref("JobError"), {"type": "null"}]},
         "cancel_requested": {"type": "boolean"},
         "progress": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {

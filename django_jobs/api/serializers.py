@@ -59,6 +59,7 @@ def job_json(
         "queue": job.queue,
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
+        "crashes": job.crashes,
         "payload": job.payload,
         "result": job.result,
         "error": job.error or None,

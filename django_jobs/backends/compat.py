@@ -37,7 +37,7 @@ else:  # Django 5.2: the backport
     except ImportError as exc:
         raise ImproperlyConfigured(
             "django_jobs.backends needs Django 6 or, on Django 5.2, the django-tasks package: "
-            "pip install 'django-jobs[tasks]'"
+            "pip install 'django-db-jobs[tasks]'"
         ) from exc
     from django_tasks import checks as _checks  # type: ignore[no-redef]
     from django_tasks import exceptions as _exceptions  # type: ignore[no-redef]

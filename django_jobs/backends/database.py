@@ -5,7 +5,7 @@
                          "OPTIONS": {"MAX_ATTEMPTS": 5}}}
 
 ``enqueue`` inserts one Job row in the caller's transaction; ``runworker`` runs it; ``get_result``
-reads the row and its attempts back as a TaskResult. See docs/tasks-backend.md.
+reads the row and its attempts back as a TaskResult. See docs/reference-tasks-backend.md.
 """
 
 from __future__ import annotations

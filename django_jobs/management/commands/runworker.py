@@ -9,6 +9,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from django_jobs.exiting import exit_without_stray_threads
 from django_jobs.validation import QUEUE_RE
 from django_jobs.worker import Worker, WorkerOptions
 
@@ -42,7 +43,7 @@ def queue_list(text: str) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Run a worker that claims and runs jobs until stopped (SIGTERM/SIGINT drain it)."
+    help = "Run a worker that claims and runs jobs until stopped (SIGTERM/SIGINT/SIGHUP drain it)."
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs):  # type: ignore[no-untyped-def]
         parser = super().create_parser(prog_name, subcommand, **kwargs)
@@ -93,6 +94,8 @@ class Command(BaseCommand):
         processed = Worker(worker_options).run()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker finished: {processed} job(s) run")
+        if self._called_from_command_line:  # a process of its own: threads must not hold it
+            exit_without_stray_threads()
 
     def _configure_logging(self, verbosity: int) -> None:
         """Print the worker's lines to stderr unless the site's LOGGING already routes them."""

@@ -1,0 +1,60 @@
+"""What a worker holds for each running job, and its timeouts: interrupt, then abandon."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from .errors import error_dict
+from .exceptions import JobTimeout
+from .models import Job
+from .outcomes import AttemptOutcome
+
+if TYPE_CHECKING:
+    from .worker import Worker
+
+# How long a handler interrupted at its timeout gets to stop before its thread is abandoned.
+TIMEOUT_GRACE_SECONDS = 5.0
+
+
+@dataclass(slots=True)
+class Running:
+    job: Job
+    started: float
+    deadline: float | None
+    interrupted: bool = False
+    abandoned: bool = False  # sched: its timeout outcome is queued; never abandon it twice
+
+
+def enforce_deadlines(worker: Worker, now: float) -> None:
+    """Interrupt each job past its timeout; abandon one that ignored it for the grace."""
+    for pk, held in list(worker.running.items()):
+        if held.deadline is None or now < held.deadline:
+            continue
+        if not held.interrupted:
+            held.interrupted = True
+            worker._interrupt(pk, JobTimeout)
+        elif not held.abandoned and now >= held.deadline + TIMEOUT_GRACE_SECONDS:
+            held.abandoned = True
+            abandon(worker, held)
+
+
+def abandon(worker: Worker, held: Running) -> None:
+    """A handler ignored its timeout: record the failure, replace its thread, move on."""
+    for slot in worker.slots:
+        if slot.current == held.job.id:
+            slot.abandoned = True
+            worker.slots.remove(slot)
+            worker._start_slots(1)
+            break
+    now = timezone.now()
+    error = error_dict(
+        type="JobTimeout",
+        message="the handler ran past its timeout and did not stop; its thread was abandoned",
+    )
+    worker._deliver(AttemptOutcome(
+        job=held.job, kind="failed", error=error, started_at=held.job.started_at or now,
+        finished_at=now,
+    ))

@@ -1,0 +1,49 @@
+"""A worker's start and end as the process sees them: its row in the workers table, and the
+signals that stop it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.utils import timezone
+
+from .models import Worker as WorkerRow
+
+logger = logging.getLogger("django_jobs.worker")
+
+# Each drains the worker: no new claims, running jobs get the shutdown timeout. SIGHUP too: a
+# closed terminal or a supervisor's reload must not kill jobs mid-run.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def register(worker_id: str, queues: list[str], concurrency: int) -> None:
+    """Record the worker as live (the admin's workers list, the heartbeat's sweep)."""
+    now = timezone.now()
+    WorkerRow.objects.update_or_create(
+        worker_id=worker_id,
+        defaults={
+            "hostname": socket.gethostname()[:255], "pid": os.getpid(), "queues": queues,
+            "concurrency": concurrency, "started_at": now, "last_heartbeat": now, "running": 0,
+        },
+    )
+    logger.info("worker %s: started; queues=%s concurrency=%d", worker_id,
+                ",".join(queues) or "*", concurrency)
+
+
+def install_signals(stop: Callable[..., Any]) -> dict[int, Any]:
+    """Route the stop signals to ``stop`` (from the main thread only); returns the handlers
+    they had, for ``restore_signals``."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+
+
+def restore_signals(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)

@@ -1,0 +1,164 @@
+"""Poison isolation: outcomes the database cannot store, on real worker processes.
+
+Every hostile outcome runs in one batch with ordinary jobs; the worker must finish them all,
+spend the poison jobs' attempts and store an error the database can hold.
+"""
+
+import pytest
+from django.db import connection
+
+from django_jobs.errors import error_dict, storable, storable_text
+from django_jobs.models import Job, JobAttempt
+from tests.conftest import on_postgres
+from tests.edge_jobs import POISON
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+S = Job.Status
+OUT = JobAttempt.Outcome
+FAST = ["--lease", "5", "--heartbeat", "0.5", "--poll-interval", "0.1"]
+KINDS = ["nul", "surrogate", "pair"]
+
+PG_TRIGGER = """
+CREATE OR REPLACE FUNCTION test_refuse_marked() RETURNS trigger AS $$
+BEGIN
+    IF jsonb_typeof(NEW.result) = 'object' AND NEW.result ? 'refuse_me' THEN
+        RAISE EXCEPTION 'refused by the test trigger';
+    END IF;
+    RETURN NEW;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER test_refuse_marked BEFORE UPDATE ON django_jobs_job
+    FOR EACH ROW EXECUTE FUNCTION test_refuse_marked();
+"""
+PG_DROP = "DROP TRIGGER IF EXISTS test_refuse_marked ON django_jobs_job"
+SQLITE_TRIGGER = """
+CREATE TRIGGER test_refuse_marked BEFORE UPDATE OF result ON django_jobs_job
+WHEN json_extract(NEW.result, '$.refuse_me') IS NOT NULL
+BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END
+"""
+SQLITE_DROP = "DROP TRIGGER IF EXISTS test_refuse_marked"
+
+
+@pytest.fixture
+def refusing_database():
+    """A trigger that makes the database refuse any result holding the key ``refuse_me``:
+    a refusal no validation in Python can foresee."""
+    create, drop = (PG_TRIGGER, PG_DROP) if on_postgres() else (SQLITE_TRIGGER, SQLITE_DROP)
+    with connection.cursor() as cursor:
+        cursor.execute(create)
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute(drop)
+
+
+def test_hostile_outcomes_in_one_batch_with_ordinary_jobs(start_worker, refusing_database):
+    ordinary = [Job.enqueue("echo", {"n": n}) for n in range(8)]
+    hostile = {}
+    for kind in KINDS:
+        for job_type in ("poison_message", "poison_traceback", "poison_details", "poison_result"):
+            hostile[job_type, kind] = Job.enqueue(job_type, {"kind": kind})
+        ordinary.append(Job.enqueue("echo", {"after": kind}))
+    refused = Job.enqueue("refused_result")
+    unprintable = Job.enqueue("unprintable_error")
+    worker = start_worker("--burst", "--concurrency", "4", *FAST)
+    assert worker.wait(timeout=120) == 0, worker.output()
+
+    for job in ordinary:
+        job.refresh_from_db()
+        assert job.status == S.COMPLETED, (job, job.error)
+    for (job_type, kind), job in hostile.items():
+        job.refresh_from_db()
+        if job_type == "poison_result" and job.status == S.COMPLETED:
+            # A result the database took (SQLite stores what JSON escapes; JSON reads a pair
+            # of surrogates as the one character they encode) must read back as it was made.
+            assert kind == "pair" or not on_postgres()
+            assert job.result["text"] in (POISON[kind], "\U0001f600")
+            continue
+        assert (job.status, job.attempt) == (S.DEAD, 2), (job_type, kind, job.error)
+        assert list(job.attempts.values_list("outcome", flat=True)) == [OUT.FAILED, OUT.DEAD]
+        assert_storable(job.error)
+    for job_type in ("poison_message", "poison_traceback"):
+        error = hostile[job_type, "nul"].error
+        assert "before\\x00after" in error["message" if job_type == "poison_message"
+                                           else "traceback"]
+        assert "before\\ud800after" in hostile[job_type, "surrogate"].error["traceback"]
+    details = hostile["poison_details", "nul"].error["details"]
+    assert details["before\\x00after"] == "before\\x00after"
+    assert details["nested"] == ["before\\x00after", {"deeper": ["before\\x00after", 1.5]}]
+    assert details["obj"].startswith("<object object") and details["nan"] == "nan"
+
+    refused.refresh_from_db()
+    assert (refused.status, refused.attempt, refused.result) == (S.DEAD, 2, None)
+    assert refused.error["type"] == "OutcomeRefused"
+    assert "the database refused this job's outcome" in refused.error["message"]
+    assert "refused by the test trigger" in refused.error["message"]
+    unprintable.refresh_from_db()
+    assert unprintable.status == S.DEAD
+    assert unprintable.error["message"] == "<Unprintable: its str() raised>"
+
+
+def test_refused_outcome_spends_attempts_until_dead_and_others_keep_running(
+    start_worker, refusing_database
+):
+    """A long-running worker is not jammed: it goes on claiming after each refusal."""
+    refused = Job.enqueue("refused_result", max_attempts=3)
+    later = [Job.enqueue("echo", {"n": n}, priority="low") for n in range(20)]
+    worker = start_worker("--burst", "--concurrency", "2", *FAST)
+    assert worker.wait(timeout=120) == 0, worker.output()
+    refused.refresh_from_db()
+    assert (refused.status, refused.attempt) == (S.DEAD, 3)
+    assert refused.attempts.count() == 3
+    assert Job.objects.filter(pk__in=[j.pk for j in later], status=S.COMPLETED).count() == 20
+    assert "the database refused a batch" in worker.output()
+
+
+def assert_storable(error):
+    """What was stored holds no NUL and no lone surrogate, and reads back as written."""
+    text = repr(error)
+    assert "\x00" not in text
+    for value in (error["message"], error["traceback"], error["type"]):
+        value.encode("utf-8")
+    return True
+
+
+@pytest.mark.parametrize(("value", "stored"), [
+    ("plain", "plain"),
+    ("a\x00b", "a\\x00b"),  # NUL: a visible escape, as repr writes it
+    ("a\ud800b", "a\\ud800b"),  # a lone surrogate
+    ("\ud83d\ude00", "\\ud83d\\ude00"),  # a pair as two code points is not UTF-8 either
+    ("😀 é", "😀 é"),  # real astral and accented characters stay
+])
+def test_storable_text(value, stored):
+    assert storable_text(value) == stored
+
+
+def test_storable_text_is_capped():
+    assert storable_text("x" * 20, 5) == "xxxxx... [15 more characters cut]"
+
+
+def test_storable_details_become_plain_json():
+    looped: dict = {"n": 1}
+    looped["me"] = looped
+    value = storable({1: (1, 2), None: {3}, "f": float("inf"), "loop": looped})
+    assert value["1"] == [1, 2] and value["null"] == [3] and value["f"] == "inf"
+    depth = 0
+    node = value["loop"]
+    while isinstance(node, dict):
+        node, depth = node["me"], depth + 1
+    assert isinstance(node, str) and depth < 40  # cut, written as its repr
+
+
+def test_error_dict_of_an_exception_whose_details_property_raises():
+    class Odd(Exception):
+        @property
+        def details(self):
+            raise RuntimeError("no")
+
+    error = error_dict(Odd("x\x00"))
+    assert (error["message"], error["details"]) == ("x\\x00", {})
+
+
+def test_error_parts_are_capped():
+    error = error_dict(type="T", message="m" * 100_000, details={"k": ["v" * 1000] * 1000})
+    assert len(error["message"]) < 70_000 and error["message"].endswith("characters cut]")
+    assert list(error["details"]) == ["truncated"] and len(error["details"]["truncated"]) < 270_000
+
