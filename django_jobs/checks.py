@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 from .conf import DEFAULTS, jobs_settings
+from .schema import jobs_database, problem
 
 
 @register()
@@ -31,3 +32,19 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
             id="django_jobs.W001",
         ))
     return problems
+
+
+@register(Tags.database)
+def check_migrated(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """The jobs tables exist and are up to date (``check --database default``, ``migrate``).
+
+    A warning, not an error: ``migrate`` runs the database checks before it migrates, and an
+    error would stop the very command that fixes it.
+    """
+    using = jobs_database()
+    if not databases or using not in databases:
+        return []
+    reason = problem(using)
+    if reason is None:
+        return []
+    return [Warning(reason, id="django_jobs.W002", hint="run `manage.py migrate`")]

@@ -28,7 +28,8 @@ DEFAULTS: dict[str, Any] = {
     # handed back with a backoff and its attempt not spent, before it goes dead. 0: dead at once.
     "UNKNOWN_TYPE_GRACE": 3600.0,
     # Crashes (a worker process dying mid-job) a job may be part of before it goes dead, the
-    # last one alone in its worker; a handler's max_crashes overrides it (docs/explanation-guarantees.md).
+    # last one alone in its worker; a handler's max_crashes overrides it
+    # (docs/explanation-guarantees.md).
     "MAX_CRASHES": 3,
     # What a crash does to the attempt: "retry" gives it back, "fail" counts it as failed.
     "ON_CRASH": "retry",

@@ -231,7 +231,7 @@ class JobAttempt(models.Model):
         ordering = ["job_id", "started_at", "id"]
 
     def __str__(self) -> str:
-        return f"attempt {self.number} of {self.job_id}: {self.outcome}"
+        return f"attempt {self.number} of job {self.job.public_id}: {self.outcome}"
 
     @property
     def duration(self) -> timedelta | None:

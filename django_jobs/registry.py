@@ -72,9 +72,9 @@ def handler(
     """Register ``func(payload)`` as the handler of jobs of ``type``.
 
     ``on_crash`` and ``max_crashes`` say what happens to a job when the process running it dies
-    (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back; "fail" counts
-    it as a failed attempt. Either way a job that has crashed ``max_crashes`` times, the last
-    time alone in its worker, goes dead."""
+    (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back;
+    "fail" counts it as a failed attempt. Either way a job that has crashed ``max_crashes``
+    times, the last time alone in its worker, goes dead."""
     if not isinstance(type, str) or not TYPE_RE.match(type):
         raise ImproperlyConfigured(f"job type {type!r} must match {TYPE_RE.pattern}")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):

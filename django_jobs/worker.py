@@ -26,6 +26,7 @@ from .models import Worker as WorkerRow
 from .outcomes import AttemptOutcome
 from .periodic import Periodic
 from .registry import get_handler
+from .sdnotify import Notifier
 from .signals import job_finished
 from .threads import DISPATCH_DELAY_SECONDS, Inbox, Slot
 from .worklog import default_worker_id, log_end, log_start
@@ -76,6 +77,7 @@ class Worker:
         self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
         self.solo: Job | None = None  # a job that was in a crash, to run alone (solo.py)
         self.solo_started = False
+        self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
 
     # The loop.
 
@@ -85,12 +87,14 @@ class Worker:
         self._start_slots(self.options.concurrency)
         register(self.worker_id, list(self.options.queues), self.options.concurrency)
         self.listener = Listener.start_for(connection, self.wake)
+        self.systemd.ready(self)
         next_beat = 0.0
         try:
             while True:
                 if self.stopping or self._out_of_budget():
                     self._finish_outcomes()  # otherwise _claim writes them with its claim
                 now = time.monotonic()
+                self.systemd.tick(now, self)
                 if now >= next_beat:
                     self._safely(self._heartbeat)
                     next_beat = now + self.options.heartbeat_seconds
@@ -297,6 +301,7 @@ class Worker:
         logger.info("worker %s: stopping; %d job(s) running", self.worker_id, len(self.running))
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
+        self.systemd.stopping(self)
         self.wake.set()
 
     def _start_slots(self, count: int) -> None:
@@ -307,6 +312,7 @@ class Worker:
             self.slots.append(slot)
 
     def _shutdown(self) -> None:
+        self.systemd.stopping(self)
         self._finish_outcomes()
         if self.running:
             released = self._safely(Job.objects.release, [r.job for r in self.running.values()])
@@ -317,6 +323,7 @@ class Worker:
             self.listener.stop()
         self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
         restore_signals(self._previous_handlers)
+        self.systemd.close()
         logger.info("worker %s: stopped after %d job(s)", self.worker_id, self.processed)
 
     def _out_of_budget(self) -> bool:

@@ -105,3 +105,28 @@ def test_workers_leave_a_paused_queue_alone_until_it_is_resumed(client, start_wo
     client.post(QUEUES, {"queue": "mail", "op": "resume"})
     assert start_worker("--burst").wait() == 0
     wait_for(lambda: Job.objects.get(pk=held.pk).status == "completed", timeout=10)
+
+
+@pytest.mark.django_db
+def test_a_small_table_shows_the_exact_completed_total(viewer):
+    for _ in range(14):
+        make_job("completed")
+    make_job("dead")
+    html = viewer.get(OVERVIEW).content.decode()
+    assert '<span class="dj-jobs-tile" id="completed-total"><strong>14</strong> completed in all' \
+        in html
+
+
+@pytest.mark.django_db
+def test_a_large_table_shows_the_planners_estimate_as_about(viewer, monkeypatch):
+    from django.db import connection
+
+    from django_jobs.admin import stats
+
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL's planner gives an estimate")
+    monkeypatch.setattr(stats, "EXACT_BELOW_ROWS", 0)  # every table counts as large
+    make_job("completed")
+    total = viewer.get(OVERVIEW).context["completed_total"]
+    assert total.estimated
+    assert "about <strong>" in viewer.get(OVERVIEW).content.decode()

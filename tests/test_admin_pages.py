@@ -221,3 +221,24 @@ def test_running_job_shows_its_progress_in_the_list_and_on_its_page(viewer):
 def test_a_job_page_for_an_unknown_id_redirects_with_a_message(viewer):
     response = viewer.get(LIST + "999999/change/", follow=True)
     assert "exist. Perhaps it was deleted?" in response.content.decode()
+
+
+def test_an_attempt_names_its_job_by_public_id():
+    job = make_job("failed")
+    attempt = add_attempt(job, number=2)
+    assert str(attempt) == f"attempt 2 of job {job.public_id}: failed"
+
+
+def test_the_job_page_costs_the_same_queries_for_one_attempt_or_five(viewer):
+    one, five = make_job("dead"), make_job("dead")
+    add_attempt(one)
+    for number in range(1, 6):
+        add_attempt(five, number=number)
+    counts = []
+    for job in (one, five):
+        with CaptureQueriesContext(connection) as queries:
+            response = viewer.get(job_url(job))
+        assert response.status_code == 200
+        assert f"of job {job.public_id}" in response.content.decode()
+        counts.append(len(queries))
+    assert counts[0] == counts[1]

@@ -1,6 +1,5 @@
 """Real ``runworker`` subprocesses: kill -9 and rescue, SIGTERM drain, hand-back, many workers."""
 
-import os
 import signal
 
 import pytest
@@ -86,20 +85,6 @@ def test_handler_raising_system_exit_does_not_kill_the_process(start_worker):
     assert worker.wait() == 0, worker.output()
     assert status_of(bad) == S.DEAD and status_of(good) == S.COMPLETED
     assert "worker finished: 2 job(s) run" in worker.output()
-
-
-def test_bad_command_line_is_a_command_error():
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, "-m", "django", "runworker", "--settings=tests.settings",
-         "--concurrency", "0"],
-        capture_output=True, text=True, env={**os.environ, "JOBS_DB_NAME": "unused"},
-        cwd=os.path.dirname(os.path.dirname(__file__)), timeout=60,
-    )
-    assert result.returncode == 1
-    assert "CommandError" in result.stderr and "--concurrency" in result.stderr
 
 
 @requires_postgres

@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.test import TestCase, override_settings
 
 from django_jobs.models import Job, JobAttempt, QueueState
@@ -58,11 +59,18 @@ class RunJobsTests(TestCase):
         self.assertEqual([(j.status, j.attempt) for j in ran],
                          [("failed", 1), ("failed", 2), ("dead", 3)])
 
-    def test_permanent_errors_and_unknown_types_go_dead(self):
+    def test_permanent_errors_go_dead_and_unknown_types_wait_as_on_a_worker(self):
         Job.enqueue("permanent", {})
         unknown = Job.objects.create(type="nobody_handles_this", payload={})
         ran = run_jobs()
-        self.assertEqual([job.status for job in ran], ["dead", "dead"])
+        self.assertEqual([job.status for job in ran], ["dead", "pending"])
+        unknown.refresh_from_db()
+        self.assertEqual((unknown.status, unknown.error["type"]), ("pending", "UnknownJobType"))
+
+    def test_an_unknown_type_goes_dead_at_once_with_no_grace(self):
+        unknown = Job.objects.create(type="nobody_handles_this", payload={})
+        with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "UNKNOWN_TYPE_GRACE": 0}):
+            self.assertEqual([job.status for job in run_jobs()], ["dead"])
         unknown.refresh_from_db()
         self.assertEqual(unknown.error["type"], "UnknownJobType")
 

@@ -24,6 +24,13 @@ class AttemptInline(admin.TabularInline):
     ordering = ["started_at", "id"]
 
     # Seeing a job means seeing its attempts: no separate JobAttempt permission is asked for.
+    def get_queryset(self, request):
+        # Each row shows the attempt's str(), which names its job: fetch the job once per
+        # row in the same query, without its payload and result.
+        return super().get_queryset(request).select_related("job").defer(
+            "job__payload", "job__result", "job__error", "job__progress"
+        )
+
     def has_view_permission(self, request, obj=None):
         user = request.user
         return user.has_perm("django_jobs.view_job") or user.has_perm("django_jobs.change_job")

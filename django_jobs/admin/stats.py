@@ -1,8 +1,9 @@
 """The numbers staff look at first: counts by status, the oldest ready job, the workers.
 
 Every query here reads through an index. Completed jobs are the bulk of a busy table, so they
-are counted only for the last day (the ``(status, created_at)`` index serves that range) and
-estimated in total; everything else is counted exactly.
+are counted only for the last day (the ``(status, created_at)`` index serves that range); their
+total is counted exactly while that is cheap and estimated once it is not, by the rule the job
+list's paginator follows. Everything else is counted exactly.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.utils import timezone
 from ..conf import jobs_settings
 from ..managers import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from ..models import Job, QueueState, Worker
-from .paginator import planner_estimate
+from .paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS, planner_estimate
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
 COLUMNS = (PENDING, "scheduled", PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
@@ -117,10 +118,23 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def completed_total() -> int | None:
-    """All completed jobs: the planner's estimate on PostgreSQL, None elsewhere."""
-    estimate = planner_estimate(Job.objects.filter(status=COMPLETED))
-    return estimate.rows if estimate else None
+@dataclass(frozen=True)
+class Total:
+    rows: int
+    estimated: bool  # the planner's figure, shown as "about"
+
+
+def completed_total() -> Total:
+    """All completed jobs: counted exactly unless PostgreSQL's planner expects many rows or a
+    costly count (the paginator's thresholds), then its estimate. A small table is always
+    counted: its statistics may be far behind (a fresh table's planner may expect 1 row)."""
+    completed = Job.objects.filter(status=COMPLETED)
+    estimate = planner_estimate(completed)
+    if estimate is not None and (
+        estimate.rows >= EXACT_BELOW_ROWS or estimate.cost >= EXACT_BELOW_COST
+    ):
+        return Total(estimate.rows, estimated=True)
+    return Total(completed.count(), estimated=False)
 
 
 def workers(now: datetime) -> list[dict[str, Any]]:

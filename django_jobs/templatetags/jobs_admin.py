@@ -12,8 +12,10 @@ import calendar
 import datetime
 from typing import Any
 
+import django
 from django import template
 from django.db.models import Max, Min
+from django.urls import reverse
 from django.utils import formats, timezone
 from django.utils.text import capfirst
 
@@ -87,3 +89,28 @@ def jobs_date_hierarchy(cl) -> dict[str, Any]:  # type: ignore[no-untyped-def]
                 for m in range(first.month if first.year == year else 1,
                                (last.month if last.year == year else 12) + 1)
             ]}
+
+
+# The stock admin's breadcrumbs markup: an <ol> of <li> from Django 6.1 (styled as
+# ``ol.breadcrumbs``), a <div> with &rsaquo; separators before (styled as ``div.breadcrumbs``).
+BREADCRUMBS_TEMPLATE = (
+    "django_jobs/admin/breadcrumbs_ol.html" if django.VERSION >= (6, 1)
+    else "django_jobs/admin/breadcrumbs_div.html"
+)
+
+
+@register.inclusion_tag(BREADCRUMBS_TEMPLATE)
+def jobs_breadcrumbs(opts, current: str, obj=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Home, the app, the model's list, the object if given, then ``current``: the trail the
+    stock change form shows, in the markup of the running Django."""
+    crumbs = [
+        (opts.app_config.verbose_name,
+         reverse("admin:app_list", kwargs={"app_label": opts.app_label})),
+        (capfirst(opts.verbose_name_plural),
+         reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")),
+    ]
+    if obj is not None:
+        crumbs.append((getattr(obj, "public_id", str(obj)),
+                       reverse(f"admin:{opts.app_label}_{opts.model_name}_change",
+                               args=[obj.pk])))
+    return {"crumbs": crumbs, "current": current}

@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 
 from django_jobs.retention import PRUNABLE, configured_ages, prune
+from django_jobs.schema import NotMigrated, require_migrated
 
 AGE_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -35,11 +36,6 @@ def positive_int(text: str) -> int:
 class Command(BaseCommand):
     help = "Delete completed, canceled and dead jobs older than their retention age."
 
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs):  # type: ignore[no-untyped-def]
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.called_from_command_line = False  # argparse errors become CommandError
-        return parser
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         for status in PRUNABLE:
             parser.add_argument(f"--{status}", type=age, default=argparse.SUPPRESS,
@@ -53,7 +49,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:  # type: ignore[no-untyped-def]
         try:
             ages = configured_ages()
-        except ValueError as exc:
+            require_migrated()
+        except (ValueError, NotMigrated) as exc:
             raise CommandError(str(exc)) from None
         for status in PRUNABLE:
             if status in options:

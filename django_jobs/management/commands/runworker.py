@@ -9,9 +9,18 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from django_jobs.conf import jobs_settings
 from django_jobs.exiting import exit_without_stray_threads
+from django_jobs.schema import NotMigrated, require_migrated
 from django_jobs.validation import QUEUE_RE
 from django_jobs.worker import Worker, WorkerOptions
+
+# Each slot is a thread with its own database connection, and the worker holds two more (the
+# loop's, and on PostgreSQL the LISTEN connection): --concurrency + 2 in all. Past a few hundred
+# threads one process gains nothing (they share one interpreter lock and one claim loop) and
+# the connections alone exceed PostgreSQL's default max_connections (100) several times over:
+# run more worker processes instead.
+MAX_CONCURRENCY = 500
 
 
 def positive_int(text: str) -> int:
@@ -24,13 +33,30 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def concurrency(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_CONCURRENCY}, not {value}: each slot is a thread with its own database "
+            f"connection (a worker holds --concurrency + 2); run more workers instead"
+        )
+    return value
+
+
+# Seconds options (intervals, timeouts, the lease) take 10 ms to a day: shorter would spin the
+# loop or the database, longer is a mistake (or infinity, which the loop's waits cannot take).
+MIN_SECONDS, MAX_SECONDS = 0.01, 86400.0
+
+
+def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    if not MIN_SECONDS <= value <= MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"must be from {MIN_SECONDS} to {MAX_SECONDS:.0f} seconds, not {text}"
+        )
     return value
 
 
@@ -45,31 +71,31 @@ def queue_list(text: str) -> list[str]:
 class Command(BaseCommand):
     help = "Run a worker that claims and runs jobs until stopped (SIGTERM/SIGINT/SIGHUP drain it)."
 
-    def create_parser(self, prog_name: str, subcommand: str, **kwargs):  # type: ignore[no-untyped-def]
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        # argparse errors become CommandError (exit status 1 with a clear message).
-        parser.called_from_command_line = False
-        return parser
-
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--queues", type=queue_list, default=[],
-                            help="comma-separated queues to serve (default: all)")
-        parser.add_argument("--concurrency", type=positive_int, default=1,
-                            help="jobs run at once in this process (threads)")
+                            help="comma-separated queues to serve (default: all queues)")
+        parser.add_argument("--concurrency", type=concurrency, default=1,
+                            help=f"jobs run at once in this process, each in a thread with its "
+                            f"own database connection; 1 to {MAX_CONCURRENCY} (default: 1)")
         parser.add_argument("--burst", action="store_true",
-                            help="exit when no job is ready and none is running")
+                            help="exit when no job is ready and none is running (default: run "
+                            "until stopped)")
         parser.add_argument("--max-jobs", type=positive_int, default=None,
-                            help="exit after claiming this many jobs")
-        parser.add_argument("--poll-interval", type=positive_float, default=None,
-                            help="seconds an idle worker waits before looking again")
+                            help="exit after claiming this many jobs (default: no limit)")
+        parser.add_argument("--poll-interval", type=seconds, default=None,
+                            help="seconds an idle worker waits before looking again (default: "
+                            f"POLL_INTERVAL, now {jobs_settings.POLL_INTERVAL})")
         parser.add_argument("--worker-id", default="",
                             help="name in logs and the admin (default: host-pid-random)")
-        parser.add_argument("--shutdown-timeout", type=positive_float, default=None,
-                            help="seconds running jobs get to finish after SIGTERM")
-        parser.add_argument("--lease", type=positive_float, default=None,
-                            help="seconds a claim holds without heartbeat")
-        parser.add_argument("--heartbeat", type=positive_float, default=None,
-                            help="seconds between heartbeats and rescue passes")
+        parser.add_argument("--shutdown-timeout", type=seconds, default=None,
+                            help="seconds running jobs get to finish after SIGTERM (default: "
+                            f"SHUTDOWN_TIMEOUT, now {jobs_settings.SHUTDOWN_TIMEOUT})")
+        parser.add_argument("--lease", type=seconds, default=None,
+                            help="seconds a claim holds without heartbeat (default: "
+                            f"LEASE_SECONDS, now {jobs_settings.LEASE_SECONDS})")
+        parser.add_argument("--heartbeat", type=seconds, default=None,
+                            help="seconds between heartbeats and rescue passes (default: "
+                            f"HEARTBEAT_SECONDS, now {jobs_settings.HEARTBEAT_SECONDS})")
 
     def handle(self, *args, **options) -> None:  # type: ignore[no-untyped-def]
         worker_id = options["worker_id"]
@@ -90,6 +116,10 @@ class Command(BaseCommand):
         worker_options = WorkerOptions(**kwargs)
         if worker_options.lease_seconds <= worker_options.heartbeat_seconds:
             raise CommandError("--lease must be longer than --heartbeat")
+        try:
+            require_migrated()
+        except NotMigrated as exc:
+            raise CommandError(str(exc)) from None
         self._configure_logging(options["verbosity"])
         processed = Worker(worker_options).run()
         if options["verbosity"] >= 1:

@@ -1,0 +1,165 @@
+"""``manage.py jobs``: list, show, retry and cancel jobs, and count them, from a shell.
+
+    manage.py jobs list --status dead --since 1d
+    manage.py jobs show j-2b7001373cf13110e31b
+    manage.py jobs retry j-2b7001373cf13110e31b j-9155980434f8c88d698a
+    manage.py jobs counts --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
+
+from django_jobs.api.serializers import attempt_json, iso, job_json
+from django_jobs.management import arguments
+from django_jobs.models import Job
+from django_jobs.schema import NotMigrated, require_migrated
+
+VERBS: dict[str, tuple[Callable[[Job], bool], str]] = {
+    # verb: (the job's own method, which jobs it changes)
+    "retry": (Job.retry, "only dead, failed and canceled jobs are retried"),
+    "cancel": (Job.cancel, "only pending, waiting, failed and processing jobs are canceled"),
+}
+
+
+class Command(BaseCommand):
+    help = "List, show, retry, cancel and count jobs."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        listing = sub.add_parser("list", help="newest jobs first, filtered")
+        listing.add_argument("--status", type=arguments.statuses, default=None,
+                             help="comma-separated statuses (default: all)")
+        listing.add_argument("--type", type=arguments.job_type, default=None,
+                             help="job type (default: all)")
+        listing.add_argument("--queue", type=arguments.queue, default=None,
+                             help="queue (default: all)")
+        listing.add_argument("--since", type=arguments.since, default=None,
+                             help="created within an age (90m, 12h, 7d) or since a date and "
+                             "time (default: any time)")
+        listing.add_argument("--limit", type=arguments.limit, default=20,
+                             help=f"most jobs shown, 1 to {arguments.MAX_LIMIT} (default: 20)")
+        show = sub.add_parser("show", help="one job with its attempts")
+        show.add_argument("job_id", type=arguments.job_id)
+        for verb, (_method, rule) in VERBS.items():
+            changer = sub.add_parser(verb, help=f"{verb} jobs by id ({rule})")
+            changer.add_argument("job_ids", nargs="+", type=arguments.job_id, metavar="job_id")
+        sub.add_parser("counts", help="jobs per status and queue (counts every row)")
+        for action in sub.choices.values():
+            action.add_argument("--json", action="store_true", help="print JSON")
+            arguments.common_options(action)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            require_migrated()
+        except NotMigrated as exc:
+            raise CommandError(str(exc)) from None
+        action = options["action"]
+        if action == "list":
+            self.list(options)
+        elif action == "show":
+            self.show(options["job_id"], options["json"])
+        elif action == "counts":
+            self.counts(options["json"])
+        else:
+            self.change(action, options["job_ids"], options["json"])
+
+    def list(self, options: dict[str, Any]) -> None:
+        jobs = Job.objects.order_by("-created_at", "-id")
+        if options["status"]:
+            jobs = jobs.filter(status__in=options["status"])
+        for field in ("type", "queue"):
+            if options[field] is not None:
+                jobs = jobs.filter(**{field: options[field]})
+        if options["since"] is not None:
+            jobs = jobs.filter(created_at__gte=options["since"])
+        found = list(jobs.defer("payload", "result")[: options["limit"]])
+        if options["json"]:
+            rows = [{key: value for key, value in job_json(job).items()
+                     if key not in ("url", "payload", "result")} for job in found]
+            self.stdout.write(json.dumps(rows, indent=2))
+            return
+        lines = arguments.table(
+            ["job", "type", "queue", "status", "attempts", "created", "error"],
+            [(job.public_id, job.type, job.queue, job.status, f"{job.attempt}/{job.max_attempts}",
+              iso(job.created_at), error_line(job.error)) for job in found],
+        )
+        self.stdout.write("\n".join(lines) if found else "no jobs")
+
+    def show(self, public_id: str, as_json: bool) -> None:
+        job = Job.objects.filter(public_id=public_id).first()
+        if job is None:
+            raise CommandError(f"no job {public_id}")
+        attempts = list(job.attempts.order_by("number", "started_at"))
+        if as_json:
+            self.stdout.write(json.dumps(job_json(job, attempts=attempts), indent=2))
+            return
+        data = job_json(job)
+        for key in ("job_id", "type", "status", "queue", "priority", "attempt", "max_attempts",
+                    "run_at", "created_at", "started_at", "finished_at", "cancel_requested"):
+            self.stdout.write(f"{key + ':':<18}{'-' if data[key] is None else data[key]}")
+        for key in ("payload", "result", "error", "progress"):
+            if data[key] is not None:
+                self.stdout.write(f"{key + ':':<18}{json.dumps(data[key])}")
+        if attempts:
+            self.stdout.write("")
+            rows = [(a["number"], a["outcome"], a["worker_id"], a["started_at"],
+                     a["duration_ms"], error_line(a["error"]))
+                    for a in map(attempt_json, attempts)]
+            self.stdout.write("\n".join(arguments.table(
+                ["attempt", "outcome", "worker", "started", "ms", "error"], rows)))
+
+    def change(self, verb: str, public_ids: list[str], as_json: bool) -> None:
+        wanted = list(dict.fromkeys(public_ids))
+        found = {job.public_id: job for job in Job.objects.filter(public_id__in=wanted)}
+        missing = [pk for pk in wanted if pk not in found]
+        if missing:
+            raise CommandError(f"no job {', '.join(missing)}: nothing was changed")
+        method, rule = VERBS[verb]
+        results = [(found[pk], method(found[pk])) for pk in wanted]
+        if as_json:
+            self.stdout.write(json.dumps(
+                [{"job_id": job.public_id, "changed": changed, "status": job.status,
+                  "cancel_requested": job.cancel_requested} for job, changed in results],
+                indent=2))
+        else:
+            for job, changed in results:
+                said = "asked to stop" if verb == "cancel" and job.status == Job.Status.PROCESSING \
+                    else job.status
+                self.stdout.write(f"{job.public_id}: {said}" if changed else
+                                  f"{job.public_id}: unchanged, it is {job.status}")
+        unchanged = sum(1 for _job, changed in results if not changed)
+        if unchanged:
+            raise CommandError(f"{unchanged} of {len(results)} job(s) not changed: {rule}")
+
+    def counts(self, as_json: bool) -> None:
+        grouped = Job.objects.order_by().values_list("queue", "status").annotate(n=Count("pk"))
+        by_queue: dict[str, dict[str, int]] = {}
+        for queue, status, n in grouped:
+            by_queue.setdefault(queue, dict.fromkeys(Job.Status.values, 0))[status] = n
+        totals = {status: sum(row[status] for row in by_queue.values())
+                  for status in Job.Status.values}
+        if as_json:
+            self.stdout.write(json.dumps({"queues": dict(sorted(by_queue.items())),
+                                          "total": totals}, indent=2))
+            return
+        statuses = list(Job.Status.values)
+        rows = [(name, *(row[s] for s in statuses), sum(row.values()))
+                for name, row in sorted(by_queue.items())]
+        rows.append(("(all)", *(totals[s] for s in statuses), sum(totals.values())))
+        self.stdout.write("\n".join(arguments.table(["queue", *statuses, "total"], rows)))
+
+
+def error_line(error: dict | None) -> str:
+    """An error's type and the first line of its message, short enough for a table."""
+    if not error:
+        return ""
+    message = str(error.get("message", "")).strip().splitlines()
+    text = f"{error.get('type', 'Error')}: {message[0] if message else ''}"
+    return text if len(text) <= 60 else text[:59] + "…"
