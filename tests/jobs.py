@@ -104,6 +104,26 @@ async def async_echo(payload):
     return {"async": payload}
 
 
+@handler("chaos_record", max_attempts=1000, max_crashes=1000)
+def chaos_record(payload):
+    """The chaos suite's handler: notes each run in the run log (tests/chaos/ledger.py), then
+    sleeps, or waits for its process's gate file (``<gate>.<pid>``) and notes that it returned.
+    Attempts and crashes are plentiful: the storms kill workers at random, so a job they hit
+    again and again is innocent, and quarantine is not what these tests are about."""
+    from tests.chaos.ledger import RAN, RETURNED, note
+
+    job = current_job()
+    note(payload["log"], RAN, job.public_id, job.attempt)
+    time.sleep(payload.get("sleep", 0))
+    if payload.get("gate"):
+        gate = Path(f"{payload['gate']}.{os.getpid()}")
+        deadline = time.monotonic() + 120
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        note(payload["log"], RETURNED, job.public_id, job.attempt)
+    return {"pid": os.getpid(), "attempt": job.attempt}
+
+
 @handler("bad_query", max_attempts=1)
 def bad_query(payload):
     """Records its run, then sends a query the database rejects (on PostgreSQL that aborts

@@ -1,0 +1,102 @@
+"""A throwaway PostgreSQL cluster that a test creates, crashes and restarts on a port of its own.
+
+``initdb`` into a temporary directory, ``pg_ctl start`` on a free port above 55432 (never the
+shared server's 5432), ``pg_ctl stop -m immediate`` for a crash (no checkpoint: the restart runs
+crash recovery from the WAL). PostgreSQL refuses to run as root, so as root every command runs as
+the ``postgres`` user through ``runuser``, in a directory that user owns.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+SHARED_PORT = 5432
+
+
+def find_bindir() -> Path | None:
+    """The directory of ``initdb`` and ``pg_ctl``: PG_BINDIR, PATH, or Debian's layout."""
+    candidates = [os.environ.get("PG_BINDIR", "")]
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(str(Path(on_path).resolve().parent))
+    candidates += sorted(map(str, Path("/usr/lib/postgresql").glob("*/bin")), reverse=True)
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "initdb").exists():
+            return Path(candidate)
+    return None
+
+
+def free_port() -> int:
+    for _ in range(100):
+        port = 55432 + random.randrange(1, 5000)
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise RuntimeError("no free port above 55432")
+
+
+class Cluster:
+    """One temporary cluster; ``start``, ``crash``, ``destroy``. Trust auth, user postgres."""
+
+    def __init__(self, bindir: Path) -> None:
+        self.bindir = bindir
+        self.port = free_port()
+        assert self.port != SHARED_PORT
+        self.root = Path(tempfile.mkdtemp(prefix="django-jobs-chaos-pg-"))
+        self.data = self.root / "data"
+        self.logfile = self.root / "postgres.log"
+        self.as_postgres = os.geteuid() == 0
+        if self.as_postgres:  # PostgreSQL refuses to run as root
+            entry = pwd.getpwnam(os.environ.get("CHAOS_PG_USER", "postgres"))
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                  "--no-sync")
+
+    def _run(self, tool: str, *args: str) -> subprocess.CompletedProcess:
+        command = [str(self.bindir / tool), *args]
+        if self.as_postgres:
+            command = ["runuser", "-u", os.environ.get("CHAOS_PG_USER", "postgres"), "--",
+                       *command]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                                cwd=self.root)
+        if result.returncode != 0:
+            raise RuntimeError(f"{tool} failed ({result.returncode}): {result.stderr[-2000:]}"
+                               f"\n{self.log()[-2000:]}")
+        return result
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.logfile), "-o", options,
+                  "-w", "-t", "60", "start")
+
+    def crash(self) -> None:
+        """Stop at once, like a power cut for the server: no shutdown checkpoint."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def running(self) -> bool:
+        return (self.data / "postmaster.pid").exists()
+
+    def create_database(self, name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres",
+                             dbname="postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+    def log(self) -> str:
+        return self.logfile.read_text() if self.logfile.exists() else ""
+
+    def destroy(self) -> None:
+        if self.running():
+            try:
+                self.crash()
+            except RuntimeError:
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
