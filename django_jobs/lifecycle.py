@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from django.db import connections
 from django.utils import timezone
 
 from .models import Worker as WorkerRow
@@ -20,6 +21,26 @@ logger = logging.getLogger("django_jobs.worker")
 # Each drains the worker: no new claims, running jobs get the shutdown timeout. SIGHUP too: a
 # closed terminal or a supervisor's reload must not kill jobs mid-run.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+# libpq's TCP bounds for a worker's PostgreSQL connections, where the site's OPTIONS set none:
+# a connection that goes silent (a network partition, a host gone without a reset) fails within
+# about half a minute, and the worker's outage handling waits the database out, instead of
+# sitting in a query for as long as the kernel keeps resending it (many minutes, or for ever).
+NETWORK_BOUNDS = {
+    "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,  # milliseconds that sent data may stay unacknowledged
+}
+
+
+def bound_network_waits() -> None:
+    """Give every PostgreSQL database's OPTIONS the NETWORK_BOUNDS it does not set itself
+    (in this process only: the web side keeps the site's settings as they are)."""
+    for alias in connections:
+        settings_dict = connections.settings[alias]
+        if settings_dict["ENGINE"].endswith("postgresql"):
+            options = settings_dict.setdefault("OPTIONS", {})
+            for key, value in NETWORK_BOUNDS.items():
+                options.setdefault(key, value)
 
 
 def register(worker_id: str, queues: list[str], concurrency: int) -> None:

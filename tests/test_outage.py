@@ -6,8 +6,11 @@ import logging
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connections
 
+from django_jobs.lifecycle import bound_network_waits
 from django_jobs.outage import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, Outages
+from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,3 +89,24 @@ def test_retry_delays_double_up_to_the_cap_with_jitter(failures, longest):
         outages.failed("claim", OperationalError("down"), now=100.0)
     delay = outages.wait(100.0, default=0.0)
     assert longest / 2 <= delay <= longest
+
+
+@requires_postgres
+def test_a_worker_bounds_how_long_a_silent_connection_can_hold_it():
+    """runworker gives its PostgreSQL connections TCP keepalives and a user timeout, so a
+    partition that leaves the connection silent ends in an error (an outage it waits out);
+    a value the site set itself is kept."""
+    options = connections.settings["default"].setdefault("OPTIONS", {})
+    saved = dict(options)
+    options["keepalives_idle"] = 60
+    try:
+        bound_network_waits()
+        wrapper = connections.create_connection("default")
+        wrapper.ensure_connection()
+        dsn = wrapper.connection.info.dsn
+        wrapper.close()
+    finally:
+        options.clear()
+        options.update(saved)
+    assert "keepalives_idle=60" in dsn, dsn
+    assert "tcp_user_timeout=30000" in dsn and "keepalives_count=3" in dsn, dsn

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_jobs.conf import jobs_settings
 from django_jobs.exiting import exit_without_stray_threads
+from django_jobs.lifecycle import bound_network_waits
 from django_jobs.schema import NotMigrated, Unreachable, require_migrated
 from django_jobs.validation import QUEUE_RE
 from django_jobs.worker import Worker, WorkerOptions
@@ -116,6 +117,7 @@ class Command(BaseCommand):
         worker_options = WorkerOptions(**kwargs)
         if worker_options.lease_seconds <= worker_options.heartbeat_seconds:
             raise CommandError("--lease must be longer than --heartbeat")
+        bound_network_waits()
         try:
             require_migrated()
         except Unreachable:
