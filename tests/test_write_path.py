@@ -16,7 +16,7 @@ from django.utils import timezone
 from django_jobs.execution import run_job
 from django_jobs.models import Job, JobAttempt, error_dict
 from django_jobs.outcomes import AttemptOutcome
-from tests.conftest import requires_postgres
+from tests.conftest import requires_postgres, requires_row_locks
 
 pytestmark = pytest.mark.django_db
 
@@ -191,9 +191,9 @@ def test_claim_and_finish_are_prepared_unless_the_setting_says_not(settings, pre
     assert JobAttempt.objects.count() == 3
 
 
-@requires_postgres
+@requires_row_locks
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_claims_on_postgresql_never_share_a_job():
+def test_concurrent_claims_never_share_a_job():
     Job.enqueue_many("noop", [{}] * 200)
     taken: list[list[int]] = []
 
