@@ -1,9 +1,10 @@
 """MariaDB and MySQL: the unique index that stands in for the partial unique constraint there.
 
 MariaDB and MySQL have no partial indexes. Django creates a ``condition=`` index there as a full
-index (the claim, rescue and list indexes of ``Job.Meta`` exist in full, and the claim and rescue
-still read only their own states through them), but it leaves a conditional
-``UniqueConstraint`` out entirely (``models.W036``), so unique jobs would not be held.
+index (the status and lease indexes of ``Job.Meta`` exist in full, and the claim and rescue
+read only their own states through them; the claim indexes, on the expression ``priority
+DESC``, are left out on MariaDB), but it leaves a conditional ``UniqueConstraint`` out entirely
+(``models.W036``), so unique jobs would not be held.
 
 The migration that uses this module adds, on MariaDB and MySQL only, a plain unique index on
 ``unique_key``. It holds the same rule as PostgreSQL's partial one: a job's key is cleared to
