@@ -1,4 +1,4 @@
-"""MariaDB and MySQL: the unique index that stands in for the partial unique constraint there.
+"""MariaDB and MySQL: the unique index in place of the partial constraint, and the claim lock.
 
 MariaDB and MySQL have no partial indexes. Django creates a ``condition=`` index there as a full
 index (the status and lease indexes of ``Job.Meta`` exist in full, and the claim and rescue
@@ -11,6 +11,8 @@ The migration that uses this module adds, on MariaDB and MySQL only, a plain uni
 NULL in the same UPDATE that moves it to a state the key does not guard
 (``unique.keep_key_if``), and a unique index there admits any number of NULLs, so only keys in
 guarded states take part. No generated column is needed.
+
+``lock_ready`` is the claim's locking read there (see its docstring).
 """
 
 from __future__ import annotations
@@ -44,3 +46,30 @@ def drop_indexes(apps: Any, schema_editor: Any) -> None:
         return
     for name in INDEXES:
         schema_editor.execute(f"DROP INDEX {name} ON {TABLE}")
+
+
+# Candidates read per locking round: a few claims' worth, so that workers starting together
+# each find some rows the others have not locked.
+CANDIDATES_PER_SLOT = 4
+
+
+def lock_ready(ready: Any, limit: int) -> list[Any]:
+    """Lock up to ``limit`` rows of ``ready`` (a claim-ordered queryset), skipping locked ones.
+
+    The claim's ``ORDER BY priority DESC, run_at, id`` has no index to follow here, so MariaDB
+    sorts the ready rows, and a plain ``SELECT ... FOR UPDATE SKIP LOCKED LIMIT n`` would lock
+    every ready row it read before the sort: one worker would hold them all and the others find
+    nothing to claim. So the ids of the first candidates are read without locks, then only
+    those are locked, skipping any another worker holds. When every candidate was taken, the
+    next ones are tried; an empty result means no ready row was left unlocked.
+    """
+    seen: list[int] = []
+    while True:
+        candidates = list(ready.exclude(pk__in=seen).values_list("pk", flat=True)
+                          [:limit * CANDIDATES_PER_SLOT])
+        if not candidates:
+            return []
+        jobs = list(ready.filter(pk__in=candidates).select_for_update(skip_locked=True)[:limit])
+        if jobs:
+            return jobs
+        seen += candidates

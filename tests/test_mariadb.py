@@ -1,7 +1,9 @@
 """MariaDB: the unique index that stands in for the partial constraint, and the claim's plans."""
 
+import threading
+
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from django_jobs.mariadb import INDEXES, TABLE
@@ -58,3 +60,26 @@ def test_claim_and_rescue_read_only_their_own_states_among_many_finished_rows():
         [plan] = explain(queryset)
         rows = int(str(plan["rows"]).split()[0])  # "1 (0%)" with a rowid filter
         assert plan["key"] is not None and rows < 100, plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_holding_its_rows_leaves_the_other_ready_rows_to_other_workers():
+    """One worker's claim transaction is still open; another worker claims at that moment and
+    gets the next jobs, not nothing (locking all the sorted ready rows would leave it none)."""
+    Job.enqueue_many("echo", [{}] * 50)
+    other: list[int] = []
+
+    def second_worker() -> None:
+        try:
+            claimed = Job.objects.claim(worker_id="second", limit=10, lease_seconds=30)
+            other.extend(job.pk for job in claimed)
+        finally:
+            connections.close_all()
+
+    with transaction.atomic():
+        first = Job.objects.claim(worker_id="first", limit=10, lease_seconds=30)
+        thread = threading.Thread(target=second_worker)
+        thread.start()
+        thread.join()
+    assert len(first) == 10 and len(other) == 10
+    assert not {job.pk for job in first} & set(other)
