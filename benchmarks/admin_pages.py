@@ -1,6 +1,7 @@
-"""Admin pages at 10k and 1M jobs on PostgreSQL: queries per page and time per page.
+"""Admin pages at 10k and 1M jobs on PostgreSQL or MariaDB: queries per page and time per page.
 
     DJANGO_JOBS_TEST_DB=postgres python benchmarks/admin_pages.py [--rows 10000,1000000]
+    DJANGO_JOBS_TEST_DB=mariadb python benchmarks/admin_pages.py  # benchmarks/admin_mariadb.py
 
 Fills a scratch database (``django_jobs_bench_admin``, dropped and re-created) with a
 server-side ``INSERT ... SELECT generate_series``, then renders each admin page with Django's
@@ -35,6 +36,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 
 import django  # noqa: E402
 
+from benchmarks import admin_mariadb  # noqa: E402
 from benchmarks.scratch import recreate_database  # noqa: E402
 
 STATUS_SQL = """CASE WHEN mod(g, 100) < 90 THEN 'completed' WHEN mod(g, 100) < 95 THEN 'dead'
@@ -74,6 +76,8 @@ FROM django_jobs_job WHERE status IN ('dead', 'failed') AND id > %(after)s
 def fill(start: int, stop: int) -> None:
     from django.db import connection
 
+    if connection.vendor == "mysql":
+        return admin_mariadb.fill(start, stop)
     with connection.cursor() as cursor:
         last = cursor.execute("SELECT coalesce(max(id), 0) FROM django_jobs_job").fetchone()[0]
         cursor.execute(FILL_SQL, {"start": start, "stop": stop})
@@ -147,7 +151,10 @@ def run(rows_list: list[int], repeat: int) -> list[dict]:
     from django.test import Client
     from django.test.utils import override_settings
 
-    recreate_database(DB_NAME)
+    if connection.vendor == "mysql":
+        admin_mariadb.recreate_database(DB_NAME)
+    else:
+        recreate_database(DB_NAME)
     call_command("migrate", verbosity=0)
     user = User.objects.create_superuser("bench", "bench@example.com", "pw")
     for name in ("ops", "support", "billing"):
@@ -175,9 +182,10 @@ def run(rows_list: list[int], repeat: int) -> list[dict]:
                             "seconds": raw})
             results.append({"rows": rows, "page": "baseline: auth.Group changelist",
                             "queries": group_q, "seconds": group})
-            job_id = connection.cursor().execute(
-                "SELECT id FROM django_jobs_job WHERE status = 'dead' ORDER BY id DESC LIMIT 1"
-            ).fetchone()[0]
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT id FROM django_jobs_job WHERE status = 'dead' "
+                               "ORDER BY id DESC LIMIT 1")
+                job_id = cursor.fetchone()[0]
             for name, url in pages(job_id).items():
                 for site in ("admin", "naive"):
                     if site == "naive" and name in ("job page", "overview"):

@@ -7,9 +7,9 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # callbacks: registers the callback handler; checks: the system checks; execution:
+        # callbacks: registers the callback handler; checks, dbchecks: the system checks; execution:
         # notes the threads that open connections
-        from . import callbacks, checks, execution  # noqa: F401
+        from . import callbacks, checks, dbchecks, execution  # noqa: F401
         from .backends import setup as setup_tasks_backend
         from .registry import autodiscover
 

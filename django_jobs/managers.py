@@ -17,7 +17,7 @@ from django.db.models.functions import Greatest
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from . import crashes, pginsert, pgwrite
+from . import crashes, mariadb, pginsert, pgwrite
 from .control import after_finish
 from .dependencies import dependency_ids
 from .enqueueing import insert as insert_special
@@ -267,7 +267,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         }
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
-                jobs = list(ready.select_for_update(skip_locked=True)[:limit])
+                if connections[self.db].vendor == "mysql":  # lock only what it takes
+                    jobs = mariadb.lock_ready(ready, limit)
+                else:
+                    jobs = list(ready.select_for_update(skip_locked=True)[:limit])
                 if not jobs:
                     return []
                 # sched: concurrency and rate limits; no query unless a candidate has limits

@@ -34,6 +34,11 @@ def on_postgres() -> bool:
 requires_postgres = pytest.mark.skipif(
     os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite") != "postgres", reason="needs PostgreSQL"
 )
+# Many writers at once, claiming with row locks (SKIP LOCKED): PostgreSQL or MariaDB.
+requires_row_locks = pytest.mark.skipif(
+    os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite") not in ("postgres", "mariadb"),
+    reason="needs PostgreSQL or MariaDB",
+)
 
 
 class WorkerProcess:

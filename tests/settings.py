@@ -1,4 +1,5 @@
-"""Test settings: SQLite file by default, PostgreSQL with DJANGO_JOBS_TEST_DB=postgres.
+"""Test settings: SQLite file by default, PostgreSQL with DJANGO_JOBS_TEST_DB=postgres, MariaDB
+with DJANGO_JOBS_TEST_DB=mariadb.
 
 Subprocess workers started by the tests read JOBS_DB_NAME to open the test database.
 """
@@ -21,6 +22,26 @@ if ENGINE == "postgres":
             "HOST": os.environ.get("PGHOST", "127.0.0.1"),
             "PORT": os.environ.get("PGPORT", "5432"),
             "TEST": {"NAME": f"test_django_jobs{SUFFIX}"},
+        }
+    }
+elif ENGINE == "mariadb":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": os.environ.get("JOBS_DB_NAME", "test"),
+            "USER": os.environ.get("MARIADB_USER", "root"),
+            "HOST": os.environ.get("MARIADB_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("MARIADB_PORT", "3306"),
+            "OPTIONS": {
+                # READ COMMITTED, as django-jobs asks of MariaDB (docs/explanation-databases.md):
+                # under REPEATABLE READ a locking read takes gap locks, so claims that skip
+                # locked rows and concurrent inserts block each other, and a claim re-reads the
+                # snapshot its transaction started with.
+                "isolation_level": "read committed",
+                "charset": "utf8mb4",
+            },
+            "TEST": {"NAME": f"test_django_jobs{SUFFIX}", "CHARSET": "utf8mb4",
+                     "COLLATION": "utf8mb4_unicode_ci"},
         }
     }
 else:

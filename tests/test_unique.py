@@ -177,3 +177,33 @@ def test_a_very_long_key_is_stored_as_a_digest_behind_its_flags():
     job = Job.enqueue("echo", unique_key="x" * 1000)
     assert job.unique_key.startswith("1110100|echo:sha256:") and len(job.unique_key) <= 255
     assert Job.enqueue("echo", unique_key="x" * 1000).duplicate
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_concurrent_enqueue_many_calls_on_the_same_keys_make_one_job_per_key():
+    """Eight threads enqueue the same two keys in one batch each, in their own transactions."""
+    barrier = threading.Barrier(8)
+    found: list[list[int]] = []
+    errors: list[BaseException] = []
+
+    def enqueue_many() -> None:
+        try:
+            barrier.wait()
+            with transaction.atomic():
+                jobs = Job.enqueue_many("unique_customer",
+                                        [{"customer_id": 1}, {"customer_id": 2}])
+            found.append([job.pk for job in jobs])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=enqueue_many) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(found) == 8 and len({tuple(pks) for pks in found}) == 1
+    assert Job.objects.filter(type="unique_customer").count() == 2

@@ -1,0 +1,75 @@
+"""MariaDB and MySQL: the unique index in place of the partial constraint, and the claim lock.
+
+MariaDB and MySQL have no partial indexes. Django creates a ``condition=`` index there as a full
+index (the status and lease indexes of ``Job.Meta`` exist in full, and the claim and rescue
+read only their own states through them; the claim indexes, on the expression ``priority
+DESC``, are left out on MariaDB), but it leaves a conditional ``UniqueConstraint`` out entirely
+(``models.W036``), so unique jobs would not be held.
+
+The migration that uses this module adds, on MariaDB and MySQL only, a plain unique index on
+``unique_key``. It holds the same rule as PostgreSQL's partial one: a job's key is cleared to
+NULL in the same UPDATE that moves it to a state the key does not guard
+(``unique.keep_key_if``), and a unique index there admits any number of NULLs, so only keys in
+guarded states take part. No generated column is needed.
+
+``lock_ready`` is the claim's locking read there (see its docstring).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TABLE = "django_jobs_job"
+
+# name -> (unique, columns)
+INDEXES: dict[str, tuple[bool, str]] = {
+    # At most one job per key; NULL (no key, or a key released) repeats freely.
+    "django_jobs_unique_key_my": (True, "unique_key"),
+}
+
+
+def is_mysql_family(schema_editor: Any) -> bool:
+    """MariaDB or MySQL: Django's ``mysql`` backend serves both."""
+    return schema_editor.connection.vendor == "mysql"
+
+
+def add_indexes(apps: Any, schema_editor: Any) -> None:
+    if not is_mysql_family(schema_editor):
+        return
+    for name, (unique, columns) in INDEXES.items():
+        kind = "UNIQUE INDEX" if unique else "INDEX"
+        schema_editor.execute(f"CREATE {kind} {name} ON {TABLE} ({columns})")
+
+
+def drop_indexes(apps: Any, schema_editor: Any) -> None:
+    if not is_mysql_family(schema_editor):
+        return
+    for name in INDEXES:
+        schema_editor.execute(f"DROP INDEX {name} ON {TABLE}")
+
+
+# Candidates read per locking round: a few claims' worth, so that workers starting together
+# each find some rows the others have not locked.
+CANDIDATES_PER_SLOT = 4
+
+
+def lock_ready(ready: Any, limit: int) -> list[Any]:
+    """Lock up to ``limit`` rows of ``ready`` (a claim-ordered queryset), skipping locked ones.
+
+    The claim's ``ORDER BY priority DESC, run_at, id`` has no index to follow here, so MariaDB
+    sorts the ready rows, and a plain ``SELECT ... FOR UPDATE SKIP LOCKED LIMIT n`` would lock
+    every ready row it read before the sort: one worker would hold them all and the others find
+    nothing to claim. So the ids of the first candidates are read without locks, then only
+    those are locked, skipping any another worker holds. When every candidate was taken, the
+    next ones are tried; an empty result means no ready row was left unlocked.
+    """
+    seen: list[int] = []
+    while True:
+        candidates = list(ready.exclude(pk__in=seen).values_list("pk", flat=True)
+                          [:limit * CANDIDATES_PER_SLOT])
+        if not candidates:
+            return []
+        jobs = list(ready.filter(pk__in=candidates).select_for_update(skip_locked=True)[:limit])
+        if jobs:
+            return jobs
+        seen += candidates
