@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import InvalidJob
 from .jsonvalues import NotStorable, storable_json
+
+if TYPE_CHECKING:
+    from .models import Job
 
 logger = logging.getLogger("django_jobs.worker")
 
 MESSAGE_LENGTH = 200
 
 
-def _running_job():  # type: ignore[no-untyped-def]
+def _running_job() -> Job:
     from .execution import current_job
 
     job = current_job.get()

@@ -38,5 +38,6 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
             for job in created:
                 job.duplicate = False
         if depends_on:
-            link(manager, [j for j in dict.fromkeys(created) if not j.duplicate], depends_on)
+            new = [j for j in dict.fromkeys(created) if not j.duplicate]  # type: ignore[attr-defined]
+            link(manager, new, depends_on)
     return created

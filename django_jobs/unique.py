@@ -138,7 +138,7 @@ def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:
     and the holder of the key is read; if the holder released the key meanwhile, try again.
     """
     result: list[Job] = []
-    seen: dict[str, Job] = {}
+    seen: dict[str | None, Job] = {}
     for job in jobs:
         if job.unique_key in seen:
             result.append(seen[job.unique_key])
@@ -154,7 +154,7 @@ def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:
         try:
             with transaction.atomic(using=manager.db):
                 job.save(force_insert=True, using=manager.db)
-            job.duplicate = False
+            job.duplicate = False  # type: ignore[attr-defined]  # not a field: set on returned jobs
             return job
         except IntegrityError:
             if job.pk is not None:
