@@ -122,5 +122,5 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         row.outcome = JobAttempt.Outcome.LOST
         row.save(force_insert=True, using=manager.db)
         rescued.append(job)
-    _call_back(rescued, manager.db)  # API issue
+    _call_back(rescued, manager.db)  # completion callbacks of the jobs that went dead
     return rescued

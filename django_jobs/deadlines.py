@@ -25,7 +25,7 @@ class Running:
     started: float
     deadline: float | None
     interrupted: bool = False
-    abandoned: bool = False  # sched: its timeout outcome is queued; never abandon it twice
+    abandoned: bool = False  # its timeout outcome is queued; never abandon it twice
 
 
 def enforce_deadlines(worker: Worker, now: float) -> None:

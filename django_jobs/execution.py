@@ -106,7 +106,7 @@ def outcome_for_exception(
     job: Job, exc: BaseException, started_at, found: Handler | None = None
 ) -> AttemptOutcome:
     """Classify what a handler raised: cancel, timeout (retryable), permanent or retryable."""
-    if isinstance(exc, Snooze):  # sched: run again later, the attempt does not count
+    if isinstance(exc, Snooze):  # run again later, the attempt does not count
         return AttemptOutcome(
             job=job, kind="snoozed", started_at=started_at, finished_at=started_at,
             snooze_seconds=exc.seconds,

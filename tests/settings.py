@@ -77,7 +77,7 @@ TEMPLATES = [
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS: dict[str, Any] = {"BACKOFF_BASE": 0.01, "BACKOFF_CAP": 0.05, "POLL_INTERVAL": 0.2}
 
-# Completion callbacks (API issue): tests run a real receiver on 127.0.0.1.
+# Completion callbacks: tests run a real receiver on 127.0.0.1.
 DJANGO_JOBS.update({
     "CALLBACK_ALLOWED_HOSTS": ["127.0.0.1"],
     "CALLBACK_SECRET": "tests-only-callback-secret",
