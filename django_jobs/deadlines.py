@@ -11,6 +11,7 @@ from .errors import error_dict
 from .exceptions import JobTimeout
 from .models import Job
 from .outcomes import AttemptOutcome
+from .states import Outcome
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -55,6 +56,6 @@ def abandon(worker: Worker, held: Running) -> None:
         message="the handler ran past its timeout and did not stop; its thread was abandoned",
     )
     worker._deliver(AttemptOutcome(
-        job=held.job, kind="failed", error=error, started_at=held.job.started_at or now,
+        job=held.job, kind=Outcome.FAILED, error=error, started_at=held.job.started_at or now,
         finished_at=now,
     ))

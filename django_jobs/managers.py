@@ -29,15 +29,16 @@ from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
 from .signals import job_enqueued
+from .states import JobStatus, Outcome
 from .unique import keep_key_if, pop_rule
 from .validation import check_payload, enqueue_fields
 
 if TYPE_CHECKING:
     from .models import Job
 
-PENDING, PROCESSING, COMPLETED = "pending", "processing", "completed"
-FAILED, DEAD, CANCELED = "failed", "dead", "canceled"
-WAITING, SNOOZED = "waiting", "snoozed"  # WAITING: for dependencies; SNOOZED: an attempt's outcome
+PENDING, PROCESSING, COMPLETED = JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED
+FAILED, DEAD, CANCELED = JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED
+WAITING, SNOOZED = JobStatus.WAITING, Outcome.SNOOZED  # SNOOZED: an attempt's outcome
 READY_STATES = (PENDING, FAILED)
 LEASE_CLEARED = {"leased_until": None}
 

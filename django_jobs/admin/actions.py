@@ -145,7 +145,7 @@ def retry_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
 def delete_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     before = status_counts(queryset)
     deleted = queryset.discard()
-    skipped = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"]})
+    skipped: Counter[str] = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"]})
     expected = sum(before.values()) - skipped[PROCESSING]
     if expected > deleted:
         skipped["changed_meanwhile"] += expected - deleted

@@ -93,7 +93,7 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
-        if obj is not None and obj.status == "processing":
+        if obj is not None and obj.status == Job.Status.PROCESSING:
             return False
         return super().has_delete_permission(request, obj)
 
@@ -123,9 +123,9 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     def status_badge(self, job: Job):
         badge = display.status_badge(
             job.status, job.get_status_display(),
-            cancel_requested=job.cancel_requested and job.status == "processing",
+            cancel_requested=job.cancel_requested and job.status == Job.Status.PROCESSING,
         )
-        if job.status == "processing" and job.progress:
+        if job.status == Job.Status.PROCESSING and job.progress:
             return format_html("{} {}", badge, display.progress(
                 job.progress_fraction, job.progress_message))
         return badge
