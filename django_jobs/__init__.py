@@ -1,7 +1,7 @@
 """Database-backed background jobs for Django."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .control import enqueue_after_success, set_progress
 from .exceptions import (
@@ -16,6 +16,9 @@ from .limits import ConcurrencyLimit, RateLimit
 from .registry import handler
 from .retry import ExponentialBackoff, FixedSchedule
 from .unique import Unique
+
+if TYPE_CHECKING:
+    from .models import Job
 
 __all__ = [
     "ConcurrencyLimit",
@@ -38,7 +41,7 @@ __all__ = [
 __version__ = "0.1.0.dev0"
 
 
-def current_job():  # type: ignore[no-untyped-def]
+def current_job() -> "Job | None":
     """The Job the calling handler is running, or None outside a worker."""
     from .execution import current_job as _current
 

@@ -30,13 +30,14 @@ from .conf import jobs_settings
 from .exceptions import PermanentError
 from .registry import handler
 from .retry import FixedSchedule
+from .states import JobStatus
 from .validation import callback_url_problem
 
 if TYPE_CHECKING:
     from .models import Job
 
 CALLBACK_TYPE = "django_jobs.callback"
-ENDED_STATES = ("completed", "dead", "canceled")
+ENDED_STATES = (JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELED)
 SIGNATURE_PREFIX = "sha256="
 USER_AGENT = "django-jobs-callback/1"
 

@@ -60,14 +60,14 @@ DEFAULTS: dict[str, Any] = {
     "CALLBACK_MAX_ATTEMPTS": 8,
     "CALLBACK_BACKOFF": [10, 30, 120, 600, 1800, 3600, 7200],
     "CALLBACK_QUEUE": "default",
-    # sched: how long finished jobs are kept, by status (seconds, a timedelta, or None = for
+    # How long finished jobs are kept, by status (seconds, a timedelta, or None = for
     # ever), for ``manage.py prunejobs`` and the workers' automatic pruning.
     "RETENTION": {"completed": 7 * 86400, "canceled": 7 * 86400, "dead": 30 * 86400},
-    # sched: seconds between automatic prune passes by each worker; None turns it off.
+    # Seconds between automatic prune passes by each worker; None turns it off.
     "PRUNE_INTERVAL": None,
-    # sched: rows deleted per prune transaction.
+    # Rows deleted per prune transaction.
     "PRUNE_BATCH_SIZE": 500,
-    # sched: recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
+    # Recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
     "SCHEDULES": {},
 }
 

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import InvalidJob
 from .jsonvalues import NotStorable, storable_json
+from .states import Outcome
+
+if TYPE_CHECKING:
+    from .models import Job
 
 logger = logging.getLogger("django_jobs.worker")
 
 MESSAGE_LENGTH = 200
 
 
-def _running_job():  # type: ignore[no-untyped-def]
+def _running_job() -> Job:
     from .execution import current_job
 
     job = current_job.get()
@@ -78,7 +82,7 @@ def after_finish(manager: Any, written: list[Any], now: Any) -> None:
     """In the finish transaction: insert follow-ups of completed jobs, release dependents."""
     from .dependencies import release_dependents
 
-    completed = [o for o in written if o.kind == "completed"]
+    completed = [o for o in written if o.kind == Outcome.COMPLETED]
     for outcome in completed:
         for type, payload, options in outcome.job.__dict__.pop("_after_success", []):
             try:

@@ -29,11 +29,12 @@ from .conf import jobs_settings
 from .errors import error_dict
 from .outcomes import AttemptOutcome
 from .registry import get_handler
+from .states import JobStatus, Outcome
 
 if TYPE_CHECKING:
     from .models import Job
 
-PROCESSING = "processing"
+PROCESSING = JobStatus.PROCESSING
 
 
 @dataclass(frozen=True)
@@ -80,18 +81,18 @@ def crash_outcome(job: Job, *, alone: bool, now: datetime) -> tuple[AttemptOutco
         error = error_dict(type="Quarantined", details=details, message=(
             f"killed its worker {crashes} times (max_crashes {policy.max_crashes}), the last "
             f"time alone: {lost}"))
-        return AttemptOutcome(job=job, kind="failed", permanent=True, error=error,
+        return AttemptOutcome(job=job, kind=Outcome.FAILED, permanent=True, error=error,
                               started_at=started, finished_at=now), True
     if policy.on_crash == "fail":
         error = error_dict(type="WorkerLost", details=details, message=(
             f"{lost}; crash {crashes} of this job ({shared}); counted as a failed attempt"))
-        return AttemptOutcome(job=job, kind="failed", error=error, started_at=started,
+        return AttemptOutcome(job=job, kind=Outcome.FAILED, error=error, started_at=started,
                               finished_at=now), True
     error = error_dict(type="WorkerLost", details=details, message=(
         f"{lost}; crash {crashes} of this job ({shared}); the attempt does not count "
         f"(max_attempts raised by one) and the job runs again alone in a worker "
         f"(max_crashes {policy.max_crashes})"))
-    return AttemptOutcome(job=job, kind="failed", error=error, started_at=started,
+    return AttemptOutcome(job=job, kind=Outcome.FAILED, error=error, started_at=started,
                           finished_at=now), False
 
 
@@ -122,5 +123,5 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         row.outcome = JobAttempt.Outcome.LOST
         row.save(force_insert=True, using=manager.db)
         rescued.append(job)
-    _call_back(rescued, manager.db)  # API issue
+    _call_back(rescued, manager.db)  # completion callbacks of the jobs that went dead
     return rescued

@@ -64,13 +64,14 @@ def check_skip_locked(app_configs: Any = None, databases: Iterable[str] | None =
     """MariaDB before 10.6 and MySQL before 8.0.1 have no SKIP LOCKED: refuse them."""
     problems: list[CheckMessage] = []
     for alias in _job_databases(databases or ()):
-        connection = connections[alias]
+        connection: Any = connections[alias]  # the MySQL backend's wrapper, once vendor says so
         if connection.vendor != "mysql":
             continue
-        if has_skip_locked(connection.mysql_is_mariadb, connection.mysql_version):
+        mariadb, version_parts = connection.mysql_is_mariadb, connection.mysql_version
+        if has_skip_locked(mariadb, version_parts):
             continue
-        name = "MariaDB" if connection.mysql_is_mariadb else "MySQL"
-        version = ".".join(str(part) for part in connection.mysql_version)
+        name = "MariaDB" if mariadb else "MySQL"
+        version = ".".join(str(part) for part in version_parts)
         problems.append(Error(
             f"{name} {version} (DATABASES[{alias!r}]) has no SELECT ... FOR UPDATE SKIP LOCKED, "
             "which django-jobs claims jobs with",

@@ -11,6 +11,7 @@ from .errors import error_dict
 from .exceptions import JobTimeout
 from .models import Job
 from .outcomes import AttemptOutcome
+from .states import Outcome
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -25,7 +26,7 @@ class Running:
     started: float
     deadline: float | None
     interrupted: bool = False
-    abandoned: bool = False  # sched: its timeout outcome is queued; never abandon it twice
+    abandoned: bool = False  # its timeout outcome is queued; never abandon it twice
 
 
 def enforce_deadlines(worker: Worker, now: float) -> None:
@@ -55,6 +56,6 @@ def abandon(worker: Worker, held: Running) -> None:
         message="the handler ran past its timeout and did not stop; its thread was abandoned",
     )
     worker._deliver(AttemptOutcome(
-        job=held.job, kind="failed", error=error, started_at=held.job.started_at or now,
+        job=held.job, kind=Outcome.FAILED, error=error, started_at=held.job.started_at or now,
         finished_at=now,
     ))

@@ -18,6 +18,7 @@ from typing import Any
 from django.db import connections, models
 
 from .exceptions import InvalidJob
+from .states import JobStatus
 
 
 class JobDependency(models.Model):
@@ -59,7 +60,7 @@ def unfinished(manager: Any, ids: list[int]) -> bool:
     missing = [pk for pk in ids if pk not in statuses]
     if missing:
         raise InvalidJob({"depends_on": f"no such job(s): {missing}"})
-    return any(status != "completed" for status in statuses.values())
+    return any(status != JobStatus.COMPLETED for status in statuses.values())
 
 
 def link(manager: Any, jobs: list[Any], ids: list[int]) -> None:
@@ -71,7 +72,8 @@ def link(manager: Any, jobs: list[Any], ids: list[int]) -> None:
 def release_dependents(manager: Any, completed_ids: list[int], now: Any) -> int:
     """In a finish transaction: release the waiting dependents of these completed jobs."""
     links = JobDependency.objects.using(manager.db).filter(depends_on_id__in=completed_ids)
-    return release(manager, manager.filter(status="waiting", pk__in=links.values("job_id")), now)
+    waiting = manager.filter(status=JobStatus.WAITING, pk__in=links.values("job_id"))
+    return release(manager, waiting, now)
 
 
 def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool = False) -> int:
@@ -83,7 +85,7 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
     db = manager.db
     links = JobDependency.objects.using(db)
     if sweep:
-        waiting = waiting.exclude(pk__in=links.exclude(depends_on__status="completed")
+        waiting = waiting.exclude(pk__in=links.exclude(depends_on__status=JobStatus.COMPLETED)
                                   .values("job_id"))
     waiting = waiting.order_by("pk")
     if connections[db].features.has_select_for_update:
@@ -92,10 +94,10 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
     if not candidates:
         return 0
     blocked = set(links.filter(job_id__in=candidates)
-                  .exclude(depends_on__status="completed").values_list("job_id", flat=True))
+                  .exclude(depends_on__status=JobStatus.COMPLETED).values_list("job_id", flat=True))
     ready = [pk for pk in candidates if pk not in blocked]
-    return manager.filter(pk__in=ready, status="waiting").update(
-        status="pending", run_at=now, updated_at=now
+    return manager.filter(pk__in=ready, status=JobStatus.WAITING).update(
+        status=JobStatus.PENDING, run_at=now, updated_at=now
     )
 
 

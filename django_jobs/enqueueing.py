@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from .dependencies import link, unfinished
+from .states import JobStatus
 from .unique import Rule
 from .unique import insert as insert_unique
 
@@ -28,7 +29,7 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
         waiting = bool(depends_on) and unfinished(manager, depends_on)
         for job in jobs:
             if waiting:
-                job.status = "waiting"
+                job.status = JobStatus.WAITING
             if rule is not None:
                 job.unique_key = rule.key_for(job.type, job.payload, job.created_at)
         if rule is not None:
@@ -38,5 +39,6 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
             for job in created:
                 job.duplicate = False
         if depends_on:
-            link(manager, [j for j in dict.fromkeys(created) if not j.duplicate], depends_on)
+            new = [j for j in dict.fromkeys(created) if not j.duplicate]  # type: ignore[attr-defined]
+            link(manager, new, depends_on)
     return created

@@ -27,6 +27,7 @@ from .models import Job, error_dict
 from .outcomes import AttemptOutcome, micros, now_us
 from .registry import get_handler
 from .signals import job_started
+from .states import Outcome
 from .unknown import unknown_type_outcome
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
     finally:
         current_job.reset(token)
     return AttemptOutcome(
-        job=job, kind="completed", result=result, started_at=started_at, finished_at=started_at
+        job=job, kind=Outcome.COMPLETED, result=result, started_at=started_at,
+        finished_at=started_at,
     )
 
 
@@ -106,14 +108,14 @@ def outcome_for_exception(
     job: Job, exc: BaseException, started_at, found: Handler | None = None
 ) -> AttemptOutcome:
     """Classify what a handler raised: cancel, timeout (retryable), permanent or retryable."""
-    if isinstance(exc, Snooze):  # sched: run again later, the attempt does not count
+    if isinstance(exc, Snooze):  # run again later, the attempt does not count
         return AttemptOutcome(
-            job=job, kind="snoozed", started_at=started_at, finished_at=started_at,
+            job=job, kind=Outcome.SNOOZED, started_at=started_at, finished_at=started_at,
             snooze_seconds=exc.seconds,
         )
     if isinstance(exc, JobCanceled):
         return AttemptOutcome(
-            job=job, kind="canceled", error=error_dict(exc), started_at=started_at,
+            job=job, kind=Outcome.CANCELED, error=error_dict(exc), started_at=started_at,
             finished_at=started_at,
         )
     permanent = not isinstance(exc, JobTimeout) and found is not None and found.is_permanent(exc)
@@ -122,7 +124,7 @@ def outcome_for_exception(
 
 def _failure(job: Job, started_at, error: dict, *, permanent: bool) -> AttemptOutcome:
     return AttemptOutcome(
-        job=job, kind="failed", error=error, permanent=permanent, started_at=started_at,
+        job=job, kind=Outcome.FAILED, error=error, permanent=permanent, started_at=started_at,
         finished_at=started_at,
     )
 

@@ -18,7 +18,9 @@ from django.db.models.signals import post_init, pre_init
 
 def plainly_built(model: type[Model]) -> bool:
     """True if ``model.from_db`` is Django's own and nothing listens to pre_/post_init."""
-    return model.from_db.__func__ is Model.from_db.__func__ and _no_init_receivers(model)
+    # A bound classmethod's function; the stubs type from_db as a plain callable.
+    own = model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
+    return own and _no_init_receivers(model)
 
 
 def build(model: type[Model], values: dict[str, Any]) -> Model:

@@ -20,6 +20,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from .errors import error_dict
 from .models import Job
 from .outcomes import AttemptOutcome
+from .states import Outcome
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -95,7 +96,7 @@ def refusal(outcome: AttemptOutcome, exc: BaseException) -> AttemptOutcome:
     job = outcome.job
     job.result = None  # the refused result must not reach a callback or a signal
     substitute = AttemptOutcome(
-        job=job, kind="failed", started_at=outcome.started, finished_at=outcome.finished,
+        job=job, kind=Outcome.FAILED, started_at=outcome.started, finished_at=outcome.finished,
         error=error_dict(
             type="OutcomeRefused",
             message=f"the database refused this job's outcome: {_describe(exc)}",

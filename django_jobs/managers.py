@@ -29,15 +29,16 @@ from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
 from .signals import job_enqueued
+from .states import JobStatus, Outcome
 from .unique import keep_key_if, pop_rule
 from .validation import check_payload, enqueue_fields
 
 if TYPE_CHECKING:
     from .models import Job
 
-PENDING, PROCESSING, COMPLETED = "pending", "processing", "completed"
-FAILED, DEAD, CANCELED = "failed", "dead", "canceled"
-WAITING, SNOOZED = "waiting", "snoozed"  # sched: dependencies; a snoozed attempt's outcome
+PENDING, PROCESSING, COMPLETED = JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED
+FAILED, DEAD, CANCELED = JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED
+WAITING, SNOOZED = JobStatus.WAITING, Outcome.SNOOZED  # SNOOZED: an attempt's outcome
 READY_STATES = (PENDING, FAILED)
 LEASE_CLEARED = {"leased_until": None}
 
@@ -83,11 +84,11 @@ class JobQuerySet(models.QuerySet):
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
         now = timezone.now()
         with transaction.atomic(using=self.db):
-            cancelable = self.filter(status__in=(*READY_STATES, WAITING))  # sched: WAITING
-            hooked = _with_callback_locked(cancelable)  # API issue
+            cancelable = self.filter(status__in=(*READY_STATES, WAITING))
+            hooked = _with_callback_locked(cancelable)  # jobs with a completion callback
             waiting = cancelable.update(
                 status=CANCELED, updated_at=now, finished_at=now,
-                unique_key=keep_key_if(CANCELED),  # sched
+                unique_key=keep_key_if(CANCELED),
             )
             running = self.filter(status=PROCESSING, cancel_requested=False).update(
                 cancel_requested=True, updated_at=now
@@ -168,11 +169,11 @@ class QueueStateManager(models.Manager):
 class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
-        rule = pop_rule(type, options)  # sched: unique jobs
-        depends_on = dependency_ids(options.pop("depends_on", None))  # sched: dependencies
+        rule = pop_rule(type, options)  # unique jobs
+        depends_on = dependency_ids(options.pop("depends_on", None))  # dependencies
         fields = enqueue_fields(type, **options)
         job = build(self.model, {"payload": check_payload(payload), **fields})
-        if rule is not None or depends_on:  # sched: or the job holding the key
+        if rule is not None or depends_on:  # or the job holding the key
             job = insert_special(self, [job], rule, depends_on)[0]
             if job.duplicate:
                 return job
@@ -186,11 +187,11 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
 
     def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
-        rule = pop_rule(type, options)  # sched: unique jobs
-        depends_on = dependency_ids(options.pop("depends_on", None))  # sched: dependencies
+        rule = pop_rule(type, options)  # unique jobs
+        depends_on = dependency_ids(options.pop("depends_on", None))  # dependencies
         fields = enqueue_fields(type, **options)
         jobs = [self.model(payload=check_payload(p), **fields) for p in payloads]
-        if rule is not None or depends_on:  # sched: duplicates map to the job holding the key
+        if rule is not None or depends_on:  # duplicates map to the job holding the key
             created = insert_special(self, jobs, rule, depends_on)
             new = [job for job in created if not job.duplicate]
         elif connections[self.db].vendor == "postgresql":  # bulk_create, one JSON parameter
@@ -215,7 +216,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             return release(self, waiting, timezone.now(), sweep=True)
 
     def record_progress(self, job: Job, fraction: float, message: str) -> bool:
-        """Store a running job's progress, fenced on its lease (sched: ``set_progress``)."""
+        """Store a running job's progress, fenced on its lease (``set_progress``)."""
         progress = {"fraction": fraction, "message": message}
         changed = self._fenced(job).update(progress=progress)
         if changed:
@@ -245,8 +246,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         now = timezone.now()
         token = uuid.uuid4()
         if connections[self.db].vendor == "postgresql" and not limited_types():
-            # perf: one hand-written statement on PostgreSQL, unless concurrency/rate limits
-            # are registered (sched's admit needs the locked candidates before choosing)
+            # One hand-written statement on PostgreSQL, unless concurrency/rate limits are
+            # registered (admission needs the locked candidates before choosing)
             return pgwrite.claim(
                 self.model, ready_states=READY_STATES, now=now, queues=queues,
                 exclude_queues=exclude_queues, limit=limit, using=self.db,
@@ -263,7 +264,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             "attempt": F("attempt") + 1,
             "started_at": now,
             "updated_at": now,
-            "unique_key": keep_key_if(PROCESSING),  # sched: unique jobs
+            "unique_key": keep_key_if(PROCESSING),  # unique jobs
         }
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
@@ -273,7 +274,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                     jobs = list(ready.select_for_update(skip_locked=True)[:limit])
                 if not jobs:
                     return []
-                # sched: concurrency and rate limits; no query unless a candidate has limits
+                # Concurrency and rate limits; no query unless a candidate has limits
                 jobs = admit_limited(self, jobs, ready, limit, now)
                 if not jobs:
                     return []
@@ -283,7 +284,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 job.leased_until, job.started_at, job.updated_at = claim["leased_until"], now, now
                 job.attempt += 1
             return jobs
-        # sched: on SQLite, limits need the candidates first (None: no limits registered)
+        # On SQLite, limits need the candidates first (None: no limits registered)
         limited = claim_without_row_locks(self, ready, claim, limit, now)
         if limited is not None:
             return limited
@@ -373,7 +374,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         from .models import JobAttempt
 
         now = timezone.now()
-        # perf: one statement on PostgreSQL; a snoozed attempt (sched) takes the ORM path
+        # One statement on PostgreSQL; a snoozed attempt takes the ORM path
         if connections[self.db].vendor == "postgresql" and all(
             outcome.kind != SNOOZED for outcome in outcomes
         ):
@@ -390,8 +391,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             for outcome in written:
                 attempts.append(_attempt_row(outcome))
             JobAttempt.objects.using(self.db).bulk_create(attempts)
-            _call_back([outcome.job for outcome in written], self.db)  # API issue
-            after_finish(self, written, now)  # sched: follow-ups, dependents; no query if none
+            _call_back([outcome.job for outcome in written], self.db)  # completion callbacks
+            after_finish(self, written, now)  # follow-ups, dependents; no query if none
         return written
 
     def _finish_in_one_statement(
@@ -403,8 +404,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         fields = [self._finish_fields(outcome, now) for outcome in outcomes]
         with transaction.atomic(using=using, savepoint=False):  # the worker's, if it has one
             written = _written(outcomes, fields, pgwrite.finish(outcomes, fields, now, using))
-            _call_back([outcome.job for outcome in written], using)  # API issue
-            after_finish(self, written, now)  # sched: follow-ups, dependents; no query if none
+            _call_back([outcome.job for outcome in written], using)  # completion callbacks
+            after_finish(self, written, now)  # follow-ups, dependents; no query if none
         return written
 
     def _finish_group(
@@ -438,7 +439,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         elif outcome.kind == CANCELED:
             fields = {"updated_at": now, "leased_until": None, "status": CANCELED,
                       "error": outcome.error, "finished_at": now}
-        elif outcome.kind == SNOOZED:  # sched: pending again later; the attempt is given back
+        elif outcome.kind == SNOOZED:  # pending again later; the attempt is given back
             fields = {"updated_at": now, "leased_until": None, "status": PENDING,
                       "attempt": F("attempt") - 1, "started_at": None,
                       "run_at": now + timedelta(seconds=outcome.snooze_seconds or 0)}
@@ -451,7 +452,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 fields.update(status=DEAD, error=outcome.error, finished_at=now)
             else:
                 fields.update(status=FAILED, error=outcome.error, run_at=decision.retry_at)
-        # sched: unique jobs; a job without a key keeps none, and needs no expression
+        # Unique jobs: a job without a key keeps none, and needs no expression
         fields["unique_key"] = None if job.unique_key is None else keep_key_if(fields["status"])
         outcome.kind = fields["status"] if outcome.kind != SNOOZED else SNOOZED
         if outcome.kind != COMPLETED or outcome.result is not None:
@@ -589,7 +590,7 @@ def _attempt_row(outcome: AttemptOutcome):
     )
 
 
-# --- Completion callbacks (HTTP API issue) ---
+# --- Completion callbacks ---
 # A job with a callback_url that ends (completed, dead, canceled) gets a delivery job enqueued in
 # the same transaction as its status change: see django_jobs/callbacks.py.
 

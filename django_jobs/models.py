@@ -16,10 +16,13 @@ from django.utils import timezone
 
 from .errors import error_dict  # noqa: F401  the error every write stores; imported from here
 from .managers import JobManager, QueueStateManager
+from .states import JobStatus, Outcome
 
 PUBLIC_ID_PREFIX = "j-"
 # The states the status index holds: all but processing and completed (see Job.Meta.indexes).
-LISTED_BY_STATUS = ["waiting", "pending", "failed", "dead", "canceled"]
+LISTED_BY_STATUS = [
+    JobStatus.WAITING, JobStatus.PENDING, JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED,
+]
 
 
 def new_public_id() -> str:
@@ -28,14 +31,7 @@ def new_public_id() -> str:
 
 
 class Job(models.Model):
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"  # waiting for its run_at, then for a worker
-        PROCESSING = "processing", "Processing"  # held by a worker under a lease
-        COMPLETED = "completed", "Completed"  # the handler returned
-        FAILED = "failed", "Failed"  # an attempt failed; retried at run_at
-        DEAD = "dead", "Dead"  # out of attempts or permanent error; waits for a person
-        CANCELED = "canceled", "Canceled"  # canceled before it completed
-        WAITING = "waiting", "Waiting"  # sched: waits for the jobs it depends on to complete
+    Status = JobStatus  # pending, processing, completed, failed, dead, canceled, waiting
 
     # Unique through Meta.constraints, not unique=True: on PostgreSQL that would add a second
     # (varchar_pattern_ops) index for LIKE searches nobody runs, which every update pays for.
@@ -61,12 +57,12 @@ class Job(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     callback_url = models.URLField(max_length=2000, blank=True, default="")
-    # sched: unique jobs (django_jobs/unique.py): "<state flags>|<type>:<key>", held while the
+    # Unique jobs (django_jobs/unique.py): "<state flags>|<type>:<key>", held while the
     # job is in one of the flagged states, cleared when it leaves them.
     unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 NULL: no key
-    # sched: progress reported by the handler: {"fraction": 0.5, "message": "..."}
+    # Progress reported by the handler: {"fraction": 0.5, "message": "..."}
     progress = models.JSONField(null=True, blank=True)
-    # sched: dependencies (django_jobs/dependencies.py): some waiting job depends on this one
+    # Dependencies (django_jobs/dependencies.py): some waiting job depends on this one
     has_dependents = models.BooleanField(default=False)
 
     objects = JobManager()
@@ -81,7 +77,7 @@ class Job(models.Model):
                 "run_at",
                 "id",
                 name="django_jobs_ready_any_idx",
-                condition=Q(status__in=["pending", "failed"]),
+                condition=Q(status__in=[JobStatus.PENDING, JobStatus.FAILED]),
             ),
             models.Index(
                 "queue",
@@ -89,13 +85,13 @@ class Job(models.Model):
                 "run_at",
                 "id",
                 name="django_jobs_ready_idx",
-                condition=Q(status__in=["pending", "failed"]),
+                condition=Q(status__in=[JobStatus.PENDING, JobStatus.FAILED]),
             ),
             # Rescue looks for processing rows whose lease ran out.
             models.Index(
                 fields=["leased_until"],
                 name="django_jobs_lease_idx",
-                condition=Q(status="processing"),
+                condition=Q(status=JobStatus.PROCESSING),
             ),
             # Lists filtered by status (admin, API), newest first. Partial: a job passes
             # through processing and completed on every run, and those rows add no entry, so
@@ -110,7 +106,7 @@ class Job(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(fields=["public_id"], name="django_jobs_public_id_key"),
-            # At most one job per unique key (sched). Partial: the many jobs without a key
+            # At most one job per unique key (unique.py). Partial: the many jobs without a key
             # (NULL) add no entry, so their inserts and updates skip this index entirely.
             models.UniqueConstraint(
                 fields=["unique_key"], name="django_jobs_unique_key",
@@ -201,14 +197,7 @@ class Job(models.Model):
 
 
 class JobAttempt(models.Model):
-    class Outcome(models.TextChoices):
-        COMPLETED = "completed", "Completed"  # the handler returned
-        FAILED = "failed", "Failed"  # raised; retried later
-        DEAD = "dead", "Dead"  # raised and the job went dead
-        LOST = "lost", "Worker lost"  # the worker stopped heartbeating mid-attempt
-        CANCELED = "canceled", "Canceled"  # stopped by a cancel request
-        RELEASED = "released", "Released"  # handed back at shutdown; did not count
-        SNOOZED = "snoozed", "Snoozed"  # sched: the handler asked to run later; did not count
+    Outcome = Outcome  # completed, failed, dead, lost, canceled, released, snoozed
 
     # No database foreign key: PostgreSQL would check every attempt row against its job at
     # commit, a quarter of the server's time to finish a batch
@@ -269,11 +258,10 @@ class QueueState(models.Model):
         return f"{self.name} ({'paused' if self.paused else 'running'})"
 
 
-# --- HTTP API models (API issue): tokens and idempotency keys live in django_jobs/api/ ---
+# The models of the app that live in other modules, imported here so Django's app registry
+# finds them: the API's tokens and idempotency keys (django_jobs/api/), dependencies between
+# jobs, concurrency and rate limits, recurring schedules.
 from .api.models import ApiToken, IdempotencyKey  # noqa: E402, F401
-
-# sched: models of the scheduling issue live in their own modules, so merges stay easy:
-# dependencies between jobs, concurrency and rate limits, recurring schedules.
 from .dependencies import JobDependency  # noqa: E402, F401
 from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
 from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

@@ -41,7 +41,7 @@ def moment(us: int) -> datetime:
 class AttemptOutcome:
     """The result of running one claimed job once.
 
-    ``kind`` is ``completed``, ``failed``, ``canceled`` or ``snoozed`` (sched); for ``failed``,
+    ``kind`` is ``completed``, ``failed``, ``canceled`` or ``snoozed``; for ``failed``,
     ``permanent`` says the error is not worth retrying. The retry decision is taken in the write
     path.
 
@@ -77,7 +77,7 @@ class AttemptOutcome:
         permanent: bool = False,
         cpu_time: float | None = None,
         peak_memory: int | None = None,
-        snooze_seconds: float | None = None,  # sched: kind "snoozed": run again after this
+        snooze_seconds: float | None = None,  # kind "snoozed": run again after this
     ) -> None:
         self.job = job
         self.kind = kind

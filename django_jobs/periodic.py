@@ -7,6 +7,7 @@ Each step is idempotent across workers (the database decides), so no worker is s
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.db import DatabaseError
 
@@ -20,7 +21,7 @@ class Periodic:
         from .dependencies import Sweep
         from .scheduling.ticker import Ticker
 
-        self.steps = [Ticker(), AutoPruner(), Sweep()]
+        self.steps: list[Callable[[str], object]] = [Ticker(), AutoPruner(), Sweep()]
 
     def __call__(self, worker_id: str) -> None:
         for step in self.steps:

@@ -32,7 +32,7 @@ class Handler:
     permanent: ExceptionTypes = field(default=())
     timeout: float | None = None
     queue: str | None = None
-    # sched: a Unique rule (django_jobs.unique) and concurrency/rate limits (django_jobs.limits)
+    # A Unique rule (django_jobs.unique) and concurrency/rate limits (django_jobs.limits)
     unique: Any = None
     limits: tuple[Any, ...] = ()
     # What a crash of the worker process running the job does to it (django_jobs/crashes.py):

@@ -16,10 +16,11 @@ from typing import Any
 from django.utils import timezone
 
 from .conf import jobs_settings
+from .states import JobStatus
 
 logger = logging.getLogger("django_jobs.worker")
 
-PRUNABLE = ("completed", "canceled", "dead")
+PRUNABLE = (JobStatus.COMPLETED, JobStatus.CANCELED, JobStatus.DEAD)
 OCCURRENCE_AGE = timedelta(days=1)
 
 
@@ -44,7 +45,8 @@ def configured_ages() -> dict[str, timedelta | None]:
     unknown = set(setting) - set(PRUNABLE)
     if unknown:
         raise ValueError(f"RETENTION has unknown statuses: {', '.join(sorted(unknown))}")
-    return {status: as_age(setting.get(status), f"RETENTION[{status!r}]") for status in PRUNABLE}
+    return {status: as_age(setting.get(status), f"RETENTION[{str(status)!r}]")
+            for status in PRUNABLE}
 
 
 def prunable(status: str, age: timedelta, now: datetime | None = None):

@@ -6,7 +6,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, cast
 
 from .conf import jobs_settings
 
@@ -64,7 +64,7 @@ def as_backoff(value: Backoff | Sequence[float] | None) -> Backoff:
         )
     if isinstance(value, list | tuple):
         return FixedSchedule(tuple(value))
-    return value
+    return cast(Backoff, value)  # neither None nor a list or tuple: a Backoff
 
 
 @dataclass(frozen=True)

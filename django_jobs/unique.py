@@ -26,12 +26,17 @@ from django.db.models.lookups import Exact
 
 from .exceptions import InvalidJob
 from .jsonvalues import NotStorable, storable_json
+from .states import JobStatus
 
 if TYPE_CHECKING:
     from .models import Job
 
-ALL_STATES = ("waiting", "pending", "processing", "completed", "failed", "dead", "canceled")
-DEFAULT_STATES = ("pending", "processing", "failed")
+# The order of the flags stored in every unique key: never reorder, only append.
+ALL_STATES = (
+    JobStatus.WAITING, JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED,
+    JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED,
+)
+DEFAULT_STATES = (JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
 KEY_LENGTH = 255
 
 
@@ -96,11 +101,11 @@ def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
     states = tuple(states if states is not None else (default.states if default else
                                                       DEFAULT_STATES))
     bad = [s for s in states if s not in ALL_STATES]
-    if bad or "pending" not in states:
+    if bad or JobStatus.PENDING not in states:
         raise InvalidJob({"unique_states": f"must name job states including 'pending' (from "
                           f"{', '.join(ALL_STATES)}), not {list(states)!r}"})
-    if "pending" in states and "waiting" not in states:
-        states = ("waiting", *states)
+    if JobStatus.PENDING in states and JobStatus.WAITING not in states:
+        states = (JobStatus.WAITING, *states)
     if within is None and default is not None:
         within = default.within
     if within is not None and (not isinstance(within, timedelta) or within.total_seconds() <= 0):
@@ -138,7 +143,7 @@ def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:
     and the holder of the key is read; if the holder released the key meanwhile, try again.
     """
     result: list[Job] = []
-    seen: dict[str, Job] = {}
+    seen: dict[str | None, Job] = {}
     for job in jobs:
         if job.unique_key in seen:
             result.append(seen[job.unique_key])
@@ -154,7 +159,7 @@ def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:
         try:
             with transaction.atomic(using=manager.db):
                 job.save(force_insert=True, using=manager.db)
-            job.duplicate = False
+            job.duplicate = False  # type: ignore[attr-defined]  # not a field: set on returned jobs
             return job
         except IntegrityError:
             if job.pk is not None:

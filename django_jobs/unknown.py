@@ -17,6 +17,7 @@ from .errors import error_dict
 from .models import Job
 from .outcomes import EPOCH, AttemptOutcome, micros
 from .retry import as_backoff
+from .states import Outcome
 
 # The longest a job of an unknown type waits between two tries: a deploy's new workers should
 # pick it up within minutes of starting, whatever the retry backoff says.
@@ -36,14 +37,14 @@ def unknown_type_outcome(job: Job, started: int) -> AttemptOutcome:
             f"{where}; no worker ran it in {waited:.0f} s of waiting (UNKNOWN_TYPE_GRACE "
             f"{grace:g} s)" if grace else where
         ))
-        return AttemptOutcome(job=job, kind="failed", started_at=started, finished_at=started,
+        return AttemptOutcome(job=job, kind=Outcome.FAILED, started_at=started, finished_at=started,
                               error=error, permanent=True)
     delay = min(as_backoff(None).delay(tries), MAX_WAIT_SECONDS, grace - waited)
     error = error_dict(type=TYPE, message=(
         f"{where}; waiting for a worker that has one: tried again in {delay:.1f} s, "
         f"until {_iso(since + round(grace * 1e6))}"
     ), details={"waiting_since": _iso(since), "tries": tries})
-    return AttemptOutcome(job=job, kind="snoozed", started_at=started, finished_at=started,
+    return AttemptOutcome(job=job, kind=Outcome.SNOOZED, started_at=started, finished_at=started,
                           error=error, snooze_seconds=delay)
 
 

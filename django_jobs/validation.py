@@ -126,7 +126,7 @@ def enqueue_fields(
     }
 
 
-# --- callback_url (HTTP API issue): where a job's completion callback may be sent ---
+# --- callback_url: where a job's completion callback may be sent ---
 
 CALLBACK_URL_MAX_LENGTH = 2000
 

@@ -8,6 +8,8 @@ import socket
 import uuid
 from typing import TYPE_CHECKING
 
+from .states import Outcome
+
 if TYPE_CHECKING:
     from .models import Job
     from .outcomes import AttemptOutcome
@@ -28,7 +30,7 @@ def log_start(worker_id: str, job: Job) -> None:
 def log_end(worker_id: str, outcome: AttemptOutcome) -> None:
     job = outcome.job
     duration_ms = outcome.duration_ms
-    level = logging.INFO if outcome.kind == "completed" else logging.WARNING
+    level = logging.INFO if outcome.kind == Outcome.COMPLETED else logging.WARNING
     logger.log(
         level, "job %s: %s %s attempt %d in %.1f ms", outcome.kind, job.public_id, job.type,
         job.attempt, duration_ms,

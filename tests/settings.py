@@ -7,6 +7,7 @@ Subprocess workers started by the tests read JOBS_DB_NAME to open the test datab
 import os
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 BASE = Path(__file__).resolve().parent
 (BASE / "artifacts").mkdir(exist_ok=True)
@@ -95,9 +96,9 @@ TEMPLATES = [
     }
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-DJANGO_JOBS = {"BACKOFF_BASE": 0.01, "BACKOFF_CAP": 0.05, "POLL_INTERVAL": 0.2}
+DJANGO_JOBS: dict[str, Any] = {"BACKOFF_BASE": 0.01, "BACKOFF_CAP": 0.05, "POLL_INTERVAL": 0.2}
 
-# Completion callbacks (API issue): tests run a real receiver on 127.0.0.1.
+# Completion callbacks: tests run a real receiver on 127.0.0.1.
 DJANGO_JOBS.update({
     "CALLBACK_ALLOWED_HOSTS": ["127.0.0.1"],
     "CALLBACK_SECRET": "tests-only-callback-secret",

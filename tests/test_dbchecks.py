@@ -23,6 +23,7 @@ def test_the_supported_backends_pass():
 
 
 def test_mysql_at_repeatable_read_is_warned_about():
+    pytest.importorskip("MySQLdb", reason="the MySQL backend needs mysqlclient (the mariadb extra)")
     handler = ConnectionHandler({"default": {"ENGINE": "django.db.backends.mysql",
                                              "OPTIONS": {"isolation_level": "repeatable read"}}})
     [problem] = vendor_problems(handler)

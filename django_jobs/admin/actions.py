@@ -11,12 +11,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from django.contrib import admin, messages
-from django.db.models import Count, QuerySet
+from django.contrib.admin import helpers
+from django.db.models import Count
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.text import capfirst
 
-from ..managers import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
+from ..managers import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, JobQuerySet
 
 RETRYABLE = (DEAD, FAILED, CANCELED)
 CANCELABLE = (PENDING, FAILED)
@@ -61,7 +62,7 @@ def summarise(done: str, changed: int, skipped: Counter[str], verb: str) -> str:
     return "; ".join(parts)
 
 
-def status_counts(queryset: QuerySet) -> Counter[str]:
+def status_counts(queryset: JobQuerySet) -> Counter[str]:
     """How many selected jobs are in each status (one grouped query)."""
     rows = queryset.order_by().values("status", "cancel_requested").annotate(n=Count("pk"))
     counts: Counter[str] = Counter()
@@ -74,8 +75,8 @@ def status_counts(queryset: QuerySet) -> Counter[str]:
 
 
 def apply(
-    queryset: QuerySet, verb: str, done: str, applies: Iterable[str],
-    call: Callable[[QuerySet], int],
+    queryset: JobQuerySet, verb: str, done: str, applies: Iterable[str],
+    call: Callable[[JobQuerySet], int],
 ) -> tuple[int, str, bool]:
     """Run ``call`` on the selection; returns (changed, message, whether anything changed)."""
     before = status_counts(queryset)
@@ -108,11 +109,11 @@ def run_jobs_now(modeladmin, request, queryset):
     report(modeladmin, request, run_now_result(queryset))
 
 
-def _retry(queryset: QuerySet) -> int:
+def _retry(queryset: JobQuerySet) -> int:
     return queryset.retry()
 
 
-def cancel_result(queryset: QuerySet) -> tuple[int, str, bool]:
+def cancel_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     """Cancel: waiting jobs are canceled, running ones are asked to stop."""
     before = status_counts(queryset)
     changed = queryset.cancel()
@@ -126,7 +127,7 @@ def cancel_result(queryset: QuerySet) -> tuple[int, str, bool]:
     return changed, summarise("canceled or asked to stop", changed, skipped, "cancel"), changed > 0
 
 
-def run_now_result(queryset: QuerySet) -> tuple[int, str, bool]:
+def run_now_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     """Run now: only pending or failed jobs whose run_at is still ahead."""
     before = status_counts(queryset)
     changed = queryset.run_now()
@@ -137,14 +138,14 @@ def run_now_result(queryset: QuerySet) -> tuple[int, str, bool]:
     return changed, summarise("made due now", changed, skipped, "run_now"), changed > 0
 
 
-def retry_result(queryset: QuerySet) -> tuple[int, str, bool]:
+def retry_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     return apply(queryset, "retry", "retried", RETRYABLE, _retry)
 
 
-def delete_result(queryset: QuerySet) -> tuple[int, str, bool]:
+def delete_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     before = status_counts(queryset)
     deleted = queryset.discard()
-    skipped = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"]})
+    skipped: Counter[str] = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"]})
     expected = sum(before.values()) - skipped[PROCESSING]
     if expected > deleted:
         skipped["changed_meanwhile"] += expected - deleted
@@ -166,9 +167,9 @@ def delete_jobs(modeladmin, request, queryset):
         "counts": sorted(counts.items()),
         "total": sum(counts.values()),
         "running": running,
-        "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+        "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
         "select_across": request.POST.get("select_across", "0"),
-        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         "media": modeladmin.media,
     }
     return TemplateResponse(

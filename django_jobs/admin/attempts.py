@@ -8,6 +8,12 @@ from django.utils.html import format_html
 from ..models import JobAttempt
 from . import display
 
+# Every column of the inline, each read-only.
+ATTEMPT_COLUMNS = (
+    "number", "worker_id", "started", "finished", "took", "outcome_badge",
+    "error_cell", "cpu", "memory",
+)
+
 
 class AttemptInline(admin.TabularInline):
     model = JobAttempt
@@ -16,11 +22,8 @@ class AttemptInline(admin.TabularInline):
     can_delete = False
     show_change_link = False
     verbose_name_plural = "attempts"
-    fields = [
-        "number", "worker_id", "started", "finished", "took", "outcome_badge",
-        "error_cell", "cpu", "memory",
-    ]
-    readonly_fields = fields
+    fields = ATTEMPT_COLUMNS
+    readonly_fields = ATTEMPT_COLUMNS
     ordering = ["started_at", "id"]
 
     # Seeing a job means seeing its attempts: no separate JobAttempt permission is asked for.

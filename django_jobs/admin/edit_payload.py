@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -23,6 +23,13 @@ from django.urls import path
 from ..exceptions import InvalidJob
 from ..managers import DEAD
 from ..models import Job
+
+# The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
+# ModelAdmin they extend.
+if TYPE_CHECKING:
+    _AdminBase = admin.ModelAdmin[Job]
+else:
+    _AdminBase = object
 
 logger = logging.getLogger("django_jobs.admin")
 
@@ -45,7 +52,10 @@ def changed_keys(old: Any, new: Any) -> list[str]:
     return sorted(k for k in old.keys() | new.keys() if old.get(k, ...) != new.get(k, ...))
 
 
-class EditPayloadMixin:
+class EditPayloadMixin(_AdminBase):
+    if TYPE_CHECKING:  # from JobViewsMixin, beside it in JobAdmin
+        def url(self, name: str, *args: object) -> str: ...
+
     def get_urls(self):
         return [
             path("<path:object_id>/edit-payload/",

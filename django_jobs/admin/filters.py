@@ -41,8 +41,9 @@ class _KnownValuesFilter(admin.SimpleListFilter):
 
     def lookups(self, request, model_admin):
         values = set(self.known())
-        if self.value():
-            values.add(self.value())
+        chosen = self.value()
+        if chosen:
+            values.add(chosen)
         return [(value, value) for value in sorted(values)]
 
     def queryset(self, request, queryset):

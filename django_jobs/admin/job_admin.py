@@ -21,6 +21,21 @@ from .views import JobViewsMixin
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
 HEAVY_FIELDS = ("payload", "result", "error")
 
+# The job page's sections and their fields, every one read-only.
+DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
+    (None, (
+        "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
+        "next_run", "progress_display", "worker_id", "callback_url",
+    )),
+    ("Times", (
+        "created_precise", "updated_precise", "run_at_precise", "started_precise",
+        "finished_precise", "took", "leased_precise",
+    )),
+    ("Payload", ("payload_json",)),
+    ("Result", ("result_json",)),
+    ("Error", ("error_details",)),
+]
+
 
 class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     list_display = [
@@ -46,20 +61,8 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     actions = [actions.retry_jobs, actions.cancel_jobs, actions.run_jobs_now,
                actions.delete_jobs]
     inlines = [AttemptInline]
-    fieldsets = [
-        (None, {"fields": [
-            "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
-            "next_run", "progress_display", "worker_id", "callback_url",
-        ]}),
-        ("Times", {"fields": [
-            "created_precise", "updated_precise", "run_at_precise", "started_precise",
-            "finished_precise", "took", "leased_precise",
-        ]}),
-        ("Payload", {"fields": ["payload_json"]}),
-        ("Result", {"fields": ["result_json"]}),
-        ("Error", {"fields": ["error_details"]}),
-    ]
-    readonly_fields = [f for _, opts in fieldsets for f in opts["fields"]]
+    fieldsets = [(name, {"fields": names}) for name, names in DETAIL_SECTIONS]
+    readonly_fields = [name for _, names in DETAIL_SECTIONS for name in names]
     change_list_template = "django_jobs/admin/job_change_list.html"
     change_form_template = "django_jobs/admin/job_change_form.html"
 
@@ -90,7 +93,7 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
-        if obj is not None and obj.status == "processing":
+        if obj is not None and obj.status == Job.Status.PROCESSING:
             return False
         return super().has_delete_permission(request, obj)
 
@@ -120,9 +123,9 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     def status_badge(self, job: Job):
         badge = display.status_badge(
             job.status, job.get_status_display(),
-            cancel_requested=job.cancel_requested and job.status == "processing",
+            cancel_requested=job.cancel_requested and job.status == Job.Status.PROCESSING,
         )
-        if job.status == "processing" and job.progress:
+        if job.status == Job.Status.PROCESSING and job.progress:
             return format_html("{} {}", badge, display.progress(
                 job.progress_fraction, job.progress_message))
         return badge

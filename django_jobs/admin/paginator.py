@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any, cast
 
 from django.core.paginator import Paginator
 from django.db import connections
+from django.db.models import QuerySet
 
 # Count exactly below this many expected rows...
 EXACT_BELOW_ROWS = 20_000
@@ -30,7 +32,7 @@ class Estimate:
     cost: float
 
 
-def planner_estimate(queryset) -> Estimate | None:  # type: ignore[no-untyped-def]
+def planner_estimate(queryset: QuerySet[Any]) -> Estimate | None:
     """What PostgreSQL's planner expects of ``queryset``, or None on other databases."""
     if connections[queryset.db].vendor != "postgresql":
         return None
@@ -47,10 +49,11 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        estimate = planner_estimate(self.object_list)
+        queryset = cast("QuerySet[Any]", self.object_list)  # the admin pages querysets
+        estimate = planner_estimate(queryset)
         if estimate is not None and (
             estimate.rows >= self.exact_below_rows or estimate.cost >= self.exact_below_cost
         ):
             self.count_is_estimate = True
             return estimate.rows
-        return self.object_list.count()
+        return queryset.count()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.contrib import messages
+from typing import TYPE_CHECKING
+
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -16,6 +18,13 @@ from ..managers import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from ..models import Job, QueueState
 from . import actions, stats
 
+# The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
+# ModelAdmin they extend.
+if TYPE_CHECKING:
+    _AdminBase = admin.ModelAdmin[Job]
+else:
+    _AdminBase = object
+
 # verb: (permission check, what it does, statuses where its button shows)
 OBJECT_VERBS = {
     "retry": ("has_retry_permission", actions.retry_result, (DEAD, FAILED, CANCELED)),
@@ -24,8 +33,11 @@ OBJECT_VERBS = {
 }
 
 
-class JobViewsMixin:
+class JobViewsMixin(_AdminBase):
     """URLs and views added to ``JobAdmin``; kept apart so each file reads on its own."""
+
+    if TYPE_CHECKING:  # from EditPayloadMixin, beside it in JobAdmin
+        def has_edit_payload_permission(self, request: HttpRequest) -> bool: ...
 
     def get_urls(self):
         wrap = self.admin_site.admin_view

@@ -45,7 +45,7 @@ def setup() -> None:
         from . import database  # noqa: F401
 
 
-def _resolve(type: str):  # type: ignore[no-untyped-def]
+def _resolve(type: str) -> Any:
     from django.core.exceptions import ImproperlyConfigured
 
     try:

@@ -84,7 +84,7 @@ class DatabaseBackend(BaseTaskBackend):
         where it is. ``task_enqueued`` is sent when the transaction commits.
         """
         self.validate_task(task)
-        result = TaskResult(
+        result: TaskResult = TaskResult(
             task=task, id="", status=TaskResultStatus.READY, enqueued_at=None, started_at=None,
             last_attempted_at=None, finished_at=None, args=args, kwargs=kwargs,
             backend=self.alias, errors=[], worker_ids=[],

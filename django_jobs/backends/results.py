@@ -26,7 +26,7 @@ TYPE_PREFIX = "task:"
 MAX_PATH_LENGTH = 100 - len(TYPE_PREFIX)
 RESULT_ID_RE = re.compile(r"^j-[0-9a-f]{20}$")
 
-STATUS = {
+STATUS: dict[str, TaskResultStatus] = {
     Job.Status.PENDING: TaskResultStatus.READY,
     Job.Status.FAILED: TaskResultStatus.READY,
     Job.Status.PROCESSING: TaskResultStatus.RUNNING,
@@ -102,7 +102,7 @@ def build_result(
     if job.started_at:
         starts.append(job.started_at)
     payload = job.payload if isinstance(job.payload, dict) else {}
-    result = TaskResult(
+    result: TaskResult = TaskResult(
         task=task,
         id=job.public_id,
         status=STATUS[job.status],
@@ -141,7 +141,9 @@ def attempts_of(job: Job, finished_outcome: str | None = None) -> list[JobAttemp
     if finished_outcome is None or job.attempt < 1:
         return []
     error = job.error if finished_outcome != Job.Status.COMPLETED else None
-    return [JobAttempt(job=job, number=1, worker_id=job.worker_id, started_at=job.started_at,
+    # An unsaved row, only read: started_at may be None when the claim was handed back.
+    return [JobAttempt(job=job, number=1, worker_id=job.worker_id,  # type: ignore[misc]
+                       started_at=job.started_at,
                        outcome=finished_outcome, error=error)]
 
 

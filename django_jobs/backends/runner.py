@@ -65,6 +65,8 @@ def _runner(task: Task) -> Any:
         from .database import DatabaseBackend
 
         job = current_job.get()
+        if job is None:  # the worker sets it before it calls a handler
+            raise RuntimeError("a task's runner was called outside a job")
         args, kwargs, alias = unpack(payload)
         result = build_result(rebuild_task(task, job, alias), job, attempts_of(job), alias)
         task_started.send(sender=DatabaseBackend, task_result=result)

@@ -116,7 +116,7 @@ def task(
             backend=backend,
             takes_context=takes_context,
             max_attempts=max_attempts,
-            backoff=backoff,  # type: ignore[arg-type]  (a list becomes a FixedSchedule)
+            backoff=backoff,  # type: ignore[arg-type]  # a list becomes a FixedSchedule
             retry_on=retry_on,  # type: ignore[arg-type]
             permanent=permanent,  # type: ignore[arg-type]
             timeout=timeout,

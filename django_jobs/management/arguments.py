@@ -10,6 +10,7 @@ import argparse
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -88,7 +89,7 @@ def common_options(parser: argparse.ArgumentParser) -> None:
     """Django's options for every command, accepted after a sub-action too
     (``manage.py jobs list --settings=mysite.settings``). Without a default of their own they
     leave the values the command's parser set."""
-    quiet = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+    quiet: dict[str, Any] = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
     parser.add_argument("-v", "--verbosity", type=int, choices=[0, 1, 2, 3], **quiet)
     for name in ("--settings", "--pythonpath"):
         parser.add_argument(name, **quiet)

@@ -38,7 +38,7 @@ def _int(value: Any) -> int | None:
 
 
 @register.inclusion_tag("admin/date_hierarchy.html")
-def jobs_date_hierarchy(cl) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def jobs_date_hierarchy(cl: Any) -> dict[str, Any]:
     name = cl.date_hierarchy
     fields = {part: f"{name}__{part}" for part in ("year", "month", "day")}
     year, month, day = (_int(cl.params.get(fields[p])) for p in ("year", "month", "day"))
@@ -100,7 +100,7 @@ BREADCRUMBS_TEMPLATE = (
 
 
 @register.inclusion_tag(BREADCRUMBS_TEMPLATE)
-def jobs_breadcrumbs(opts, current: str, obj=None) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def jobs_breadcrumbs(opts: Any, current: str, obj: Any = None) -> dict[str, Any]:
     """Home, the app, the model's list, the object if given, then ``current``: the trail the
     stock change form shows, in the markup of the running Django."""
     crumbs = [

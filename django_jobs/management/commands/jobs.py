@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import builtins
 import json
 from collections.abc import Callable
 from typing import Any
@@ -115,8 +116,8 @@ class Command(BaseCommand):
             self.stdout.write("\n".join(arguments.table(
                 ["attempt", "outcome", "worker", "started", "ms", "error"], rows)))
 
-    def change(self, verb: str, public_ids: list[str], as_json: bool) -> None:
-        wanted = list(dict.fromkeys(public_ids))
+    def change(self, verb: str, public_ids: builtins.list[str], as_json: bool) -> None:
+        wanted = builtins.list(dict.fromkeys(public_ids))
         found = {job.public_id: job for job in Job.objects.filter(public_id__in=wanted)}
         missing = [pk for pk in wanted if pk not in found]
         if missing:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
@@ -22,7 +22,7 @@ from django_jobs.api.serializers import iso
 from django_jobs.management import arguments
 from django_jobs.schema import NotMigrated, require_migrated
 
-NAME_LENGTH = ApiToken._meta.get_field("name").max_length
+NAME_LENGTH = cast(int, ApiToken._meta.get_field("name").max_length)
 
 
 def token_name(text: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import timedelta
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -46,7 +47,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true",
                             help="count what would be deleted, delete nothing")
 
-    def handle(self, *args, **options) -> None:  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             ages = configured_ages()
             require_migrated()

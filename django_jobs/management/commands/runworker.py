@@ -6,6 +6,7 @@ import argparse
 import logging
 import re
 import sys
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -98,7 +99,7 @@ class Command(BaseCommand):
                             help="seconds between heartbeats and rescue passes (default: "
                             f"HEARTBEAT_SECONDS, now {jobs_settings.HEARTBEAT_SECONDS})")
 
-    def handle(self, *args, **options) -> None:  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         worker_id = options["worker_id"]
         if worker_id and not re.match(r"^[\w.:@\-]{1,100}$", worker_id):
             raise CommandError(f"--worker-id {worker_id!r}: use letters, digits and ._:@-")
@@ -128,7 +129,9 @@ class Command(BaseCommand):
         processed = Worker(worker_options).run()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker finished: {processed} job(s) run")
-        if self._called_from_command_line:  # a process of its own: threads must not hold it
+        # Django's flag for a run from manage.py (private, so absent from the stubs): a
+        # process of its own, where threads must not hold it.
+        if self._called_from_command_line:  # type: ignore[attr-defined]
             exit_without_stray_threads()
 
     def _configure_logging(self, verbosity: int) -> None:

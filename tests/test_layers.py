@@ -1,0 +1,303 @@
+"""The import graph of ``django_jobs``: no new cycle, and no lower layer importing a face.
+
+The graph is built from the source with ``ast``: every ``import`` and ``from ... import``
+anywhere in a module (at the top or inside a function), relative imports resolved, with an
+edge to each module of the package a statement names. Imports under ``if TYPE_CHECKING:`` are
+left out: they never run. Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``;
+those implicit edges are left out too, so an edge is an import someone wrote.
+
+Layers point one way: models <- engine <- worker <- faces. Today's cycles and upward imports
+are listed below as known debt, each with what it is; the tests fail on any edge not listed (a
+new cycle, a new edge inside an existing cycle, a new import of a face from below) and on any
+listed edge that is gone (delete it from the list, so the list only shrinks).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+
+import django_jobs
+
+Edge = tuple[str, str]
+
+# Today's edges inside an import cycle. The store, its manager and the features it calls form
+# one strongly connected group; most of these edges are imports inside functions that keep the
+# modules importable at all. Removing them is the engine's work: features hook into the engine
+# instead of the engine importing them.
+KNOWN_CYCLE_EDGES: set[Edge] = {
+    # The store delegates every verb to its manager, and the manager builds Jobs.
+    ("django_jobs.models", "django_jobs.managers"),
+    ("django_jobs.managers", "django_jobs.models"),
+    # models.py imports the dependency model so Django's app registry finds it.
+    ("django_jobs.models", "django_jobs.dependencies"),
+    # The manager calls features directly: follow-ups and dependents after a finish
+    # (control.after_finish), callbacks, crash counting, dependency checks, unique and
+    # dependent inserts (enqueueing), and the PostgreSQL write statements.
+    ("django_jobs.managers", "django_jobs.callbacks"),
+    ("django_jobs.managers", "django_jobs.control"),
+    ("django_jobs.managers", "django_jobs.crashes"),
+    ("django_jobs.managers", "django_jobs.dependencies"),
+    ("django_jobs.managers", "django_jobs.enqueueing"),
+    ("django_jobs.managers", "django_jobs.pgwrite"),
+    # Features, the runner and the write path use the store's model.
+    ("django_jobs.callbacks", "django_jobs.models"),
+    ("django_jobs.control", "django_jobs.models"),
+    ("django_jobs.crashes", "django_jobs.models"),
+    ("django_jobs.dependencies", "django_jobs.models"),
+    ("django_jobs.execution", "django_jobs.models"),
+    ("django_jobs.pgwrite", "django_jobs.models"),
+    ("django_jobs.unknown", "django_jobs.models"),
+    # Crash handling borrows the manager's attempt-row and callback helpers.
+    ("django_jobs.crashes", "django_jobs.managers"),
+    # After a finish, control releases dependents; enqueueing links new jobs to theirs.
+    ("django_jobs.control", "django_jobs.dependencies"),
+    ("django_jobs.enqueueing", "django_jobs.dependencies"),
+    # The running job (execution.current_job) is read by control and the package's API.
+    ("django_jobs.control", "django_jobs.execution"),
+    ("django_jobs", "django_jobs.execution"),
+    ("django_jobs", "django_jobs.control"),
+    # Running a job resolves unknown types to a dead job.
+    ("django_jobs.execution", "django_jobs.unknown"),
+    # Callbacks read the running job through the package's ``current_job``.
+    ("django_jobs.callbacks", "django_jobs"),
+}
+
+# Faces: the admin, the JSON API, the django.tasks backend, management commands, and the admin
+# pages' template tags and ModelAdmins living beside a feature (``*.admin``).
+FACE_PACKAGES = (
+    "django_jobs.admin",
+    "django_jobs.api",
+    "django_jobs.backends",
+    "django_jobs.management",
+    "django_jobs.templatetags",
+)
+# The AppConfig wires the faces up (the API token's admin, the Tasks backend's resolver): it
+# sits above every layer and may import anything.
+WIRING = {"django_jobs.apps"}
+
+# Today's imports of a face from below.
+KNOWN_FACE_IMPORTS: set[Edge] = {
+    # Callbacks post the finished job as the API shows it (its JSON serializer).
+    ("django_jobs.callbacks", "django_jobs.api.serializers"),
+    # The API's token model is declared in models.py so Django's app registry finds it.
+    ("django_jobs.models", "django_jobs.api.models"),
+    # ``django_jobs.task`` is the Tasks backend's decorator, imported when called.
+    ("django_jobs", "django_jobs.backends.tasks"),
+}
+
+
+def module_files(root: Path, package: str) -> dict[str, Path]:
+    """Each module of the package under ``root`` (migrations left out), by dotted name."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        if "migrations" in path.relative_to(root).parts:
+            continue
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_statements(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            pending.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        pending.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """For each module of the package, the modules of the package it imports."""
+    files = module_files(root, package)
+
+    def nearest_module(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        here = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in _import_statements(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = here
+                    for _ in range(node.level - 1):
+                        anchor = anchor.rpartition(".")[0]
+                    base = f"{anchor}.{base}" if base else anchor
+                # ``from pkg import sub`` imports the module pkg.sub; ``from mod import name``
+                # imports mod.
+                submodules = [f"{base}.{alias.name}" for alias in node.names]
+                names = [name for name in submodules if name in files]
+                if len(names) < len(submodules):
+                    names.append(base)
+            for name in names:
+                if name == package or name.startswith(package + "."):
+                    target = nearest_module(name)
+                    if target is not None and target != module:
+                        targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative: the groups of modules that all reach one another."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                group = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.add(member)
+                    if member == node:
+                        break
+                groups.append(group)
+    return groups
+
+
+def cyclic_edges(graph: dict[str, set[str]]) -> set[Edge]:
+    """Every edge whose two ends lie on a common cycle."""
+    group_of = {m: i for i, group in enumerate(strongly_connected(graph)) for m in group}
+    return {(a, b) for a, targets in graph.items() for b in targets
+            if b in group_of and group_of[a] == group_of[b]}
+
+
+def cycle_through(graph: dict[str, set[str]], edge: Edge) -> list[str]:
+    """A shortest cycle using ``edge``: a, b, ..., a."""
+    a, b = edge
+    came_from: dict[str, str | None] = {b: None}
+    queue = deque([b])
+    while queue:
+        node = queue.popleft()
+        if node == a:
+            break
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in came_from:
+                came_from[nxt] = node
+                queue.append(nxt)
+    path = [a]
+    step: str | None = a
+    while step is not None and step != b:
+        step = came_from.get(step)
+        if step is not None:
+            path.append(step)
+    return [a, *reversed(path)]
+
+
+def is_face(module: str) -> bool:
+    return module.startswith(FACE_PACKAGES) or module.endswith(".admin")
+
+
+def face_imports(graph: dict[str, set[str]]) -> set[Edge]:
+    """Imports of a face by a module that is neither a face nor the wiring."""
+    return {(a, b) for a, targets in graph.items() for b in targets
+            if is_face(b) and not is_face(a) and a not in WIRING}
+
+
+def _graph() -> dict[str, set[str]]:
+    return import_graph(Path(django_jobs.__file__).parent, "django_jobs")
+
+
+def test_no_new_import_cycle():
+    """An import that closes a cycle, or adds an edge inside one, is not listed as known."""
+    graph = _graph()
+    new = sorted(cyclic_edges(graph) - KNOWN_CYCLE_EDGES)
+    report = "\n".join(f"  {a} -> {b}: cycle {' -> '.join(cycle_through(graph, (a, b)))}"
+                       for a, b in new)
+    assert not new, f"new import edges inside a cycle:\n{report}"
+
+
+def test_known_cycle_debt_is_still_there():
+    """A listed cyclic edge that is gone is taken off the list, so the list only shrinks."""
+    gone = sorted(KNOWN_CYCLE_EDGES - cyclic_edges(_graph()))
+    assert not gone, f"no longer in a cycle, delete from KNOWN_CYCLE_EDGES: {gone}"
+
+
+def test_lower_layers_import_no_face():
+    """Nothing below the faces imports admin, API, Tasks backend or command code."""
+    new = sorted(face_imports(_graph()) - KNOWN_FACE_IMPORTS)
+    assert not new, "imports of a face from a lower layer:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in new)
+
+
+def test_known_face_imports_are_still_there():
+    gone = sorted(KNOWN_FACE_IMPORTS - face_imports(_graph()))
+    assert not gone, f"no longer imported, delete from KNOWN_FACE_IMPORTS: {gone}"
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    """Module-level, function-level, relative and ``from pkg import module`` imports are
+    edges; imports under TYPE_CHECKING and of other packages are not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from .b import thing\nimport json\n",
+        "b.py": "def f():\n    from .c import other\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n",
+        "d.py": "from . import a, missing\nimport pkg.sub.e\n",
+        "sub/__init__.py": "",
+        "sub/e.py": "from ..a import thing\nfrom .. import b\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    graph = import_graph(pkg, "pkg")
+    assert graph == {
+        "pkg": set(),
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.c"},
+        "pkg.c": set(),
+        "pkg.d": {"pkg.a", "pkg", "pkg.sub.e"},
+        "pkg.sub": set(),
+        "pkg.sub.e": {"pkg.a", "pkg.b"},
+    }
+    assert cyclic_edges(graph) == set()
+    graph["pkg.c"].add("pkg.a")
+    assert cyclic_edges(graph) == {("pkg.a", "pkg.b"), ("pkg.b", "pkg.c"), ("pkg.c", "pkg.a")}
+    assert cycle_through(graph, ("pkg.c", "pkg.a")) == ["pkg.c", "pkg.a", "pkg.b", "pkg.c"]
