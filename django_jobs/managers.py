@@ -24,7 +24,7 @@ from .enqueueing import insert as insert_special
 from .instances import build
 from .limits import limited_types
 from .limits.claim import admit as admit_limited
-from .limits.claim import claim_without_row_locks
+from .limits.claim import claim_without_row_locks, locked
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
@@ -267,7 +267,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         }
         if connections[self.db].features.has_select_for_update_skip_locked:
             with transaction.atomic(using=self.db):
-                jobs = list(ready.select_for_update(skip_locked=True)[:limit])
+                jobs = locked(ready, limit)
                 if not jobs:
                     return []
                 # sched: concurrency and rate limits; no query unless a candidate has limits

@@ -205,3 +205,22 @@ def test_the_finish_finds_its_batch_by_primary_key(jobs_table, state):
         indexes = {n["Index Name"] for n in nodes(plan) if "Index Name" in n}
         assert scans and "Seq Scan" not in scans, scans
         assert indexes == {"django_jobs_job_pkey"}
+
+
+@pytest.mark.parametrize("state", [never_analyzed, burst_after_analyzed_empty],
+                         ids=lambda state: state.__name__)
+def test_the_limited_claim_walks_the_ready_index_in_order(jobs_table, state):
+    """With concurrency or rate limits registered the claim selects its candidates through
+    the ORM (``limits.claim.locked``); they are read the same way."""
+    from django_jobs.limits.claim import locked_sql
+
+    state()
+    faults = {}
+    for size in SIZES:
+        for queues, excluded in SELECTIONS:
+            ready = Job.objects.ready(queues, timezone.now()).exclude(queue__in=excluded)
+            sql, params = locked_sql(ready, size)
+            found = claim_faults(custom_plan(sql, list(params)))
+            if found:
+                faults[f"n={size}, queues={queues}, exclude={excluded}"] = found
+    assert faults == {}
