@@ -75,29 +75,17 @@ FINISH = f"WITH {FINISH_CTES}\n{RECORD}"
 
 
 # The claim, written out rather than compiled by the ORM on every call (compiling it cost more
-# than running it). It must select exactly what ``JobQuerySet.ready()`` selects, in its order;
-# tests/test_write_path.py holds the two to the same rows. ``unique_key`` keeps its value only if
-# it guards the processing state (sched's ``keep_key_if``).
-#
-# The ready states, the unique-key position and the claim size are written into the text, not
-# sent as parameters: a prepared statement is planned once, generically, only if its generic
-# plan costs no more than the plans made for its values. With the states as parameters the
-# planner cannot prove the partial ready index applies and the generic plan is a sequential
-# scan; with the size as a parameter each call's own plan looks cheaper than the generic one and
-# PostgreSQL went on planning the claim on every call (~200 us a batch). One statement per claim
-# size (at most --concurrency of them) each planned once is cheaper.
-#
-# Its shape keeps the good plan, reading the ready index in order and stopping after n rows,
-# whatever the table's statistics say (docs/explanation-performance.md, "Plans that do not
-# depend on statistics"; tests/test_claim_plans.py):
-# - ``LIMIT (SELECT n)``: the planner cannot read the value of a subquery, so it costs the plan
-#   for a tenth of the rows it expects. With a plain ``LIMIT n`` and an estimate of no more than
-#   n ready rows (a table never analyzed, or analyzed before a burst), it costs every plan as
-#   reading all of them, and a bitmap scan and a sort of every ready row looked cheaper than
-#   walking the index; at a tenth, the walk is cheaper at any estimate.
-# - ``id = ANY(ARRAY(...))``: the selected ids are one array, and the UPDATE finds them by
-#   primary key. As ``id IN (subquery)`` the UPDATE would be a join sized by the subquery's
-#   estimate, which at a tenth of a large queue is a hash join over the whole table.
+# than running it). It selects exactly what ``JobQuerySet.ready()`` selects, in its order
+# (tests/test_write_path.py); ``unique_key`` stays only if it guards processing (keep_key_if).
+# The states, the key's position and the size are in the text, not parameters, so the prepared
+# statement is planned once: with the states as parameters the generic plan cannot use the
+# partial index, with the size as one each call was planned anew (~200 us a batch).
+# Its shape keeps its plan whatever the statistics say (docs/explanation-performance.md, "Plans
+# that do not depend on statistics"; tests/test_claim_plans.py): with ``LIMIT (SELECT n)`` the
+# planner costs a tenth of the ready rows it expects, so walking the ready index in order beats
+# a bitmap scan and a sort of all of them at any estimate (``LIMIT n`` with an estimate of n or
+# fewer sorted them all); ``id = ANY(ARRAY(...))`` has the UPDATE find the ids by primary key,
+# not join on the subquery's estimate (a hash join over the table).
 CLAIM = """UPDATE {job} SET
     status = 'processing', lease_token = %s, leased_until = %s, worker_id = %s,
     attempt = attempt + 1, started_at = %s, updated_at = %s,
