@@ -24,7 +24,7 @@ from .enqueueing import insert as insert_special
 from .instances import build
 from .limits import limited_types
 from .limits.claim import admit as admit_limited
-from .limits.claim import claim_without_row_locks
+from .limits.claim import claim_without_row_locks, locked
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
@@ -271,7 +271,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 if connections[self.db].vendor == "mysql":  # lock only what it takes
                     jobs = mariadb.lock_ready(ready, limit)
                 else:
-                    jobs = list(ready.select_for_update(skip_locked=True)[:limit])
+                    jobs = locked(ready, limit)
                 if not jobs:
                     return []
                 # Concurrency and rate limits; no query unless a candidate has limits

@@ -75,27 +75,27 @@ FINISH = f"WITH {FINISH_CTES}\n{RECORD}"
 
 
 # The claim, written out rather than compiled by the ORM on every call (compiling it cost more
-# than running it). It must select exactly what ``JobQuerySet.ready()`` selects, in its order;
-# tests/test_write_path.py holds the two to the same rows. ``unique_key`` keeps its value only if
-# it guards the processing state (sched's ``keep_key_if``).
-#
-# The ready states, the unique-key position and the LIMIT are written into the text, not sent
-# as parameters: a prepared statement is planned once, generically, only if its generic plan
-# costs no more than the plans made for its values. With the states as parameters the planner
-# cannot prove the partial ready index applies and the generic plan is a sequential scan, and
-# with LIMIT as a parameter it assumes a tenth of the table; either way PostgreSQL went on
-# planning the claim on every call (~200 us a batch). One statement per LIMIT (at most
-# --concurrency of them) each planned once is cheaper.
+# than running it). It selects exactly what ``JobQuerySet.ready()`` selects, in its order
+# (tests/test_write_path.py); ``unique_key`` stays only if it guards processing (keep_key_if).
+# The states, the key's position and the size are in the text, not parameters, so the prepared
+# statement is planned once: with the states as parameters the generic plan cannot use the
+# partial index, with the size as one each call was planned anew (~200 us a batch).
+# Its shape keeps its plan whatever the statistics say (docs/explanation-performance.md, "Plans
+# that do not depend on statistics"; tests/test_claim_plans.py): with ``LIMIT (SELECT n)`` the
+# planner costs a tenth of the ready rows it expects, so walking the ready index in order beats
+# a bitmap scan and a sort of all of them at any estimate (``LIMIT n`` with an estimate of n or
+# fewer sorted them all); ``id = ANY(ARRAY(...))`` has the UPDATE find the ids by primary key,
+# not join on the subquery's estimate (a hash join over the table).
 CLAIM = """UPDATE {job} SET
     status = 'processing', lease_token = %s, leased_until = %s, worker_id = %s,
     attempt = attempt + 1, started_at = %s, updated_at = %s,
     unique_key = CASE WHEN substr(unique_key, {keep}, 1) = '1' THEN unique_key END
-WHERE id IN (
+WHERE id = ANY(ARRAY(
     SELECT id FROM {job}
     WHERE status IN ({ready}) AND run_at <= %s{queues}
     ORDER BY priority DESC, run_at, id
-    LIMIT {limit} FOR UPDATE SKIP LOCKED
-)
+    LIMIT (SELECT {limit}) FOR UPDATE SKIP LOCKED
+))
 RETURNING {columns}"""
 
 

@@ -51,13 +51,36 @@ def admit(manager: Any, jobs: list[Any], ready: Any, limit: int, now: datetime) 
         more = ready.exclude(pk__in=[j.pk for j in jobs])
         for condition in _shut_out(refused, rules, usage):
             more = more.exclude(condition)
-        if row_locks:
-            more = more.select_for_update(skip_locked=True)
-        extra, _ = _admit(list(more[: limit - len(admitted)]), rules, usage, scopes,
-                          limit - len(admitted))
+        room = limit - len(admitted)
+        candidates = locked(more, room) if row_locks else list(more[:room])
+        extra, _ = _admit(candidates, rules, usage, scopes, room)
         admitted += extra
     _record_starts(db, admitted, rules, touched, now)
     return admitted
+
+
+def locked(queryset: Any, count: int) -> list[Any]:
+    """The first ``count`` rows of ``queryset``, locked, skipping rows other claimers hold."""
+    statement = locked_sql(queryset, count)
+    if statement is None:
+        return list(queryset.select_for_update(skip_locked=True)[:count])
+    return list(queryset.model._default_manager.db_manager(queryset.db).raw(*statement))
+
+
+def locked_sql(queryset: Any, count: int) -> tuple[str, tuple[Any, ...]] | None:
+    """``locked``'s statement on PostgreSQL, its LIMIT written ``LIMIT (SELECT n)`` as the
+    plain claim's is (``pgwrite.CLAIM``): the planner then walks the ready index in order
+    whatever its statistics say, where ``LIMIT n`` with an estimate of n ready rows or fewer
+    (a table never analyzed, or analyzed before a burst) sorts every ready row. None on other
+    databases, or if the ORM's statement does not end as expected."""
+    if connections[queryset.db].vendor != "postgresql":
+        return None
+    rows = queryset.select_for_update(skip_locked=True)[:count]
+    sql, params = rows.query.get_compiler(queryset.db).as_sql()
+    tail = f" LIMIT {int(count)} FOR UPDATE SKIP LOCKED"
+    if not sql.endswith(tail):
+        return None
+    return f"{sql[: -len(tail)]} LIMIT (SELECT {int(count)}) FOR UPDATE SKIP LOCKED", params
 
 
 def _usage(manager: Any, type: str, lim: Limit, now: datetime) -> Counter[str]:
