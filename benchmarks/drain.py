@@ -37,28 +37,35 @@ def fill(side: str, count: int, raw: psycopg.Connection) -> None:
     Job.enqueue_many("bench.noop", [{"n": n} for n in range(count)])
 
 
-def command(side: str, index: int, args: argparse.Namespace, dsn: str) -> list[str]:
+def command(side: str, index: int, args: argparse.Namespace, dsn: str,
+            options: list[str] | None = None) -> list[str]:
+    """A worker's command line; ``options`` replace our worker's usual benchmark options."""
     if side == "raw":
         return [sys.executable, "-m", "benchmarks.rawloop", dsn, "--k", str(args.k),
                 "--worker-id", f"raw-{index}"]
+    if options is None:
+        options = ["--concurrency", str(args.concurrency), "-v", "0"]
     return [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings",
-            "--burst", "--concurrency", str(args.concurrency), "-v", "0",
-            "--worker-id", f"bench-{index}"]
+            "--burst", *options, "--worker-id", f"bench-{index}"]
 
 
 def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Connection,
-          raw: psycopg.Connection) -> dict[str, Any]:
+          raw: psycopg.Connection, options: list[str] | None = None, analyze: bool = True,
+          env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``analyze=False`` leaves the table's statistics as they are (never gathered, on a new
+    table whose autovacuum is off)."""
     table = TABLES[side]
     fill(side, args.jobs, raw)
-    control.execute(f"ANALYZE {table}")
+    if analyze:
+        control.execute(f"ANALYZE {table}")
     dsn = raw.info.dsn
     logs = [tempfile.TemporaryFile() for _ in range(workers)]
     spawned = time.time()
     with control.transaction():
         control.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
         procs = [
-            subprocess.Popen(command(side, i, args, dsn), cwd=ROOT, stdout=log,
-                             stderr=subprocess.STDOUT, env={**os.environ})
+            subprocess.Popen(command(side, i, args, dsn, options), cwd=ROOT, stdout=log,
+                             stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
             for i, log in enumerate(logs)
         ]
         wait_until_blocked(control, table, procs, logs)

@@ -25,3 +25,13 @@ TIME_ZONE = "UTC"
 INSTALLED_APPS = ["django_jobs", "benchmarks.noop_app"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS: dict = {}
+
+# BENCH_JSON_LOGS=1: the worker's lines as JSON on stderr at INFO, through the site's LOGGING.
+if os.environ.get("BENCH_JSON_LOGS"):
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "django_jobs.jsonlog.JSONFormatter"}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+        "loggers": {"django_jobs": {"handlers": ["console"], "level": "INFO"}},
+    }
