@@ -44,7 +44,7 @@ def command(side: str, index: int, args: argparse.Namespace, dsn: str,
         return [sys.executable, "-m", "benchmarks.rawloop", dsn, "--k", str(args.k),
                 "--worker-id", f"raw-{index}"]
     if options is None:
-        options = ["--concurrency", str(args.concurrency), "-v", "0"]
+        options = ["--concurrency", str(args.concurrency), "--prefetch", "0", "-v", "0"]
     return [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings",
             "--burst", *options, "--worker-id", f"bench-{index}"]
 

@@ -7,11 +7,11 @@ take longer than the horizon claims only its free slots, one job per slot. Until
 outcome a worker knows no duration and claims only its free slots.
 
 The bound: a prefetched job waits for a thread about the horizon when the estimate holds. When
-it does not (a job that is slow where the recent ones were quick), claimed jobs that have seen
-no thread take a job for ``HANDBACK_AFTER_SECONDS`` go back to the queue unspent, for other
-workers to run, and the worker prefetches nothing until its next outcome. A stopping worker
-hands back its waiting jobs at once rather than start them. A job's timeout counts from when
-a thread starts it, not from its claim.
+it does not (a job that is slow where the recent ones were quick), no claimed job waits longer
+than ``HANDBACK_AFTER_SECONDS`` after its claim: then the jobs still waiting go back to the
+queue unspent, for other workers to run, and the worker prefetches nothing until its next
+outcome. A stopping worker hands back its waiting jobs at once rather than start them. A job's
+timeout counts from when a thread starts it, not from its claim.
 """
 
 from __future__ import annotations
@@ -73,13 +73,15 @@ class ClaimSize:
 
 
 def tend(worker: Worker, now: float) -> None:
-    """Claimed jobs no thread has taken: give them to idle threads after a millisecond;
-    hand them back after ``HANDBACK_AFTER_SECONDS``, or at once if the worker is stopping."""
+    """Claimed jobs no thread has taken: give them to idle threads after a millisecond; hand
+    them back once the oldest has waited ``HANDBACK_AFTER_SECONDS`` since its claim, or at once
+    if the worker is stopping."""
     inbox = worker.inbox
-    idle = inbox.idle_for(now)
-    if idle is None:
+    first = inbox.first()
+    if first is None:
         return
-    if worker.stopping or idle >= HANDBACK_AFTER_SECONDS:
+    held = worker.running.get(first.id)
+    if worker.stopping or (held is not None and now - held.started >= HANDBACK_AFTER_SECONDS):
         hand_back(worker, inbox.take_waiting())
         return
     stalled = inbox.stalled_for(now)
@@ -108,7 +110,7 @@ def hand_back(worker: Worker, jobs: list[Job]) -> None:
     for job in jobs:
         worker.running.pop(job.id, None)
     if not worker.stopping:
-        logger.info("worker %s: handed back %d job(s) that waited %.1f s for a thread",
+        logger.info("worker %s: handed back %d claimed job(s) that waited %.1f s for a thread",
                     worker.worker_id, released, HANDBACK_AFTER_SECONDS)
 
 

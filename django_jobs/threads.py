@@ -29,9 +29,9 @@ class Inbox:
     than a no-op job (a thread switch, the GIL handed over and back). If the jobs still waiting
     have seen no thread take one for ``DISPATCH_DELAY_SECONDS`` (the thread is in a slow job),
     the worker's loop calls ``spread`` and they go to as many idle threads, so ``--concurrency``
-    jobs still run at once, each started at most that much later. Jobs that no thread takes
-    for longer still (every thread is in a slow job) the loop takes back with ``take_waiting``
-    and hands back to the queue (``claimsize.py``).
+    jobs still run at once, each started at most that much later. Jobs that wait longer still
+    (every thread is in a slow job) the loop takes back with ``take_waiting`` and hands back to
+    the queue (``claimsize.py``).
     """
 
     def __init__(self) -> None:
@@ -69,9 +69,12 @@ class Inbox:
         """How long the waiting jobs have seen no job taken nor spread; None if none waits."""
         return now - max(self._taken, self._spread) if self._jobs else None
 
-    def idle_for(self, now: float) -> float | None:
-        """How long the waiting jobs have seen no job taken; None if none waits."""
-        return now - self._taken if self._jobs else None
+    def first(self) -> Job | None:
+        """The job that has waited longest (None if none waits)."""
+        try:
+            return self._jobs[0]
+        except IndexError:
+            return None
 
     def spread(self) -> None:
         """Wake an idle thread for each job still waiting."""
