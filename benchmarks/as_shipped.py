@@ -16,14 +16,17 @@ jobs with 4 worker processes (``--workers``) in each set-up:
 - ``tuned``: the options ``docs/reference-runworker.md`` recommends for throughput (``--tuned``).
 
 Prints, per set-up, the median rate and the median and range of ours / raw k=10 (each ratio
-taken within one repeat), and ours / raw k=50; writes the figures as JSON to
-``benchmarks/results/``.
+taken within one repeat), ours / raw k=50, ours / ``-v 0``, and our workers' CPU per job from
+the start of the clock to their exit (``getrusage`` of the reaped workers less their CPU while
+they waited at the start, read from /proc), which a loaded machine disturbs far less than a
+rate; writes the figures as JSON to ``benchmarks/results/``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shlex
 import statistics
 import sys
@@ -60,14 +63,19 @@ def fresh_database() -> None:
 def one_repeat(args: argparse.Namespace, index: int) -> dict[str, float]:
     fresh_database()
     rates: dict[str, float] = {}
+    cpu: dict[str, float] = {}  # our workers' CPU per job from the clock's start to exit (µs)
     with psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as control, \
             psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as raw:
 
         def ours(name: str, options: list[str], analyze: bool = True,
                  env: dict[str, str] | None = None) -> None:
             throughput.reset(control)
-            rates[name] = drain("ours", args.workers, args, control, raw, options=options,
-                                analyze=analyze, env=env)["rate"]
+            before = cpu_of_children()
+            outcome = drain("ours", args.workers, args, control, raw, options=options,
+                            analyze=analyze, env=env)
+            rates[name] = outcome["rate"]
+            spent = cpu_of_children() - before - outcome["startup_cpu_seconds"]
+            cpu[name] = spent / args.jobs * 1e6
 
         def theirs(k: int) -> None:
             throughput.reset(control)
@@ -85,12 +93,18 @@ def one_repeat(args: argparse.Namespace, index: int) -> dict[str, float]:
         ]
         for step in steps if index % 2 == 0 else steps[::-1]:
             step()
-    return rates
+    return {**rates, **{f"cpu_us_{name}": value for name, value in cpu.items()}}
+
+
+def cpu_of_children() -> float:
+    """User and system CPU seconds of the reaped child processes (the workers) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def summarise(repeats: list[dict[str, float]]) -> dict[str, dict]:
     summary = {}
-    for name in repeats[0]:
+    for name in [name for name in repeats[0] if not name.startswith("cpu_us_")]:
         k10 = [r[name] / r["raw_k10"] for r in repeats]
         k50 = [r[name] / r["raw_k50"] for r in repeats]
         quiet = [r[name] / r["shipped_quiet"] for r in repeats]
@@ -100,6 +114,11 @@ def summarise(repeats: list[dict[str, float]]) -> dict[str, dict]:
             "vs_k50": statistics.median(k50), "vs_quiet": statistics.median(quiet),
             "vs_quiet_range": [min(quiet), max(quiet)], "target_vs_k10": TARGETS.get(name),
         }
+        if f"cpu_us_{name}" in repeats[0]:
+            summary[name]["cpu_us_per_job"] = statistics.median(
+                r[f"cpu_us_{name}"] for r in repeats)
+            summary[name]["cpu_vs_quiet"] = statistics.median(
+                r[f"cpu_us_{name}"] / r["cpu_us_shipped_quiet"] for r in repeats)
     return summary
 
 
@@ -121,16 +140,21 @@ def main() -> None:
         for index in range(args.repeat):
             repeats.append(one_repeat(args, index))
             print(f"repeat {index + 1}/{args.repeat}: " + ", ".join(
-                f"{name} {rate:.0f}" for name, rate in repeats[-1].items()), flush=True)
+                f"{name} {rate:.0f}" for name, rate in repeats[-1].items()
+            if not name.startswith("cpu_us_")), flush=True)
         summary = summarise(repeats)
         print(f"\n{args.jobs} no-op jobs, {args.workers} workers, median of {args.repeat}; "
               f"tuned = {args.tuned!r}")
         print(f"{'set-up':24} {'jobs/s':>9} {'/raw k10':>9} {'(range)':>13} {'/raw k50':>9} "
-              f"{'/-v 0':>6}")
+              f"{'/-v 0':>6} {'(range)':>11} {'CPU us/job':>11} {'/-v 0':>6}")
         for name, row in summary.items():
             low, high = row["vs_k10_range"]
+            qlow, qhigh = row["vs_quiet_range"]
+            cpu = (f"{row['cpu_us_per_job']:11.1f} {row['cpu_vs_quiet']:6.3f}"
+                   if "cpu_us_per_job" in row else "")
             print(f"{name:24} {row['rate']:9.0f} {row['vs_k10']:9.2f} "
-                  f"{f'{low:.2f}-{high:.2f}':>13} {row['vs_k50']:9.2f} {row['vs_quiet']:6.2f}")
+                  f"{f'{low:.2f}-{high:.2f}':>13} {row['vs_k50']:9.2f} {row['vs_quiet']:6.2f} "
+                  f"{f'{qlow:.2f}-{qhigh:.2f}':>11} {cpu}")
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"as-shipped-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"

@@ -69,6 +69,7 @@ def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Co
             for i, log in enumerate(logs)
         ]
         wait_until_blocked(control, table, procs, logs)
+        startup_cpu = sum(cpu_seconds(proc.pid) for proc in procs)  # blocked: it stands still
         started = time.time()
     rss = reap(procs, logs)
     exited = time.time()
@@ -88,8 +89,15 @@ def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Co
     return {
         "rate": args.jobs / seconds, "seconds": seconds, "startup_seconds": started - spawned,
         "wall_seconds_with_startup_and_exit": exited - spawned,
-        "peak_rss_kib": max(rss), "workers": workers,
+        "peak_rss_kib": max(rss), "workers": workers, "startup_cpu_seconds": startup_cpu,
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a running process, from /proc (clock-tick resolution)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_until_blocked(control: psycopg.Connection, table: str, procs: list[subprocess.Popen],
