@@ -21,8 +21,6 @@ import math
 import time
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError
-
 from .models import Job
 from .threads import DISPATCH_DELAY_SECONDS, Inbox
 from .worklog import log_start
@@ -100,11 +98,11 @@ def hand_back(worker: Worker, jobs: list[Job]) -> None:
     if not jobs:
         return
     worker.sizer.forget()
-    try:
-        released = Job.objects.release(jobs)
-    except DatabaseError:  # the database is away: they stay claimed, and run here
-        logger.warning("worker %s: could not hand back %d waiting job(s)", worker.worker_id,
-                       len(jobs))
+    released = worker._safely(Job.objects.release, jobs)
+    if released is None:  # the database is away (logged): keep them, try again a bound later
+        now = time.monotonic()
+        for job in jobs:
+            restart_clock(worker, job, now)
         worker.inbox.put(jobs)
         return
     for job in jobs:
@@ -118,8 +116,16 @@ def on_start(worker: Worker, job: Job) -> None:
     """In a slot thread, as it starts ``job``: its timeout counts from now, not its claim."""
     held = worker.running.get(job.id)
     if held is not None and held.deadline is not None:
-        now = time.monotonic()
-        held.deadline += now - held.started
-        held.started = now
-        held.interrupted = False
+        restart_clock(worker, job, time.monotonic())
     log_start(worker.worker_id, job)
+
+
+def restart_clock(worker: Worker, job: Job, now: float) -> None:
+    """Count a held job's wait (and its timeout, if it has one) from ``now``."""
+    held = worker.running.get(job.id)
+    if held is None:
+        return
+    if held.deadline is not None:
+        held.deadline += now - held.started
+        held.interrupted = False
+    held.started = now

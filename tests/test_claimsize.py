@@ -143,10 +143,11 @@ def test_default_logging_summarises_completed_jobs_and_names_each_failure(caplog
     failing = Job.enqueue("always_fails")
     run_burst(worker_id="w-log")
     per_job = [r for r in caplog.records if getattr(r, "job_id", None)]
-    assert [(r.job_id, r.levelname, r.outcome) for r in per_job] == [
-        (failing.public_id, "WARNING", "failed")]
+    assert per_job  # its retry may come due in the same burst: a line per failed attempt
+    assert {(r.job_id, r.levelname, r.outcome) for r in per_job} == {
+        (failing.public_id, "WARNING", "failed")}
     summaries = [r for r in caplog.records if getattr(r, "event", None) == "jobs_summary"]
-    assert sum(r.jobs for r in summaries) == 4
+    assert sum(r.jobs for r in summaries) == 3 + len(per_job)
     assert sum(r.outcomes.get("completed", 0) for r in summaries) == 3
     assert all(r.levelname == "INFO" and r.worker_id == "w-log" for r in summaries)
 
