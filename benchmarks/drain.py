@@ -37,31 +37,39 @@ def fill(side: str, count: int, raw: psycopg.Connection) -> None:
     Job.enqueue_many("bench.noop", [{"n": n} for n in range(count)])
 
 
-def command(side: str, index: int, args: argparse.Namespace, dsn: str) -> list[str]:
+def command(side: str, index: int, args: argparse.Namespace, dsn: str,
+            options: list[str] | None = None) -> list[str]:
+    """A worker's command line; ``options`` replace our worker's usual benchmark options."""
     if side == "raw":
         return [sys.executable, "-m", "benchmarks.rawloop", dsn, "--k", str(args.k),
                 "--worker-id", f"raw-{index}"]
+    if options is None:
+        options = ["--concurrency", str(args.concurrency), "--prefetch", "0", "-v", "0"]
     return [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings",
-            "--burst", "--concurrency", str(args.concurrency), "-v", "0",
-            "--worker-id", f"bench-{index}"]
+            "--burst", *options, "--worker-id", f"bench-{index}"]
 
 
 def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Connection,
-          raw: psycopg.Connection) -> dict[str, Any]:
+          raw: psycopg.Connection, options: list[str] | None = None, analyze: bool = True,
+          env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``analyze=False`` leaves the table's statistics as they are (never gathered, on a new
+    table whose autovacuum is off)."""
     table = TABLES[side]
     fill(side, args.jobs, raw)
-    control.execute(f"ANALYZE {table}")
+    if analyze:
+        control.execute(f"ANALYZE {table}")
     dsn = raw.info.dsn
     logs = [tempfile.TemporaryFile() for _ in range(workers)]
     spawned = time.time()
     with control.transaction():
         control.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
         procs = [
-            subprocess.Popen(command(side, i, args, dsn), cwd=ROOT, stdout=log,
-                             stderr=subprocess.STDOUT, env={**os.environ})
+            subprocess.Popen(command(side, i, args, dsn, options), cwd=ROOT, stdout=log,
+                             stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
             for i, log in enumerate(logs)
         ]
         wait_until_blocked(control, table, procs, logs)
+        startup_cpu = sum(cpu_seconds(proc.pid) for proc in procs)  # blocked: it stands still
         started = time.time()
     rss = reap(procs, logs)
     exited = time.time()
@@ -81,8 +89,15 @@ def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Co
     return {
         "rate": args.jobs / seconds, "seconds": seconds, "startup_seconds": started - spawned,
         "wall_seconds_with_startup_and_exit": exited - spawned,
-        "peak_rss_kib": max(rss), "workers": workers,
+        "peak_rss_kib": max(rss), "workers": workers, "startup_cpu_seconds": startup_cpu,
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a running process, from /proc (clock-tick resolution)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_until_blocked(control: psycopg.Connection, table: str, procs: list[subprocess.Popen],

@@ -26,3 +26,13 @@ INSTALLED_APPS = ["django_jobs", "benchmarks.noop_app"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Extra DJANGO_JOBS keys as JSON, for one run's workers (benchmarks/pgbouncer.py).
 DJANGO_JOBS: dict = __import__("json").loads(os.environ.get("BENCH_DJANGO_JOBS", "{}"))
+
+# BENCH_JSON_LOGS=1: the worker's lines as JSON on stderr at INFO, through the site's LOGGING.
+if os.environ.get("BENCH_JSON_LOGS"):
+    LOGGING = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "django_jobs.jsonlog.JSONFormatter"}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+        "loggers": {"django_jobs": {"handlers": ["console"], "level": "INFO"}},
+    }

@@ -9,7 +9,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
-EXTRA_FIELDS = ("worker_id", "job_id", "job_type", "attempt", "duration_ms", "outcome", "event")
+EXTRA_FIELDS = ("worker_id", "job_id", "job_type", "attempt", "duration_ms", "outcome", "event",
+                "jobs", "seconds", "outcomes")
 
 
 class JSONFormatter(logging.Formatter):

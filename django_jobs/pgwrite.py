@@ -52,7 +52,7 @@ FINISH_CTES = """v AS (
         finished_at = CASE WHEN v.status = 'failed' THEN j.finished_at ELSE %s END,
         updated_at = %s,
         leased_until = NULL,
-        -- sched's unique jobs: the key stays only if it guards the new state (keep_key_if)
+        -- unique jobs: the key stays only if it guards the new state (keep_key_if)
         unique_key = CASE WHEN substr(j.unique_key, v.keep, 1) = '1' THEN j.unique_key END
     FROM v
     -- "id = ANY(ids)" lets the planner find the rows by primary key. Without it, it guesses

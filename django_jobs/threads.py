@@ -29,13 +29,16 @@ class Inbox:
     than a no-op job (a thread switch, the GIL handed over and back). If the jobs still waiting
     have seen no thread take one for ``DISPATCH_DELAY_SECONDS`` (the thread is in a slow job),
     the worker's loop calls ``spread`` and they go to as many idle threads, so ``--concurrency``
-    jobs still run at once, each started at most that much later.
+    jobs still run at once, each started at most that much later. Jobs that wait longer still
+    (every thread is in a slow job) the loop takes back with ``take_waiting`` and hands back to
+    the queue (``claimsize.py``).
     """
 
     def __init__(self) -> None:
         self._jobs: deque[Job | None] = deque()
         self._ready = threading.Condition(threading.Lock())
         self._taken = 0.0  # when a thread last took a job, or jobs came to an empty inbox
+        self._spread = 0.0  # when the loop last spread the waiting jobs
 
     def put(self, jobs: list[Job]) -> None:
         if not jobs:  # an empty claim: no thread to wake
@@ -63,14 +66,36 @@ class Inbox:
         return bool(self._jobs)
 
     def stalled_for(self, now: float) -> float | None:
-        """How long the waiting jobs have seen no job taken; None if none waits."""
-        return now - self._taken if self._jobs else None
+        """How long the waiting jobs have seen no job taken nor spread; None if none waits."""
+        return now - max(self._taken, self._spread) if self._jobs else None
+
+    def first(self) -> Job | None:
+        """The job that has waited longest (None if none waits)."""
+        try:
+            return self._jobs[0]
+        except IndexError:
+            return None
 
     def spread(self) -> None:
         """Wake an idle thread for each job still waiting."""
         with self._ready:
-            self._taken = time.monotonic()  # the next spread, if need be, a delay later
+            self._spread = time.monotonic()  # the next spread, if need be, a delay later
             self._ready.notify(len(self._jobs))
+
+    def take_waiting(self) -> list[Job]:
+        """Remove and return the jobs no thread has taken (each goes to a thread or here)."""
+        taken: list[Job] = []
+        with self._ready:
+            while self._jobs and self._jobs[0] is not None:
+                try:
+                    job = self._jobs.popleft()  # a thread's lock-free pop may win the last one
+                except IndexError:
+                    break
+                if job is None:  # a stop marker: leave it
+                    self._jobs.appendleft(job)
+                    break
+                taken.append(job)
+        return taken
 
     def close(self, threads: int) -> None:
         """Stop ``threads`` slot threads once they are done with their jobs; jobs no thread

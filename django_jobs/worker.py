@@ -14,7 +14,7 @@ from functools import partial
 from django.db import connection
 from django.utils import timezone
 
-from . import solo
+from . import claimsize, solo
 from .conf import jobs_settings
 from .deadlines import Running, enforce_deadlines
 from .exceptions import JobCanceled
@@ -29,8 +29,8 @@ from .periodic import Periodic
 from .registry import get_handler
 from .sdnotify import Notifier
 from .signals import job_finished
-from .threads import DISPATCH_DELAY_SECONDS, Inbox, Slot
-from .worklog import default_worker_id, log_end, log_start
+from .threads import Inbox, Slot
+from .worklog import Tally, default_worker_id, log_end
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -51,6 +51,7 @@ class WorkerOptions:
         default_factory=lambda: float(jobs_settings.HEARTBEAT_SECONDS)
     )
     worker_id: str = ""
+    prefetch: float = claimsize.PREFETCH_HORIZON_SECONDS  # seconds of work claimed ahead
 
 
 class Abort(Exception):
@@ -63,6 +64,8 @@ class Worker:
         self.worker_id = options.worker_id or default_worker_id()
         self.wake = threading.Event()
         self.inbox = Inbox()
+        self.sizer = claimsize.ClaimSize(options.concurrency, options.prefetch)  # jobs per claim
+        self.tally = Tally(self.worker_id)  # the INFO summary of finished jobs
         self.outbox: list[AttemptOutcome] = []  # from the slot threads; under _outbox_lock
         self._outbox_lock = threading.Lock()
         self._told = False  # the loop was woken for the outcomes waiting in the outbox
@@ -75,7 +78,7 @@ class Worker:
         self.paused: set[str] = set()
         self.listener: Listener | None = None
         self._previous_handlers: dict[int, object] = {}
-        self.periodic = Periodic()  # sched: recurring jobs and automatic pruning
+        self.periodic = Periodic()  # recurring jobs and automatic pruning
         self.solo: Job | None = None  # a job that was in a crash, to run alone (solo.py)
         self.solo_started = False
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
@@ -102,7 +105,7 @@ class Worker:
                     self._safely(self._heartbeat)
                     next_beat = now + self.options.heartbeat_seconds
                 enforce_deadlines(self, now)
-                self._dispatch(now)
+                claimsize.tend(self, now)  # waiting jobs: to idle threads, or handed back
                 solo.turn(self)
                 if self.stopping:
                     if not self.running or now >= self.stop_deadline:
@@ -125,7 +128,7 @@ class Worker:
         return self.processed
 
     def _claim(self) -> int:
-        """Write the outcomes that came in and claim up to the free slots, in one transaction
+        """Write the outcomes that came in and claim what claimsize.py says, in one transaction
         (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``).
 
         One commit per turn of the loop instead of two: commits per second are what bound a
@@ -134,7 +137,8 @@ class Worker:
         """
         self._gather()
         outcomes = self._take_outcomes()
-        free = self.options.concurrency - len(self.running) + len(outcomes)
+        self.sizer.observe(outcomes)
+        free = self.sizer.limit(len(self.running) - len(outcomes))
         if self.solo is not None and all(o.job.id != self.solo.id for o in outcomes):
             free = 0  # a suspect runs alone (solo.py): claim nothing until it has ended
         if self.options.max_jobs is not None:
@@ -253,12 +257,13 @@ class Worker:
             )
         self.processed += len(written)
         send = job_finished.has_listeners(Job)
-        log = logger.isEnabledFor(logging.INFO)
+        log = logger.isEnabledFor(logging.DEBUG)
         for outcome in written:
             if log or outcome.kind != "completed":
                 log_end(self.worker_id, outcome)
             if send:
                 job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)
+        self.tally.add(written)
 
     # Heartbeat, rescue, pauses, deadlines.
 
@@ -280,13 +285,7 @@ class Worker:
         )
         stale = timezone.now() - timedelta(seconds=self.options.lease_seconds * 4)
         WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
-        self.periodic(self.worker_id)  # sched: recurring jobs and automatic pruning
-
-    def _dispatch(self, now: float) -> None:
-        """Claimed jobs no thread has taken for a while: give them to idle threads (Inbox)."""
-        stalled = self.inbox.stalled_for(now)
-        if stalled is not None and stalled >= DISPATCH_DELAY_SECONDS:
-            self.inbox.spread()
+        self.periodic(self.worker_id)  # recurring jobs and automatic pruning
 
     def _interrupt(self, pk: int, exc_class: type[BaseException]) -> None:
         for slot in self.slots:
@@ -308,7 +307,7 @@ class Worker:
 
     def _start_slots(self, count: int) -> None:
         for _ in range(count):
-            slot = Slot(self.inbox, partial(log_start, self.worker_id), self._deliver,
+            slot = Slot(self.inbox, partial(claimsize.on_start, self), self._deliver,
                         name=f"django-jobs-{len(self.slots)}")
             slot.start()
             self.slots.append(slot)
@@ -331,6 +330,7 @@ class Worker:
         self._safely(lambda: WorkerRow.objects.filter(pk=self.worker_id).delete())
         restore_signals(self._previous_handlers)
         self.systemd.close()
+        self.tally.flush()
         logger.info("worker %s: stopped after %d job(s)", self.worker_id, self.processed)
 
     def _out_of_budget(self) -> bool:
@@ -343,11 +343,8 @@ class Worker:
         deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
         if deadlines:
             wait = min(wait, max(min(deadlines) - time.monotonic(), 0.0) + 0.05)
-        stalled = self.inbox.stalled_for(time.monotonic())
-        if stalled is not None:
-            wait = min(wait, max(DISPATCH_DELAY_SECONDS - stalled, 0.0))
         wait = min(wait, self.outages.wait(time.monotonic(), default=wait))
-        return min(wait, self.options.heartbeat_seconds)
+        return min(wait, claimsize.next_tend(self.inbox), self.options.heartbeat_seconds)
 
     def _safely(self, func, *args):  # type: ignore[no-untyped-def]
         """Run a database step; None if it failed or waits out a backoff (outage.py)."""

@@ -4,12 +4,14 @@ Every hostile outcome runs in one batch with ordinary jobs; the worker must fini
 spend the poison jobs' attempts and store an error the database can hold.
 """
 
+import signal
+
 import pytest
 from django.db import connection
 
 from django_jobs.errors import error_dict, storable, storable_text
 from django_jobs.models import Job, JobAttempt
-from tests.conftest import on_postgres
+from tests.conftest import on_postgres, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 S = Job.Status
@@ -102,7 +104,10 @@ def test_refused_outcome_spends_attempts_until_dead_and_others_keep_running(
     """A long-running worker is not jammed: it goes on claiming after each refusal."""
     refused = Job.enqueue("refused_result", max_attempts=3)
     later = [Job.enqueue("echo", {"n": n}, priority="low") for n in range(20)]
-    worker = start_worker("--burst", "--concurrency", "2", *FAST)
+    worker = start_worker("--concurrency", "2", *FAST)  # not --burst: the retries come due later
+    wait_for(lambda: Job.objects.filter(pk=refused.pk, status=S.DEAD).exists()
+             and not Job.objects.exclude(status__in=[S.DEAD, S.COMPLETED]).exists(), timeout=120)
+    worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=120) == 0, worker.output()
     refused.refresh_from_db()
     assert (refused.status, refused.attempt) == (S.DEAD, 3)

@@ -195,7 +195,7 @@ def test_started_and_finished_signals_are_sent():
 
 
 def test_log_lines_for_start_and_end_carry_job_fields(caplog):
-    caplog.set_level(logging.INFO, logger="django_jobs")
+    caplog.set_level(logging.DEBUG, logger="django_jobs")  # per job at DEBUG (worklog.py)
     job = Job.enqueue("echo")
     run_burst(worker_id="w-test")
     records = [r for r in caplog.records if getattr(r, "job_id", None) == job.public_id]
@@ -205,5 +205,5 @@ def test_log_lines_for_start_and_end_carry_job_fields(caplog):
         "w-test", "echo", 1, "completed")
     assert end.duration_ms >= 0
     line = json.loads(JSONFormatter().format(end))
-    assert line["job_id"] == job.public_id and line["level"] == "info"
+    assert line["job_id"] == job.public_id and line["level"] == "debug"
     assert line["timestamp"].endswith("Z") and line["outcome"] == "completed"

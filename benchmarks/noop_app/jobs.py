@@ -4,3 +4,10 @@ from django_jobs import handler
 @handler("bench.noop")
 def noop(payload):
     return None
+
+
+@handler("bench.sleep")
+def sleep(payload):
+    import time
+
+    time.sleep(payload["seconds"])

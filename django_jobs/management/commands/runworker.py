@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from django_jobs.claimsize import PREFETCH_HORIZON_SECONDS
 from django_jobs.conf import jobs_settings
 from django_jobs.exiting import exit_without_stray_threads
 from django_jobs.lifecycle import bound_network_waits
@@ -62,6 +63,16 @@ def seconds(text: str) -> float:
     return value
 
 
+def prefetch_seconds(text: str) -> float:
+    """0 (claim only free slots) or a horizon in seconds, as the other seconds options."""
+    try:
+        if float(text) == 0:
+            return 0.0
+    except ValueError:
+        pass
+    return seconds(text)
+
+
 def queue_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     bad = [name for name in names if not QUEUE_RE.fullmatch(name)]
@@ -87,6 +98,10 @@ class Command(BaseCommand):
         parser.add_argument("--poll-interval", type=seconds, default=None,
                             help="seconds an idle worker waits before looking again (default: "
                             f"POLL_INTERVAL, now {jobs_settings.POLL_INTERVAL})")
+        parser.add_argument("--prefetch", type=prefetch_seconds, default=None,
+                            help="claim, beyond the free slots, the jobs the threads are expected "
+                            "to start within this many seconds, from recent job durations; 0: "
+                            f"only the free slots (default: {PREFETCH_HORIZON_SECONDS})")
         parser.add_argument("--worker-id", default="",
                             help="name in logs and the admin (default: host-pid-random)")
         parser.add_argument("--shutdown-timeout", type=seconds, default=None,
@@ -112,7 +127,7 @@ class Command(BaseCommand):
         }
         for name, key in (("poll_interval", "poll_interval"), ("shutdown_timeout",
                           "shutdown_timeout"), ("lease_seconds", "lease"),
-                          ("heartbeat_seconds", "heartbeat")):
+                          ("heartbeat_seconds", "heartbeat"), ("prefetch", "prefetch")):
             if options[key] is not None:
                 kwargs[name] = options[key]
         worker_options = WorkerOptions(**kwargs)
@@ -142,4 +157,4 @@ class Command(BaseCommand):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if verbosity >= 3 else logging.INFO)
+        logger.setLevel(logging.DEBUG if verbosity >= 2 else logging.INFO)
