@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.management.base import CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from django_jobs.models import PUBLIC_ID_PREFIX, Job
+from django_jobs.schema import NotMigrated, require_migrated
 from django_jobs.validation import QUEUE_RE
 
 JOB_ID_RE = re.compile(rf"^{PUBLIC_ID_PREFIX}[0-9a-f]{{20}}$")
@@ -31,14 +33,27 @@ def job_id(text: str) -> str:
     return text
 
 
-def statuses(text: str) -> list[str]:
+def names_from(text: str, allowed: Sequence[str], noun: str) -> list[str]:
+    """A comma-separated list of names, each one of ``allowed`` (a ``noun`` each)."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    bad = [name for name in names if name not in Job.Status.values]
+    bad = [name for name in names if name not in allowed]
     if bad or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown status {', '.join(bad) or text!r}: use {', '.join(Job.Status.values)}"
+            f"unknown {noun} {', '.join(bad) or text!r}: use {', '.join(allowed)}"
         )
     return names
+
+
+def statuses(text: str) -> list[str]:
+    return names_from(text, Job.Status.values, "status")
+
+
+def ensure_migrated() -> None:
+    """A CommandError with one line unless the jobs tables are there and current."""
+    try:
+        require_migrated()
+    except NotMigrated as exc:
+        raise CommandError(str(exc)) from None
 
 
 def queue(text: str) -> str:

@@ -20,7 +20,6 @@ from django.db.models import Count
 from django_jobs.api.serializers import attempt_json, iso, job_json
 from django_jobs.management import arguments
 from django_jobs.models import Job
-from django_jobs.schema import NotMigrated, require_migrated
 
 VERBS: dict[str, tuple[Callable[[Job], bool], str]] = {
     # verb: (the job's own method, which jobs it changes)
@@ -57,10 +56,7 @@ class Command(BaseCommand):
             arguments.common_options(action)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            require_migrated()
-        except NotMigrated as exc:
-            raise CommandError(str(exc)) from None
+        arguments.ensure_migrated()
         action = options["action"]
         if action == "list":
             self.list(options)

@@ -20,7 +20,6 @@ from django.utils import timezone
 from django_jobs.api.models import TOKEN_PREFIX, ApiToken
 from django_jobs.api.serializers import iso
 from django_jobs.management import arguments
-from django_jobs.schema import NotMigrated, require_migrated
 
 NAME_LENGTH = cast(int, ApiToken._meta.get_field("name").max_length)
 
@@ -35,13 +34,7 @@ def token_name(text: str) -> str:
 
 
 def scopes(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    bad = [name for name in names if name not in ApiToken.Scope.values]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown scope {', '.join(bad) or text!r}: use {', '.join(ApiToken.Scope.values)}"
-        )
-    return names
+    return arguments.names_from(text, ApiToken.Scope.values, "scope")
 
 
 def token_ref(text: str) -> str:
@@ -74,10 +67,7 @@ class Command(BaseCommand):
             arguments.common_options(action)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            require_migrated()
-        except NotMigrated as exc:
-            raise CommandError(str(exc)) from None
+        arguments.ensure_migrated()
         getattr(self, f"do_{options['action']}")(options)
 
     def do_create(self, options: dict[str, Any]) -> None:
