@@ -29,6 +29,7 @@ from .periodic import Periodic
 from .registry import get_handler
 from .sdnotify import Notifier
 from .signals import job_finished
+from .states import Outcome
 from .threads import Inbox, Slot
 from .worklog import Tally, default_worker_id, log_end
 
@@ -259,7 +260,7 @@ class Worker:
         send = job_finished.has_listeners(Job)
         log = logger.isEnabledFor(logging.DEBUG)
         for outcome in written:
-            if log or outcome.kind != "completed":
+            if log or outcome.kind != Outcome.COMPLETED:
                 log_end(self.worker_id, outcome)
             if send:
                 job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)

@@ -13,10 +13,12 @@ from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Mi
 from django.utils import timezone
 
 from ..models import Job, JobAttempt
+from ..states import Outcome
 
 STATUSES = list(Job.Status.values)
-ERRORED = ("failed", "dead", "lost")  # attempt outcomes that count against the error rate
-COUNTED = (*ERRORED, "completed")  # canceled and released attempts are neither
+# Attempt outcomes that count against the error rate.
+ERRORED = (Outcome.FAILED, Outcome.DEAD, Outcome.LOST)
+COUNTED = (*ERRORED, Outcome.COMPLETED)  # canceled and released attempts are neither
 
 
 def _duration(start: str, end: str) -> ExpressionWrapper:
@@ -35,7 +37,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None) ->
         jobs = jobs.filter(created_at__gte=now - window)
         attempts = attempts.filter(job__created_at__gte=now - window)
     by_status = dict(jobs.order_by().values_list("status").annotate(n=Count("pk")))
-    completed = attempts.filter(outcome="completed")
+    completed = attempts.filter(outcome=Outcome.COMPLETED)
     oldest = Job.objects.ready(now=now).aggregate(oldest=Min("run_at"))["oldest"]
     return {
         "total_jobs": sum(by_status.values()),
@@ -44,7 +46,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None) ->
             completed.aggregate(v=Avg(_duration("started_at", "finished_at")))["v"]
         ),
         "avg_time_to_complete_ms": _ms(
-            jobs.filter(status="completed", finished_at__isnull=False)
+            jobs.filter(status=Job.Status.COMPLETED, finished_at__isnull=False)
             .aggregate(v=Avg(_duration("created_at", "finished_at")))["v"]
         ),
         "oldest_ready_age_seconds": (
@@ -62,7 +64,7 @@ def _job_types(jobs, attempts) -> list[dict[str, Any]]:  # type: ignore[no-untyp
         attempts.order_by().values("job__type").annotate(
             finished=Count("pk"),
             errored=Count("pk", filter=Q(outcome__in=ERRORED)),
-            avg=Avg(_duration("started_at", "finished_at"), filter=Q(outcome="completed")),
+            avg=Avg(_duration("started_at", "finished_at"), filter=Q(outcome=Outcome.COMPLETED)),
         )
     )
     stats = {row["job__type"]: row for row in rows}

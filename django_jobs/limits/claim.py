@@ -28,6 +28,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import Count, Q
 
+from ..states import JobStatus
 from . import HASHED, MISSING, Limit, RateLimit, limited_types, scope, value_of
 from .models import LimitLock, LimitStart
 
@@ -90,7 +91,8 @@ def _usage(manager: Any, type: str, lim: Limit, now: datetime) -> Counter[str]:
                 .filter(limit=lim.name(type), at__gt=now - lim.period)
                 .values_list("value").annotate(n=Count("id")))
         return Counter(dict(rows))
-    running = manager.filter(status="processing", type=type).values_list("payload", flat=True)
+    running = (manager.filter(status=JobStatus.PROCESSING, type=type)
+               .values_list("payload", flat=True))
     return Counter(value_of(payload, lim.key) for payload in running)
 
 
@@ -175,7 +177,7 @@ def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], lim
             return []
         manager.filter(pk__in=[j.pk for j in jobs]).update(**claim)
     for job in jobs:
-        job.status, job.lease_token, job.worker_id = "processing", claim["lease_token"], \
+        job.status, job.lease_token, job.worker_id = JobStatus.PROCESSING, claim["lease_token"], \
             claim["worker_id"]
         job.leased_until, job.started_at, job.updated_at = claim["leased_until"], now, now
         job.attempt += 1
