@@ -46,12 +46,12 @@ class Producer:
             # Opened before any defer: procrastinate then defers through its sync connector.
             self.app = app.open()
         if system == "pgqueuer":
-            from pgqueuer.db import PsycopgDriver
+            import asyncpg
+            from pgqueuer.db import AsyncpgDriver
             from pgqueuer.queries import Queries
 
-            aconn = self.loop.run_until_complete(
-                psycopg.AsyncConnection.connect(dsn(db_name(system)), autocommit=True))
-            self.queries = Queries(PsycopgDriver(aconn))
+            aconn = self.loop.run_until_complete(asyncpg.connect(database=db_name(system)))
+            self.queries = Queries(AsyncpgDriver(aconn))
 
     def one(self, n: int, probe: bool = False) -> None:
         if self.system == "raw":

@@ -110,7 +110,7 @@ def worker_command(system: str, variant: str, index: int) -> list[str]:
         return [*DJANGO, "qcluster", SETTINGS]
     if system == "procrastinate":
         return [*PROCRASTINATE, "worker", "--name", f"peers-{index}", *extra]
-    return [PGQ, "run", "benchmarks.peers.pgq_app:main", *extra]
+    return [sys.executable, "-m", "benchmarks.peers.pgq_app", *extra]
 
 
 def run(cmd: list[str], system: str, variant: str = "default") -> None:
