@@ -42,4 +42,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--batch-size", type=int, default=10)
     logging.basicConfig(level=logging.INFO)
-    asyncio.run(pgqueuer.run("benchmarks.peers.pgq_app:main", batch_size=parser.parse_args().batch_size))
+    batch_size = parser.parse_args().batch_size
+    asyncio.run(pgqueuer.run("benchmarks.peers.pgq_app:main", batch_size=batch_size))

@@ -74,12 +74,12 @@ def tables(data: dict[str, Any], rows_: dict[tuple[str, str], dict[str, Any]]) -
         cells = [f"{row[m]['rate']:,.0f}" for m, _label in RATES]
         lines.append(f"| {name(system, variant)} | " + " | ".join(cells)
                      + f" | {row['wake']['p50']:.1f} | {row['wake']['p95']:.1f} |")
-    lines += ["", f"Ratio to raw measured in the same repeat: median [lowest–highest of {n}]:",
+    lines += ["", f"Ratio to raw measured in the same repeat: median (lowest to highest of {n}):",
               "", head + " |", "| --- " * (len(RATES) + 1) + "|"]
     for (system, variant), row in rows_.items():
         if system == "raw":
             continue
-        cells = [f"{row[m]['ratio']:.2f} [{row[m]['low']:.2f}–{row[m]['high']:.2f}]"
+        cells = [f"{row[m]['ratio']:.2f} ({row[m]['low']:.2f} to {row[m]['high']:.2f})"
                  for m, _label in RATES]
         lines.append(f"| {name(system, variant)} | " + " | ".join(cells) + " |")
     versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
@@ -113,7 +113,7 @@ def plot(rows_: dict[tuple[str, str], dict[str, Any]]) -> None:
             ax.axvline(1.0, color="black", linewidth=0.8)
             ax.set_xscale("log")
             ax.set_title(label)
-            ax.set_xlabel("× raw (same repeat; log scale)")
+            ax.set_xlabel("ratio to raw (same repeat; log scale)")
         axes[0].set_yticks(list(y), labels)
         axes[0].invert_yaxis()
         fig.suptitle(title)

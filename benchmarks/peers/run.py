@@ -29,7 +29,14 @@ import psycopg
 
 from benchmarks.peers import report
 from benchmarks.peers.systems import (
-    ROOT, SYSTEMS, db_name, dsn, env, prepare_variant, set_up, worker_command,
+    ROOT,
+    SYSTEMS,
+    db_name,
+    dsn,
+    env,
+    prepare_variant,
+    set_up,
+    worker_command,
 )
 
 STOP_GRACE_SECONDS = 15
@@ -74,8 +81,10 @@ class Workers:
                  logs: Path) -> None:
         processes = 1 if SYSTEMS[system].per_cluster else count
         self.procs = []
+        self.logs = []
         for index in range(processes):
-            log = open(logs / f"{system}-{variant}-{count}w-{index}.log", "ab")  # noqa: SIM115
+            log = open(logs / f"{system}-{variant}-{count}w-{index}.log", "ab")
+            self.logs.append(log)
             self.procs.append(subprocess.Popen(
                 worker_command(system, variant, index), cwd=ROOT, stdout=log, stderr=log,
                 env=env(system, variant, workers=count, probe_file=probe_file),
@@ -93,6 +102,8 @@ class Workers:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        for log in self.logs:
+            log.close()
 
     def check(self) -> None:
         dead = [p.args for p in self.procs if p.poll() is not None]

@@ -1,8 +1,7 @@
 """django-jobs' handler."""
 
-from django_jobs import handler
-
 from benchmarks.peers import probe
+from django_jobs import handler
 
 
 @handler("peers.noop")
