@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -89,6 +90,17 @@ def tables(data: dict[str, Any], rows_: dict[tuple[str, str], dict[str, Any]]) -
     return "\n".join(lines)
 
 
+def log_axis(ax: Any, values: list[float]) -> None:
+    """A log scale whose bars start at a round value below the smallest and read as numbers."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    low = 10 ** math.floor(math.log10(max(min(values), 1e-3)))
+    ax.set_xscale("log")
+    ax.set_xlim(low, max(values) * 3)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def plot(rows_: dict[tuple[str, str], dict[str, Any]]) -> None:
     import matplotlib
 
@@ -111,7 +123,10 @@ def plot(rows_: dict[tuple[str, str], dict[str, Any]]) -> None:
                 "#888888" if s == "raw" else "#2b6cb0" if s == "ours" else "#c7a252"
                 for s, _v in rows_])
             ax.axvline(1.0, color="black", linewidth=0.8)
-            ax.set_xscale("log")
+            log_axis(ax, [*ratios, *(row[measure]["high"] for row in values)])
+            for i, ratio in enumerate(ratios):
+                ax.annotate(f"{ratio:.2f}", (ratio, i), xytext=(4, 0),
+                            textcoords="offset points", va="center", fontsize=8)
             ax.set_title(label)
             ax.set_xlabel("ratio to raw (same repeat; log scale)")
         axes[0].set_yticks(list(y), labels)
@@ -126,7 +141,7 @@ def plot(rows_: dict[tuple[str, str], dict[str, Any]]) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.barh([i - 0.2 for i in y], [r["wake"]["p50"] for r in values], height=0.4, label="p50")
     ax.barh([i + 0.2 for i in y], [r["wake"]["p95"] for r in values], height=0.4, label="p95")
-    ax.set_xscale("log")
+    log_axis(ax, [v for r in values for v in (r["wake"]["p50"], r["wake"]["p95"])])
     ax.set_yticks(list(y), labels)
     ax.invert_yaxis()
     ax.set_xlabel("ms from the enqueue's commit to the job's start (log scale)")
