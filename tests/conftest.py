@@ -95,3 +95,15 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The whole suite on a second Django (scripts/test sets DJANGO_JOBS_ONCE_PER_DATABASE) runs
+    the chaos and pooler tests once per database only: they test processes, signals and the
+    network, which do not change with Django's version, and they are the suite's slowest."""
+    if not os.environ.get("DJANGO_JOBS_ONCE_PER_DATABASE"):
+        return
+    skip = pytest.mark.skip(reason="chaos and pooler tests run once per database, on Django 5.2")
+    for item in items:
+        if item.get_closest_marker("chaos") or item.get_closest_marker("pooler"):
+            item.add_marker(skip)

@@ -23,7 +23,8 @@ from tests.conftest import requires_postgres, wait_for
 from tests.models import Execution
 from tests.pgbouncer import default_through, pgbouncer
 
-pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow,
+              pytest.mark.pooler]
 S = Job.Status
 FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
 MODES = ["transaction", "session"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -131,7 +132,8 @@ def measure_system(system: str, args: argparse.Namespace, logs: Path) -> dict[st
         prepare_variant(system, variant)
         for count in (1, 4):
             reset(system)
-            probe_file = tempfile.mktemp(prefix="peers-probe-")
+            probe_dir = tempfile.mkdtemp(prefix="peers-probe-")
+            probe_file = os.path.join(probe_dir, "probe")  # written by the probe job
             workers = Workers(system, variant, count, probe_file, logs)
             try:
                 time.sleep(args.settle)
@@ -144,8 +146,7 @@ def measure_system(system: str, args: argparse.Namespace, logs: Path) -> dict[st
                 workers.check()
             finally:
                 workers.stop()
-                if os.path.exists(probe_file):
-                    os.unlink(probe_file)
+                shutil.rmtree(probe_dir, ignore_errors=True)
         print(f"  {system} {variant}: " + ", ".join(
             f"{k.split(':')[0]} {v['rate']:.0f}/s" for k, v in result.items()
             if k.endswith(variant) and "rate" in v), flush=True)
