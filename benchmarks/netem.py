@@ -175,8 +175,7 @@ def probe_round_trip(index: int) -> float:
         "print(statistics.median(t) * 1000)\n"
     )
     out = subprocess.run(["ip", "netns", "exec", namespace(index)[0], sys.executable, "-c", code],
-                         check=True, capture_output=True, text=True, env={**os.environ,
-                                                                           "PGPASSWORD": ""})
+                         check=True, capture_output=True, text=True)
     return float(out.stdout.strip())
 
 
