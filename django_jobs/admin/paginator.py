@@ -1,11 +1,15 @@
 """A paginator that never counts a huge table exactly.
 
-``COUNT(*)`` reads every matching row: on PostgreSQL, a full scan of a million-row jobs table on
-every page view. So first ask the planner (``EXPLAIN``, which reads ``pg_class.reltuples`` and
-the column statistics, not the table) how many rows it expects and what reading them would cost.
-Only when both are small is the exact count taken, and then it is cheap: the dead jobs through
-the status index, a single job found by its id. Otherwise the page shows the planner's estimate
-and says so. Other databases have no such estimate and count exactly.
+``COUNT(*)`` reads every matching row: a full scan of a million-row jobs table on every page
+view. So first ask the database's planner (``EXPLAIN``, which reads table and index statistics,
+not the table) how many rows it expects and how much reading them would take. Only when both
+are small is the exact count taken, and then it is cheap: the dead jobs through the status
+index, a single job found by its id. Otherwise the page shows the planner's estimate and says
+so. SQLite has no such estimate and counts exactly.
+
+PostgreSQL's plan gives rows and a cost. MariaDB's (``EXPLAIN FORMAT=JSON``) gives, per
+table, the rows its plan reads and the percentage of them it expects to pass the conditions:
+the rows read stand in for the cost there.
 """
 
 from __future__ import annotations
@@ -19,25 +23,59 @@ from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
 
-# Count exactly below this many expected rows...
+# Count exactly below this many expected rows (or, on MariaDB, rows read)...
 EXACT_BELOW_ROWS = 20_000
-# ...if the planner also expects reading them to cost less than this (in its cost units: a
-# sequential page read is 1.0; a seq scan of a 1M-row jobs table is around 50,000).
+# ...if PostgreSQL's planner also expects reading them to cost less than this (in its cost
+# units: a sequential page read is 1.0; a seq scan of a 1M-row jobs table is around 50,000).
 EXACT_BELOW_COST = 10_000.0
 
 
 @dataclass(frozen=True)
 class Estimate:
-    rows: int
-    cost: float
+    rows: int  # rows the query is expected to return
+    cost: float = 0.0  # PostgreSQL's cost of returning them
+    read: int = 0  # rows MariaDB's plan reads to return them
+
+    def too_large(self, below_rows: int = EXACT_BELOW_ROWS,
+                  below_cost: float = EXACT_BELOW_COST) -> bool:
+        """Whether an exact count would read too much, so the estimate is shown instead."""
+        return self.rows >= below_rows or self.read >= below_rows or self.cost >= below_cost
 
 
 def planner_estimate(queryset: QuerySet[Any]) -> Estimate | None:
-    """What PostgreSQL's planner expects of ``queryset``, or None on other databases."""
-    if connections[queryset.db].vendor != "postgresql":
-        return None
-    plan = json.loads(queryset.order_by().explain(format="json"))[0]["Plan"]
-    return Estimate(rows=int(plan["Plan Rows"]), cost=float(plan["Total Cost"]))
+    """What the planner expects of ``queryset``, or None where there is no planner estimate."""
+    vendor = connections[queryset.db].vendor
+    if vendor == "postgresql":
+        plan = json.loads(queryset.order_by().explain(format="json"))[0]["Plan"]
+        return Estimate(rows=int(plan["Plan Rows"]), cost=float(plan["Total Cost"]))
+    if vendor == "mysql":
+        return mariadb_estimate(queryset)
+    return None
+
+
+def mariadb_estimate(queryset: QuerySet[Any]) -> Estimate:
+    """MariaDB's estimate: per table of the plan, rows read and the share expected to match."""
+    sql, params = queryset.order_by().query.sql_with_params()
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute("EXPLAIN FORMAT=JSON " + sql, params)
+        plan = json.loads(cursor.fetchone()[0])
+    tables = list(_tables(plan))
+    expected = 1.0 if tables else 0.0  # no table: a plan that returns nothing ("Impossible WHERE")
+    for table in tables:
+        expected *= float(table.get("rows", 0)) * float(table.get("filtered", 100)) / 100
+    return Estimate(rows=round(expected), read=sum(int(t.get("rows", 0)) for t in tables))
+
+
+def _tables(node: Any) -> Any:
+    """Every ``"table"`` entry of a MariaDB JSON plan, outermost first."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "table" and isinstance(value, dict):
+                yield value
+            yield from _tables(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _tables(item)
 
 
 class EstimatedCountPaginator(Paginator):
@@ -51,9 +89,8 @@ class EstimatedCountPaginator(Paginator):
     def count(self) -> int:
         queryset = cast("QuerySet[Any]", self.object_list)  # the admin pages querysets
         estimate = planner_estimate(queryset)
-        if estimate is not None and (
-            estimate.rows >= self.exact_below_rows or estimate.cost >= self.exact_below_cost
-        ):
+        if estimate is not None and estimate.too_large(self.exact_below_rows,
+                                                       self.exact_below_cost):
             self.count_is_estimate = True
             return estimate.rows
         return queryset.count()
