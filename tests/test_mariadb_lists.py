@@ -134,3 +134,9 @@ def test_a_scan_that_expects_few_rows_is_still_estimated(many_jobs):
                                50)
     paginator.count  # noqa: B018
     assert paginator.count_is_estimate
+
+
+def test_a_search_with_quotes_and_backslashes_is_estimated_and_listed(client, many_jobs):
+    client.force_login(staff("viewer", "view_job"))
+    response = client.get("/admin/django_jobs/job/", {"q": 'it\'s "x" \\ user42%'})
+    assert response.status_code == 200

@@ -7,9 +7,9 @@ are small is the exact count taken, and then it is cheap: the dead jobs through 
 index, a single job found by its id. Otherwise the page shows the planner's estimate and says
 so. SQLite has no such estimate and counts exactly.
 
-PostgreSQL's plan gives rows and a cost. MariaDB's (``EXPLAIN FORMAT=JSON``) gives, per
-table, the rows its plan reads and the percentage of them it expects to pass the conditions:
-the rows read stand in for the cost there.
+PostgreSQL's plan gives rows and a cost. MariaDB's (``EXPLAIN EXTENDED``) gives, per table,
+the rows its plan reads and the percentage of them it expects to pass the conditions: the rows
+read stand in for the cost there.
 """
 
 from __future__ import annotations
@@ -55,27 +55,24 @@ def planner_estimate(queryset: QuerySet[Any]) -> Estimate | None:
 
 def mariadb_estimate(queryset: QuerySet[Any]) -> Estimate:
     """MariaDB's estimate: per table of the plan, rows read and the share expected to match."""
+    connection = connections[queryset.db]
     sql, params = queryset.order_by().query.sql_with_params()
-    with connections[queryset.db].cursor() as cursor:
-        cursor.execute("EXPLAIN FORMAT=JSON " + sql, params)
-        plan = json.loads(cursor.fetchone()[0])
-    tables = list(_tables(plan))
-    expected = 1.0 if tables else 0.0  # no table: a plan that returns nothing ("Impossible WHERE")
+    # MariaDB gives ``filtered`` with EXTENDED (MySQL 8 always, and has no EXTENDED). Tabular
+    # output, as MariaDB's JSON plan quotes conditions it copies from the query unescaped.
+    extended = " EXTENDED" if connection.mysql_is_mariadb else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN{extended} {sql}", params)
+        names = [column[0] for column in cursor.description]
+        tables = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    read, expected = 0, 1.0
     for table in tables:
-        expected *= float(table.get("rows", 0)) * float(table.get("filtered", 100)) / 100
-    return Estimate(rows=round(expected), read=sum(int(t.get("rows", 0)) for t in tables))
-
-
-def _tables(node: Any) -> Any:
-    """Every ``"table"`` entry of a MariaDB JSON plan, outermost first."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "table" and isinstance(value, dict):
-                yield value
-            yield from _tables(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _tables(item)
+        if table.get("rows") is None:  # no table read: "Impossible WHERE" and the like
+            expected = 0.0
+            continue
+        rows = int(str(table["rows"]).split()[0])  # "12 (5%)" with a rowid filter
+        read += rows
+        expected *= rows * float(table.get("filtered") or 100) / 100
+    return Estimate(rows=round(expected), read=read)
 
 
 class EstimatedCountPaginator(Paginator):
