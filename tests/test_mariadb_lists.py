@@ -7,7 +7,8 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobs.admin.paginator import EstimatedCountPaginator, planner_estimate
-from django_jobs.mariadb import LIST_INDEXES, TABLE
+from django_jobs.admin.stats import summary
+from django_jobs.mariadb import LIST_INDEXES, READY_INDEX, TABLE
 from django_jobs.models import Job
 
 from .admin_helpers import staff
@@ -72,9 +73,28 @@ def assert_walks_index(queries: list[tuple[str, tuple]], index: str) -> None:
 def test_the_list_indexes_end_in_id():
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, TABLE)
-    for name, (columns, _) in LIST_INDEXES.items():
-        expected = [c.split()[0] for c in columns.split(",")]
+    for name, (columns, _) in [*LIST_INDEXES.items(), (READY_INDEX[0], (READY_INDEX[1], ""))]:
+        expected = [c.strip() for c in columns.split(",")]
         assert constraints[name]["columns"] == expected, name
+
+
+def test_the_lists_date_range_is_read_from_the_ends_of_an_index(client, many_jobs):
+    client.force_login(staff("viewer", "view_job"))
+    sent: list[tuple[str, tuple]] = []
+    with connection.execute_wrapper(lambda ex, sql, p, *a: sent.append((sql, p)) or ex(sql, p, *a)):
+        client.get("/admin/django_jobs/job/")
+    [(sql, params)] = [(sql, p) for sql, p in sent if "MIN(" in sql and "created_at" in sql]
+    [plan] = explain(sql, params)
+    assert plan["Extra"] == "Select tables optimized away", plan
+
+
+def test_the_ready_count_reads_the_ready_index_alone(many_jobs):
+    sent: list[tuple[str, tuple]] = []
+    with connection.execute_wrapper(lambda ex, sql, p, *a: sent.append((sql, p)) or ex(sql, p, *a)):
+        summary()
+    [(sql, params)] = [(sql, p) for sql, p in sent if "run_at" in sql]
+    [plan] = explain(sql, params)
+    assert plan["key"] == READY_INDEX[0] and "Using index" in plan["Extra"], plan
 
 
 def test_the_admin_list_walks_the_created_index_without_a_sort(client, many_jobs):

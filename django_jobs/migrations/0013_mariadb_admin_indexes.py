@@ -4,7 +4,7 @@ from django_jobs.mariadb import order_list_indexes_by_id, restore_list_indexes
 
 
 class Migration(migrations.Migration):
-    """On MariaDB and MySQL only: the list indexes end in ``id DESC`` (django_jobs/mariadb.py)."""
+    """On MariaDB and MySQL only: list indexes that end in ``id``, a ready index (mariadb.py)."""
 
     dependencies = [
         ('django_jobs', '0012_mariadb_unique_key'),
