@@ -15,7 +15,7 @@ STATUS_SQL = """CASE WHEN MOD(g, 100) < 90 THEN 'completed' WHEN MOD(g, 100) < 9
 FILL_SQL = """
 INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at, attempt,
     max_attempts, result, error, created_at, updated_at, started_at, finished_at, worker_id,
-    cancel_requested, callback_url, has_dependents)
+    cancel_requested, callback_url, has_dependents, crashes)
 SELECT CONCAT('j-', LPAD(LOWER(HEX(g)), 20, '0')),
     ELT(1 + MOD(g, 5), 'email_send', 'invoice_pdf', 'resize_image', 'sync_crm', 'webhook'),
     JSON_OBJECT('n', g, 'to', CONCAT('user', g, '@example.com')),
@@ -28,7 +28,7 @@ SELECT CONCAT('j-', LPAD(LOWER(HEX(g)), 20, '0')),
         'details', JSON_OBJECT()) END,
     created, created + INTERVAL 2 SECOND, created + INTERVAL 1 SECOND,
     CASE WHEN status IN ('completed', 'dead', 'canceled') THEN created + INTERVAL 2 SECOND END,
-    'bench-worker', 0, '', 0
+    'bench-worker', 0, '', 0, 0
 FROM (SELECT g, {status} AS status,
              UTC_TIMESTAMP(6) - INTERVAL (({stop} - g) * 2) SECOND AS created
       FROM (SELECT seq AS g FROM seq_{start}_to_{stop}) AS s) AS t

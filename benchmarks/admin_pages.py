@@ -44,7 +44,7 @@ STATUS_SQL = """CASE WHEN mod(g, 100) < 90 THEN 'completed' WHEN mod(g, 100) < 9
 FILL_SQL = f"""
 INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at, attempt,
     max_attempts, result, error, created_at, updated_at, started_at, finished_at, worker_id,
-    cancel_requested, callback_url, has_dependents)
+    cancel_requested, callback_url, has_dependents, crashes)
 SELECT 'j-' || lpad(to_hex(g), 20, '0'),
     (ARRAY['email_send', 'invoice_pdf', 'resize_image', 'sync_crm', 'webhook'])[1 + mod(g, 5)],
     jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
@@ -59,7 +59,7 @@ SELECT 'j-' || lpad(to_hex(g), 20, '0'),
     t.created, t.created + interval '2 seconds', t.created + interval '1 second',
     CASE WHEN s.status IN ('completed', 'dead', 'canceled') THEN t.created
         + interval '2 seconds' END,
-    'bench-worker', false, '', false
+    'bench-worker', false, '', false, 0
 FROM generate_series(%(start)s, %(stop)s) AS g,
     LATERAL (SELECT {STATUS_SQL} AS status) AS s,
     LATERAL (SELECT now() - (%(stop)s - g) * interval '2 seconds' AS created) AS t

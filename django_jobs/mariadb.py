@@ -1,4 +1,5 @@
-"""MariaDB and MySQL: the unique index in place of the partial constraint, and the claim lock.
+"""MariaDB and MySQL: the unique index in place of the partial constraint, the list indexes,
+and the claim lock.
 
 MariaDB and MySQL have no partial indexes. Django creates a ``condition=`` index there as a full
 index (the status and lease indexes of ``Job.Meta`` exist in full, and the claim and rescue
@@ -10,7 +11,8 @@ The migration that uses this module adds, on MariaDB and MySQL only, a plain uni
 ``unique_key``. It holds the same rule as PostgreSQL's partial one: a job's key is cleared to
 NULL in the same UPDATE that moves it to a state the key does not guard
 (``unique.keep_key_if``), and a unique index there admits any number of NULLs, so only keys in
-guarded states take part. No generated column is needed.
+guarded states take part. No generated column is needed. A later one rebuilds the two list
+indexes so that they serve the lists' order (``LIST_INDEXES``) and adds the ready index.
 
 ``lock_ready`` is the claim's locking read there (see its docstring).
 """
@@ -73,3 +75,38 @@ def lock_ready(ready: Any, limit: int) -> list[Any]:
         if jobs:
             return jobs
         seen += candidates
+
+
+# The list indexes (``Job.Meta``) as they are rebuilt here, under the same names, with ``id``
+# last: an InnoDB secondary index ends in the primary key in ascending order, so Django's
+# ``(created_at DESC)`` orders as ``created_at DESC, id ASC`` and cannot serve the lists'
+# ``ORDER BY created_at DESC, id DESC`` (the admin's, the API's cursor pages), which MariaDB
+# then sorts in full. Rebuilt ascending, InnoDB reads them backwards for that order, forwards
+# for the API's previous pages, and ``MIN``/``MAX(created_at)`` (the admin's date drill-down)
+# from their ends, which MariaDB does not do on a descending key.
+# name -> (columns as rebuilt, columns as Django made them)
+LIST_INDEXES: dict[str, tuple[str, str]] = {
+    "django_jobs_created_idx": ("created_at, id", "created_at DESC"),
+    "django_jobs_status_idx": ("status, created_at, id", "status, created_at DESC"),
+}
+# The ready jobs by due time, in place of PostgreSQL's partial ready index: the admin counts the
+# due ones and finds the oldest from this index alone.
+READY_INDEX = ("django_jobs_ready_my", "status, run_at")
+
+
+def _rebuild_list_indexes(schema_editor: Any, which: int) -> None:
+    if not is_mysql_family(schema_editor):
+        return
+    changes = [f"DROP INDEX {name}, ADD INDEX {name} ({columns[which]})"
+               for name, columns in LIST_INDEXES.items()]
+    name, columns = READY_INDEX
+    changes.append(f"ADD INDEX {name} ({columns})" if which == 0 else f"DROP INDEX {name}")
+    schema_editor.execute(f"ALTER TABLE {TABLE} {', '.join(changes)}")  # one table rebuild
+
+
+def order_list_indexes_by_id(apps: Any, schema_editor: Any) -> None:
+    _rebuild_list_indexes(schema_editor, 0)
+
+
+def restore_list_indexes(apps: Any, schema_editor: Any) -> None:
+    _rebuild_list_indexes(schema_editor, 1)

@@ -125,14 +125,13 @@ class Total:
 
 
 def completed_total() -> Total:
-    """All completed jobs: counted exactly unless PostgreSQL's planner expects many rows or a
-    costly count (the paginator's thresholds), then its estimate. A small table is always
-    counted: its statistics may be far behind (a fresh table's planner may expect 1 row)."""
+    """All completed jobs: counted exactly unless the planner (PostgreSQL's or MariaDB's)
+    expects many rows or a costly count (the paginator's thresholds), then its estimate. A
+    small table is always counted: its statistics may be far behind (a fresh table's planner
+    may expect 1 row)."""
     completed = Job.objects.filter(status=COMPLETED)
     estimate = planner_estimate(completed)
-    if estimate is not None and (
-        estimate.rows >= EXACT_BELOW_ROWS or estimate.cost >= EXACT_BELOW_COST
-    ):
+    if estimate is not None and estimate.too_large(EXACT_BELOW_ROWS, EXACT_BELOW_COST):
         return Total(estimate.rows, estimated=True)
     return Total(completed.count(), estimated=False)
 

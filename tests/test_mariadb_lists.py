@@ -1,0 +1,162 @@
+"""MariaDB: the job lists (admin, API) walk an index in their order and estimate large counts."""
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from django_jobs.admin.paginator import EstimatedCountPaginator, planner_estimate
+from django_jobs.admin.stats import summary
+from django_jobs.mariadb import LIST_INDEXES, READY_INDEX, TABLE
+from django_jobs.models import Job
+
+from .admin_helpers import staff
+from .api_support import Api, make_token
+
+# ANALYZE TABLE commits, so these tests run without a test transaction around them.
+pytestmark = pytest.mark.django_db(transaction=True)
+STATUSES = ("completed", "dead", "failed", "pending", "canceled", "processing")
+
+
+@pytest.fixture(autouse=True)
+def mariadb():
+    if connection.vendor != "mysql":
+        pytest.skip("MariaDB and MySQL only: PostgreSQL's list plans are in test_indexes.py")
+
+
+@pytest.fixture
+def many_jobs() -> None:
+    """Enough rows, of every state and large enough, that reading and sorting them all would
+    cost more than an index walk."""
+    now = timezone.now()
+    pad = "x" * 2000
+    Job.objects.bulk_create(
+        (Job(type="echo", status=STATUSES[n % len(STATUSES)], created_at=now, run_at=now,
+             payload={"pad": pad}) for n in range(3000)),
+        batch_size=500,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE TABLE {TABLE}")
+        cursor.fetchall()
+
+
+def explain(sql: str, params) -> list[dict]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}", params)
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def page_queries(get) -> list[tuple[str, tuple]]:
+    """The statements ``get()`` sends that read one page of jobs in order."""
+    sent: list[tuple[str, tuple]] = []
+
+    def log(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(log):
+        get()
+    return [(sql, params) for sql, params in sent
+            if f"FROM `{TABLE}`" in sql and "ORDER BY" in sql and "LIMIT" in sql]
+
+
+def assert_walks_index(queries: list[tuple[str, tuple]], index: str) -> None:
+    assert queries
+    for sql, params in queries:
+        [plan] = explain(sql, params)
+        assert plan["key"] == index, plan
+        assert "filesort" not in (plan["Extra"] or ""), plan
+
+
+def test_the_list_indexes_end_in_id():
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, TABLE)
+    for name, (columns, _) in [*LIST_INDEXES.items(), (READY_INDEX[0], (READY_INDEX[1], ""))]:
+        expected = [c.strip() for c in columns.split(",")]
+        assert constraints[name]["columns"] == expected, name
+
+
+def test_the_lists_date_range_is_read_from_the_ends_of_an_index(client, many_jobs):
+    client.force_login(staff("viewer", "view_job"))
+    sent: list[tuple[str, tuple]] = []
+    with connection.execute_wrapper(lambda ex, sql, p, *a: sent.append((sql, p)) or ex(sql, p, *a)):
+        client.get("/admin/django_jobs/job/")
+    [(sql, params)] = [(sql, p) for sql, p in sent if "MIN(" in sql and "created_at" in sql]
+    [plan] = explain(sql, params)
+    assert plan["Extra"] == "Select tables optimized away", plan
+
+
+def test_the_ready_count_reads_the_ready_index_alone(many_jobs):
+    sent: list[tuple[str, tuple]] = []
+    with connection.execute_wrapper(lambda ex, sql, p, *a: sent.append((sql, p)) or ex(sql, p, *a)):
+        summary()
+    [(sql, params)] = [(sql, p) for sql, p in sent if "run_at" in sql]
+    [plan] = explain(sql, params)
+    assert plan["key"] == READY_INDEX[0] and "Using index" in plan["Extra"], plan
+
+
+def test_the_admin_list_walks_the_created_index_without_a_sort(client, many_jobs):
+    client.force_login(staff("viewer", "view_job"))
+    queries = page_queries(lambda: client.get("/admin/django_jobs/job/"))
+    assert_walks_index(queries, "django_jobs_created_idx")
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_a_list_by_status_walks_the_status_index_without_a_sort(client, many_jobs, status):
+    client.force_login(staff("viewer", "view_job"))
+    queries = page_queries(
+        lambda: client.get("/admin/django_jobs/job/", {"status__exact": status}))
+    assert_walks_index(queries, "django_jobs_status_idx")
+
+
+def test_the_api_pages_both_ways_without_a_sort(many_jobs):
+    api = Api(make_token("read"))
+    first = api.get("/api/jobs", status="dead", limit=5)
+    cursor = parse_qs(urlsplit(first.json()["next"]).query)["cursor"][0]
+    second = api.get("/api/jobs", status="dead", limit=5, cursor=cursor)
+    back = parse_qs(urlsplit(second.json()["previous"]).query)["cursor"][0]
+    for params in ({"cursor": cursor}, {"cursor": back}):
+        queries = page_queries(lambda p=params: api.get("/api/jobs", status="dead", limit=5, **p))
+        assert_walks_index(queries, "django_jobs_status_idx")
+    queries = page_queries(lambda: api.get("/api/jobs", limit=5, cursor=cursor))
+    assert_walks_index(queries, "django_jobs_created_idx")
+
+
+class TinyThresholds(EstimatedCountPaginator):
+    """Thresholds scaled down so a test table of a few thousand rows counts as "huge"."""
+
+    exact_below_rows = 100
+
+
+def test_a_large_list_shows_mariadbs_estimate_without_counting(many_jobs):
+    paginator = TinyThresholds(Job.objects.order_by("-created_at", "-pk"), 50)
+    sent: list[str] = []
+    with connection.execute_wrapper(lambda ex, sql, *a: sent.append(sql) or ex(sql, *a)):
+        count = paginator.count
+    assert paginator.count_is_estimate
+    assert 2000 <= count <= 4000  # InnoDB's sampled statistics, not the exact 3,000
+    assert not [sql for sql in sent if "COUNT(" in sql.upper()]
+
+
+def test_a_selective_filter_is_counted_exactly(many_jobs):
+    job = Job.objects.filter(status="dead").first()
+    paginator = TinyThresholds(Job.objects.filter(public_id=job.public_id).order_by("-pk"), 50)
+    assert paginator.count == 1 and not paginator.count_is_estimate
+
+
+def test_a_scan_that_expects_few_rows_is_still_estimated(many_jobs):
+    """A rare word is expected to match little, but finding it reads every row."""
+    estimate = planner_estimate(Job.objects.filter(payload__icontains="nowhere"))
+    assert estimate is not None and estimate.read >= 2000
+    paginator = TinyThresholds(Job.objects.filter(payload__icontains="nowhere").order_by("-pk"),
+                               50)
+    paginator.count  # noqa: B018
+    assert paginator.count_is_estimate
+
+
+def test_a_search_with_quotes_and_backslashes_is_estimated_and_listed(client, many_jobs):
+    client.force_login(staff("viewer", "view_job"))
+    response = client.get("/admin/django_jobs/job/", {"q": 'it\'s "x" \\ user42%'})
+    assert response.status_code == 200
