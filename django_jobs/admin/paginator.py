@@ -55,7 +55,7 @@ def planner_estimate(queryset: QuerySet[Any]) -> Estimate | None:
 
 def mariadb_estimate(queryset: QuerySet[Any]) -> Estimate:
     """MariaDB's estimate: per table of the plan, rows read and the share expected to match."""
-    connection = connections[queryset.db]
+    connection: Any = connections[queryset.db]  # the MySQL backend's wrapper
     sql, params = queryset.order_by().query.sql_with_params()
     # MariaDB gives ``filtered`` with EXTENDED (MySQL 8 always, and has no EXTENDED). Tabular
     # output, as MariaDB's JSON plan quotes conditions it copies from the query unescaped.
