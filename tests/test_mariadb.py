@@ -59,7 +59,9 @@ def test_claim_and_rescue_read_only_their_own_states_among_many_finished_rows():
                      Job.objects.stale()):
         [plan] = explain(queryset)
         rows = int(str(plan["rows"]).split()[0])  # "1 (0%)" with a rowid filter
-        assert plan["key"] is not None and rows < 100, plan
+        # Fewer than the finished rows: an index on the state, not a scan of the table. (Rows
+        # deleted by earlier tests stay in the estimate until InnoDB purges them.)
+        assert plan["key"] is not None and rows < 3000, (str(queryset.query), plan)
 
 
 @pytest.mark.django_db(transaction=True)
