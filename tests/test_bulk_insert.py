@@ -65,8 +65,11 @@ def stored(jobs: list[Job]) -> list[dict]:
 
 
 def both_ways(payloads: list, shared: dict, per_row: bool) -> tuple[list[dict], list[dict]]:
-    with transaction.atomic():  # an error in one example leaves the next ones their own
-        return _both_ways(payloads, shared, per_row)
+    with transaction.atomic():  # each example leaves no row behind, and no failed transaction
+        try:
+            return _both_ways(payloads, shared, per_row)
+        finally:
+            transaction.set_rollback(True)
 
 
 def _both_ways(payloads: list, shared: dict, per_row: bool) -> tuple[list[dict], list[dict]]:
@@ -120,3 +123,31 @@ def test_nothing_is_said_to_be_shared_when_init_receivers_may_change_values():
     assert [Job.objects.get(pk=j.pk).worker_id for j in jobs] == [j.worker_id for j in jobs]
     assert jobs[0].worker_id != jobs[1].worker_id
 
+
+
+@pytest.mark.parametrize("listened", [False, True])
+def test_build_many_makes_what_the_model_makes_for_the_same_values(listened):
+    """With or without a pre_init receiver (then the model itself is called)."""
+    from django.db.models.signals import pre_init
+
+    from django_jobs.instances import build_many
+
+    seen = []
+
+    def receiver(sender, args, kwargs, **extra):
+        seen.append(kwargs["payload"])
+
+    shared = enqueue_fields("noop", priority="high", queue="mail")
+    if listened:
+        pre_init.connect(receiver, sender=Job)
+    try:
+        built = build_many(Job, shared, "payload", [{"n": 1}, {"n": 2}])
+    finally:
+        pre_init.disconnect(receiver, sender=Job)
+    made = [Job(payload={"n": n}, **shared) for n in (1, 2)]
+    names = [f.attname for f in Job._meta.concrete_fields if f.attname != "public_id"]
+    assert [{n: getattr(j, n) for n in names} for j in built] == \
+        [{n: getattr(j, n) for n in names} for j in made]
+    assert built[0].public_id != built[1].public_id
+    assert [(j._state.adding, j._state.db) for j in built] == [(True, None)] * 2
+    assert seen == ([{"n": 1}, {"n": 2}] if listened else [])
