@@ -194,7 +194,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         if rule is not None or depends_on:  # duplicates map to the job holding the key
             created = insert_special(self, jobs, rule, depends_on)
             new = [job for job in created if not job.duplicate]
-        elif connections[self.db].vendor == "postgresql":  # bulk_create, one JSON parameter
+        elif connections[self.db].vendor == "postgresql":  # bulk_create, shared values once
             with transaction.mark_for_rollback_on_error(self.db):
                 pginsert.insert_many(jobs, self.db, varying(self.model, shared=fields))
             created = new = jobs

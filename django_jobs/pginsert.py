@@ -2,8 +2,8 @@
 
 Used by ``managers.py`` only, which calls them on PostgreSQL when no unique key or dependency
 needs more than an INSERT; other databases, and those cases, take ``save()`` and
-``bulk_create``. Each value is written as those would write it (tests/test_write_path.py and
-tests/test_fidelity.py hold them to it).
+``bulk_create``. Each value is written as those would write it (tests/test_write_path.py,
+tests/test_fidelity.py and tests/test_bulk_insert.py hold them to it).
 """
 
 from __future__ import annotations
