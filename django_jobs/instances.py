@@ -10,6 +10,7 @@ model is called as usual (tests/test_write_path.py holds both to that).
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from django.db.models.base import Model, ModelState
@@ -38,6 +39,39 @@ def build(model: type[Model], values: dict[str, Any]) -> Model:
             fields[name] = field.get_default()
     fields.update(values)
     return instance
+
+
+def build_many(model: type[Model], shared: dict[str, Any], name: str,
+               values: Iterable[Any]) -> list[Model]:
+    """``[build(model, {**shared, name: value}) for value in values]``, with the check of
+    ``__init__`` and its receivers, and the merge of the shared values, made once."""
+    if model.__init__ is not Model.__init__ or not _no_init_receivers(model):
+        return [model(**{**shared, name: value}) for value in values]
+    constants, called = _defaults(model)
+    base = {**constants, **shared}
+    asked = [(attname, field) for attname, field in called
+             if attname not in shared and attname != name]
+    made = []
+    for value in values:
+        instance = model.__new__(model)
+        fields = instance.__dict__
+        fields["_state"] = ModelState()
+        fields.update(base)
+        for attname, field in asked:
+            fields[attname] = field.get_default()
+        fields[name] = value
+        made.append(instance)
+    return made
+
+
+def varying(model: type[Model], shared: Collection[str]) -> set[str] | None:
+    """The attnames whose value may differ between instances that ``build`` makes from values
+    that are the same objects for every attname in ``shared``: the fields whose default is
+    asked for each instance. None when ``build`` calls the model, whose ``__init__`` or signal
+    receivers may set anything."""
+    if model.__init__ is not Model.__init__ or not _no_init_receivers(model):
+        return None
+    return {name for name, _ in _defaults(model)[1] if name not in shared}
 
 
 def _no_init_receivers(model: type[Model]) -> bool:

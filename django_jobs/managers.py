@@ -21,7 +21,7 @@ from . import crashes, mariadb, pginsert, pgwrite
 from .control import after_finish
 from .dependencies import dependency_ids
 from .enqueueing import insert as insert_special
-from .instances import build
+from .instances import build, build_many, varying
 from .limits import limited_types
 from .limits.claim import admit as admit_limited
 from .limits.claim import claim_without_row_locks, locked
@@ -190,13 +190,13 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         rule = pop_rule(type, options)  # unique jobs
         depends_on = dependency_ids(options.pop("depends_on", None))  # dependencies
         fields = enqueue_fields(type, **options)
-        jobs = [self.model(payload=check_payload(p), **fields) for p in payloads]
+        jobs = build_many(self.model, fields, "payload", (check_payload(p) for p in payloads))
         if rule is not None or depends_on:  # duplicates map to the job holding the key
             created = insert_special(self, jobs, rule, depends_on)
             new = [job for job in created if not job.duplicate]
-        elif connections[self.db].vendor == "postgresql":  # bulk_create, one JSON parameter
+        elif connections[self.db].vendor == "postgresql":  # bulk_create, shared values once
             with transaction.mark_for_rollback_on_error(self.db):
-                pginsert.insert_many(jobs, self.db)
+                pginsert.insert_many(jobs, self.db, varying(self.model, shared=fields))
             created = new = jobs
         else:
             created = new = self.bulk_create(jobs)

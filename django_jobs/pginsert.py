@@ -2,8 +2,8 @@
 
 Used by ``managers.py`` only, which calls them on PostgreSQL when no unique key or dependency
 needs more than an INSERT; other databases, and those cases, take ``save()`` and
-``bulk_create``. Each value is written as those would write it (tests/test_write_path.py and
-tests/test_fidelity.py hold them to it).
+``bulk_create``. Each value is written as those would write it (tests/test_write_path.py,
+tests/test_fidelity.py and tests/test_bulk_insert.py hold them to it).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -121,28 +121,38 @@ def _plain_pre_save(field: Any) -> bool:
 _INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str, bool, type | None]]] = {}
 
 
-def insert_many(jobs: Sequence[Job], using: str) -> None:
+def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None = None) -> None:
     """INSERT many new jobs in one statement and set their pks (``bulk_create`` without its
     per-value compile and quoting): the rows travel as one JSON array, encoded by the C json
-    module, that PostgreSQL turns into rows of the table with ``jsonb_populate_recordset``."""
+    module, that PostgreSQL turns into rows of the table with ``jsonb_populate_recordset``.
+
+    ``varying`` names the attnames whose value may differ from job to job (None: any). Every
+    other field must hold the same value on every job: it is sent once, as the base record
+    whose values fill the columns a row of the array leaves out. An ``auto_now`` date varies
+    whatever ``varying`` says, as its ``pre_save`` gives each job its own time."""
     if not jobs:
         return
     model = type(jobs[0])
     connection = connections[using]
     qn = connection.ops.quote_name
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    per_job = [
+        f for f in fields if varying is None or f.attname in varying or not _plain_pre_save(f)
+    ]
+    shared = [f for f in fields if f not in per_job]
     table, columns = qn(model._meta.db_table), ", ".join(qn(f.column) for f in fields)
-    # Identifiers from the model, quoted; the rows are one parameter.
+    # Identifiers from the model, quoted; the shared values and the rows are one parameter each.
     sql = (
         f"INSERT INTO {table} ({columns}) SELECT {columns} "  # noqa: S608
-        f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb) "
+        f"FROM jsonb_populate_recordset("
+        f"jsonb_populate_record(NULL::{table}, %s::jsonb), %s::jsonb) "
         f"RETURNING {qn(model._meta.pk.column)}, {qn('public_id')}"
     )
-    rows = [{f.column: _plain(f.pre_save(job, True)) for f in fields} for job in jobs]
-    pks = dict(
-        (public_id, pk)
-        for pk, public_id in run(connection, sql, (json.dumps(rows, allow_nan=False),))
-    )
+    first = jobs[0]
+    base = {f.column: _plain(f.pre_save(first, True)) for f in shared}
+    rows = [{f.column: _plain(f.pre_save(job, True)) for f in per_job} for job in jobs]
+    params = (json.dumps(base, allow_nan=False), json.dumps(rows, allow_nan=False))
+    pks = dict((public_id, pk) for pk, public_id in run(connection, sql, params))
     for job in jobs:  # matched on public_id, not on the order rows come back in
         job.pk = pks[job.public_id]
         job._state.adding = False
