@@ -54,11 +54,11 @@ def add_history(count: int) -> None:
             """
             INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at,
                 attempt, max_attempts, created_at, updated_at, finished_at, worker_id,
-                cancel_requested, callback_url, has_dependents)
+                cancel_requested, callback_url, has_dependents, crashes)
             SELECT 'j-h' || lpad(to_hex(g), 19, '0'), 'bench.noop', '{}',
                    CASE WHEN g %% 50 = 0 THEN 'dead' ELSE 'completed' END, 0, 'default',
                    now() - interval '1 day', 1, 3, now() - interval '1 day', now(), now(), 'old',
-                   false, '', false
+                   false, '', false, 0
             FROM generate_series(1, %s) AS g
             """,
             [count],
