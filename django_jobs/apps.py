@@ -7,16 +7,28 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # callbacks: registers the callback handler; checks, dbchecks: the system checks; execution:
+        # checks, dbchecks: the system checks; execution:
         # notes the threads that open connections
-        from . import callbacks, checks, dbchecks, execution  # noqa: F401
+        from . import checks, dbchecks, execution, hooks  # noqa: F401
         from .backends import setup as setup_tasks_backend
+        from .callbacks import Callbacks
+        from .control import FollowUps
+        from .crashes import CrashCounting
+        from .dependencies import Dependencies
+        from .enqueueing import UniqueAndDependencies
+        from .limits.claim import Limits
         from .registry import autodiscover
 
         if apps.is_installed("django.contrib.admin"):
             # API tokens are created and revoked there; schedules are paused and run there.
             from .api import admin as api_admin  # noqa: F401
             from .scheduling import admin as scheduling_admin  # noqa: F401
+
+        # The features' hooks, in the order they run at each point: a finish enqueues the
+        # callbacks, then the follow-ups, then releases dependents (see hooks.py).
+        for feature in (Callbacks(), FollowUps(), Dependencies(), UniqueAndDependencies(),
+                        Limits(), CrashCounting()):
+            hooks.register(feature)
 
         setup_tasks_backend()  # the django.tasks backend: task: job types, task_finished
         autodiscover()

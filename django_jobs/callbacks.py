@@ -1,7 +1,7 @@
 """Completion callbacks: when a job with a ``callback_url`` ends, POST its JSON there, signed.
 
-The write path (``managers.py``: finish, rescue, cancel) enqueues one job of type
-``django_jobs.callback`` per ended job, in the same transaction as the status change, so a
+The ``Callbacks`` hooks (after a finish; cancel and rescue through ``ended``) enqueue one job
+of type ``django_jobs.callback`` per ended job, in the same transaction as the status change, so a
 callback is never lost and never sent for a change that rolled back. That job is run by the
 ordinary workers, with retries and backoff like any other.
 
@@ -25,16 +25,21 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connections
 
 from .conf import jobs_settings
 from .exceptions import PermanentError
+from .hooks import Feature
 from .registry import handler
 from .retry import FixedSchedule
 from .states import JobStatus
 from .validation import callback_url_problem
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from .models import Job
+    from .outcomes import AttemptOutcome
 
 CALLBACK_TYPE = "django_jobs.callback"
 ENDED_STATES = (JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELED)
@@ -68,6 +73,27 @@ def enqueue_callbacks(jobs: Sequence[Job], using: str = "default") -> list[Job]:
         CALLBACK_TYPE, payloads, queue=jobs_settings.CALLBACK_QUEUE,
         max_attempts=int(jobs_settings.CALLBACK_MAX_ATTEMPTS),
     )
+
+
+class Callbacks(Feature):
+    """The hooks of completion callbacks: a delivery for each job with a callback_url that
+    ends, enqueued in the transaction that ends it."""
+
+    name = "callbacks"
+
+    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+        self.ended([outcome.job for outcome in written], manager.db)
+
+    def hold_for_cancel(self, cancelable: Any) -> list[Job]:
+        """The jobs that have a callback_url, locked (where the database can) until commit."""
+        hooked = cancelable.exclude(callback_url="")
+        if connections[cancelable.db].features.has_select_for_update:
+            hooked = hooked.select_for_update()
+        return list(hooked)
+
+    def ended(self, jobs: Sequence[Job], using: str) -> None:
+        if any(job.callback_url for job in jobs):
+            enqueue_callbacks(jobs, using)
 
 
 def sign(body: bytes, timestamp: int, secret: str) -> str:

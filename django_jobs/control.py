@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import logging
 import math
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import InvalidJob
+from .hooks import Feature, take_enqueue_options
 from .jsonvalues import NotStorable, storable_json
 from .states import Outcome
 
 if TYPE_CHECKING:
     from .models import Job
+    from .outcomes import AttemptOutcome
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -44,14 +47,12 @@ def enqueue_after_success(type: str, payload: Any = None, **options: Any) -> Non
     job is inserted in the transaction that records the completion, so a handler that fails,
     times out or is canceled leaves no follow-up behind.
     """
-    from .unique import pop_rule
     from .validation import check_payload, enqueue_fields
 
     job = _running_job()
     check_payload(payload)
     probe = dict(options)
-    pop_rule(type, probe)
-    probe.pop("depends_on", None)
+    take_enqueue_options(type, probe)  # the features' options (unique keys, dependencies)
     enqueue_fields(type, **probe)
     job.__dict__.setdefault("_after_success", []).append((type, payload, options))
 
@@ -78,18 +79,19 @@ def set_progress(fraction: float, message: str = "") -> bool:
     return Job.objects.record_progress(job, float(fraction), message)
 
 
-def after_finish(manager: Any, written: list[Any], now: Any) -> None:
-    """In the finish transaction: insert follow-ups of completed jobs, release dependents."""
-    from .dependencies import release_dependents
+class FollowUps(Feature):
+    """The finish hook of ``enqueue_after_success``: a completed job's follow-ups are inserted
+    in the transaction that records the completion."""
 
-    completed = [o for o in written if o.kind == Outcome.COMPLETED]
-    for outcome in completed:
-        for type, payload, options in outcome.job.__dict__.pop("_after_success", []):
-            try:
-                manager.enqueue(type, payload, **options)
-            except InvalidJob as exc:  # checked when asked; only a vanished dependency is left
-                logger.error("job %s: follow-up %s not enqueued: %s", outcome.job.public_id,
-                             type, exc.messages)
-    with_dependents = [o.job.pk for o in completed if o.job.has_dependents]
-    if with_dependents:
-        release_dependents(manager, with_dependents, now)
+    name = "follow-ups"
+
+    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+        for outcome in written:
+            if outcome.kind != Outcome.COMPLETED:
+                continue
+            for type, payload, options in outcome.job.__dict__.pop("_after_success", []):
+                try:
+                    manager.enqueue(type, payload, **options)
+                except InvalidJob as exc:  # checked when asked; only a vanished dependency
+                    logger.error("job %s: follow-up %s not enqueued: %s",
+                                 outcome.job.public_id, type, exc.messages)

@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import F
 
+from . import hooks
 from .conf import jobs_settings
 from .errors import error_dict
+from .hooks import Feature
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .states import JobStatus, Outcome
@@ -99,7 +101,7 @@ def crash_outcome(job: Job, *, alone: bool, now: datetime) -> tuple[AttemptOutco
 def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
     """Record the lost attempts of up to ``limit`` stale jobs (``JobManager.rescue``); call
     inside a transaction. Every write is fenced on the old lease token."""
-    from .managers import _attempt_row, _call_back  # the write path's own helpers
+    from .managers import _attempt_row  # the write path's attempt row
     from .models import JobAttempt
 
     stale = manager.stale(now).order_by("leased_until")
@@ -123,5 +125,14 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         row.outcome = JobAttempt.Outcome.LOST
         row.save(force_insert=True, using=manager.db)
         rescued.append(job)
-    _call_back(rescued, manager.db)  # completion callbacks of the jobs that went dead
+    hooks.ended([job for job in rescued if job.status == JobStatus.DEAD], manager.db)
     return rescued
+
+
+class CrashCounting(Feature):
+    """The rescue hook: lost attempts are recorded as crashes (see the module)."""
+
+    name = "crash counting"
+
+    def rescue(self, manager: Any, *, limit: int, now: datetime) -> list[Job] | None:
+        return rescue(manager, limit=limit, now=now)

@@ -3,22 +3,29 @@
 A job with unfinished dependencies is inserted ``waiting`` (outside the claim index). Enqueue
 marks each dependency ``has_dependents`` (an UPDATE, which also locks it, so a concurrent finish
 waits for the enqueue to commit) before reading its status. The finish transaction of a job with
-``has_dependents`` makes pending the waiting jobs whose dependencies have all completed; it locks
-those waiting rows first, so two dependencies completing at once are counted one after the other.
-Each worker's heartbeat also sweeps waiting jobs (``Sweep``): a dependent enqueued while its last
-dependency was already finishing (the finishing worker read ``has_dependents`` before it was
-set) is released there, within one heartbeat. A finish of a job without dependents costs nothing.
+``has_dependents`` makes pending the waiting jobs whose dependencies have all completed (the
+``Dependencies`` hooks); it locks those waiting rows first, so two dependencies completing at
+once are counted one after the other. Each worker's heartbeat also sweeps waiting jobs
+(``JobManager.release_waiting``, which calls the ``release`` hook): a dependent enqueued while
+its last dependency was already finishing (the finishing worker read ``has_dependents`` before
+it was set) is released there, within one heartbeat. A finish of a job without dependents
+costs nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections, models
 
 from .exceptions import InvalidJob
+from .hooks import Feature
 from .states import JobStatus
+
+if TYPE_CHECKING:
+    from .outcomes import AttemptOutcome
 
 
 class JobDependency(models.Model):
@@ -101,10 +108,17 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
     )
 
 
-class Sweep:
-    """The heartbeat step: release waiting jobs whose dependencies all completed."""
+class Dependencies(Feature):
+    """The hooks of dependencies: after a finish, release the dependents of completed jobs;
+    at the heartbeat's sweep, release waiting jobs whose dependencies all completed."""
 
-    def __call__(self, worker_id: str = "") -> None:
-        from .models import Job
+    name = "dependencies"
 
-        Job.objects.release_waiting()
+    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+        done = [o.job.pk for o in written
+                if o.kind == JobStatus.COMPLETED and o.job.has_dependents]
+        if done:
+            release_dependents(manager, done, now)
+
+    def release(self, manager: Any, waiting: Any, now: datetime) -> int:
+        return release(manager, waiting, now, sweep=True)

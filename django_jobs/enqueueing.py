@@ -1,7 +1,8 @@
 """Inserts that need more than one plain INSERT: unique keys and dependencies.
 
-``JobManager.enqueue`` and ``enqueue_many`` call ``insert`` only when the caller asked for one
-of them; every other enqueue stays a single INSERT.
+``UniqueAndDependencies`` is the enqueue hook: it takes ``unique_key``, ``unique_states``,
+``unique_for`` and ``depends_on`` out of an enqueue call and, only when one of them applies,
+takes over the insert with ``insert``; every other enqueue stays a single INSERT.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from .dependencies import link, unfinished
+from .dependencies import dependency_ids, link, unfinished
+from .hooks import Feature, Insert
 from .states import JobStatus
-from .unique import Rule
+from .unique import Rule, pop_rule
 from .unique import insert as insert_unique
 
 if TYPE_CHECKING:
@@ -42,3 +44,16 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
             new = [j for j in dict.fromkeys(created) if not j.duplicate]  # type: ignore[attr-defined]
             link(manager, new, depends_on)
     return created
+
+
+class UniqueAndDependencies(Feature):
+    """The enqueue hook of unique keys and dependencies (one insert serves both)."""
+
+    name = "unique and dependencies"
+
+    def take_enqueue_options(self, type: str, options: dict[str, Any]) -> Insert | None:
+        rule = pop_rule(type, options)
+        depends_on = dependency_ids(options.pop("depends_on", None))
+        if rule is None and not depends_on:
+            return None
+        return lambda manager, jobs: insert(manager, jobs, rule, depends_on)

@@ -17,20 +17,15 @@ from django.db.models.functions import Greatest
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from . import crashes, mariadb, pginsert, pgwrite
-from .control import after_finish
-from .dependencies import dependency_ids
-from .enqueueing import insert as insert_special
+from . import hooks, mariadb, pginsert, pgwrite
 from .instances import build, build_many, varying
-from .limits import limited_types
-from .limits.claim import admit as admit_limited
-from .limits.claim import claim_without_row_locks, locked
+from .lockedrows import locked
 from .outcomes import AttemptOutcome
 from .registry import get_handler
 from .retry import as_backoff, decide
 from .signals import job_enqueued
 from .states import JobStatus, Outcome
-from .unique import keep_key_if, pop_rule
+from .uniquekey import keep_key_if
 from .validation import check_payload, enqueue_fields
 
 if TYPE_CHECKING:
@@ -85,7 +80,7 @@ class JobQuerySet(models.QuerySet):
         now = timezone.now()
         with transaction.atomic(using=self.db):
             cancelable = self.filter(status__in=(*READY_STATES, WAITING))
-            hooked = _with_callback_locked(cancelable)  # jobs with a completion callback
+            hooked = hooks.hold_for_cancel(cancelable)  # read (and locked) for the features
             waiting = cancelable.update(
                 status=CANCELED, updated_at=now, finished_at=now,
                 unique_key=keep_key_if(CANCELED),
@@ -95,7 +90,7 @@ class JobQuerySet(models.QuerySet):
             )
             for job in hooked:
                 _apply(job, {"status": CANCELED, "updated_at": now, "finished_at": now})
-            _call_back(hooked, self.db)
+            hooks.ended(hooked, self.db)
         return waiting + running
 
     def delete_batch(self, limit: int) -> int:
@@ -169,12 +164,11 @@ class QueueStateManager(models.Manager):
 class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
-        rule = pop_rule(type, options)  # unique jobs
-        depends_on = dependency_ids(options.pop("depends_on", None))  # dependencies
+        insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, **options)
         job = build(self.model, {"payload": check_payload(payload), **fields})
-        if rule is not None or depends_on:  # or the job holding the key
-            job = insert_special(self, [job], rule, depends_on)[0]
+        if insert is not None:  # or the job holding the key
+            job = insert(self, [job])[0]
             if job.duplicate:
                 return job
         elif connections[self.db].vendor == "postgresql":  # save() without its per-call compile
@@ -187,12 +181,11 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
 
     def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
-        rule = pop_rule(type, options)  # unique jobs
-        depends_on = dependency_ids(options.pop("depends_on", None))  # dependencies
+        insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, **options)
         jobs = build_many(self.model, fields, "payload", (check_payload(p) for p in payloads))
-        if rule is not None or depends_on:  # duplicates map to the job holding the key
-            created = insert_special(self, jobs, rule, depends_on)
+        if insert is not None:  # duplicates map to the job holding the key
+            created = insert(self, jobs)
             new = [job for job in created if not job.duplicate]
         elif connections[self.db].vendor == "postgresql":  # bulk_create, shared values once
             with transaction.mark_for_rollback_on_error(self.db):
@@ -206,14 +199,13 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         return created
 
     def release_waiting(self) -> int:
-        """Make waiting jobs whose dependencies all completed pending (the heartbeat's sweep)."""
-        from .dependencies import release
-
+        """Make pending the waiting jobs no feature holds back any more (the heartbeat's sweep:
+        dependencies all completed)."""
         waiting = self.filter(status=WAITING)
         if not waiting.exists():  # as rescue: one read that locks nothing, most heartbeats
             return 0
         with transaction.atomic(using=self.db):
-            return release(self, waiting, timezone.now(), sweep=True)
+            return hooks.release(self, waiting, timezone.now())
 
     def record_progress(self, job: Job, fraction: float, message: str) -> bool:
         """Store a running job's progress, fenced on its lease (``set_progress``)."""
@@ -245,9 +237,9 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             return []
         now = timezone.now()
         token = uuid.uuid4()
-        if connections[self.db].vendor == "postgresql" and not limited_types():
-            # One hand-written statement on PostgreSQL, unless concurrency/rate limits are
-            # registered (admission needs the locked candidates before choosing)
+        if connections[self.db].vendor == "postgresql" and not hooks.limits_claims():
+            # One hand-written statement on PostgreSQL, unless a feature admits claims
+            # (concurrency/rate limits need the locked candidates before choosing)
             return pgwrite.claim(
                 self.model, ready_states=READY_STATES, now=now, queues=queues,
                 exclude_queues=exclude_queues, limit=limit, using=self.db,
@@ -275,7 +267,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 if not jobs:
                     return []
                 # Concurrency and rate limits; no query unless a candidate has limits
-                jobs = admit_limited(self, jobs, ready, limit, now)
+                jobs = hooks.admit(self, jobs, ready, limit, now)
                 if not jobs:
                     return []
                 self.filter(pk__in=[j.pk for j in jobs]).update(**claim)
@@ -285,7 +277,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 job.attempt += 1
             return jobs
         # On SQLite, limits need the candidates first (None: no limits registered)
-        limited = claim_without_row_locks(self, ready, claim, limit, now)
+        limited = hooks.claim_without_row_locks(self, ready, claim, limit, now)
         if limited is not None:
             return limited
         ids = ready.values("pk")[:limit]
@@ -326,7 +318,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
 
     def _plain_turn(self, outcomes: Sequence[AttemptOutcome], db: str) -> bool:
         """True if finish_and_claim may be the one statement (see there)."""
-        if connections[db].vendor != "postgresql" or limited_types():
+        if connections[db].vendor != "postgresql" or hooks.limits_claims():
             return False
         for outcome in outcomes:  # a loop, not any(): this runs for every job a worker ends
             job = outcome.job
@@ -391,8 +383,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             for outcome in written:
                 attempts.append(_attempt_row(outcome))
             JobAttempt.objects.using(self.db).bulk_create(attempts)
-            _call_back([outcome.job for outcome in written], self.db)  # completion callbacks
-            after_finish(self, written, now)  # follow-ups, dependents; no query if none
+            hooks.after_finish(self, written, now)  # callbacks, follow-ups, dependents
         return written
 
     def _finish_in_one_statement(
@@ -404,8 +395,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         fields = [self._finish_fields(outcome, now) for outcome in outcomes]
         with transaction.atomic(using=using, savepoint=False):  # the worker's, if it has one
             written = _written(outcomes, fields, pgwrite.finish(outcomes, fields, now, using))
-            _call_back([outcome.job for outcome in written], using)  # completion callbacks
-            after_finish(self, written, now)  # follow-ups, dependents; no query if none
+            hooks.after_finish(self, written, now)  # callbacks, follow-ups, dependents
         return written
 
     def _finish_group(
@@ -461,7 +451,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
 
     def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
         """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
-        counted apart from errors (``crashes.py``: retried alone, or quarantined as dead).
+        counted apart from errors (the rescue hook of ``crashes.py``: retried alone, or
+        quarantined as dead).
 
         Any worker may run this at any time: every write is fenced on the old lease token,
         so two rescuers never both record the same lost attempt.
@@ -472,7 +463,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             # a locking SELECT and COMMIT that find nothing).
             return []
         with transaction.atomic(using=self.db):
-            return crashes.rescue(self, limit=limit, now=now)
+            return hooks.rescue(self, limit=limit, now=now)
 
     def _db_has_skip_locked(self) -> bool:
         return connections[self.db].features.has_select_for_update_skip_locked
@@ -588,23 +579,3 @@ def _attempt_row(outcome: AttemptOutcome):
         cpu_time=outcome.cpu_time,
         peak_memory=outcome.peak_memory,
     )
-
-
-# --- Completion callbacks ---
-# A job with a callback_url that ends (completed, dead, canceled) gets a delivery job enqueued in
-# the same transaction as its status change: see django_jobs/callbacks.py.
-
-
-def _call_back(jobs: Sequence[Job], using: str) -> None:
-    if any(job.callback_url for job in jobs):
-        from .callbacks import enqueue_callbacks
-
-        enqueue_callbacks(jobs, using)
-
-
-def _with_callback_locked(waiting: JobQuerySet) -> list[Job]:
-    """The waiting jobs that have a callback_url, locked (where the database can) until commit."""
-    hooked = waiting.exclude(callback_url="")
-    if connections[waiting.db].features.has_select_for_update:
-        hooked = hooked.select_for_update()
-    return list(hooked)

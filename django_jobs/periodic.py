@@ -18,10 +18,9 @@ logger = logging.getLogger("django_jobs.worker")
 
 class Periodic:
     def __init__(self) -> None:
-        from .dependencies import Sweep
         from .scheduling.ticker import Ticker
 
-        self.steps: list[Callable[[str], object]] = [Ticker(), AutoPruner(), Sweep()]
+        self.steps: list[Callable[[str], object]] = [Ticker(), AutoPruner(), ReleaseWaiting()]
 
     def __call__(self, worker_id: str) -> None:
         for step in self.steps:
@@ -32,3 +31,13 @@ class Periodic:
                 raise
             except Exception:  # a bad schedule setting must not stop the worker's heartbeat
                 logger.exception("worker %s: %s failed", worker_id, type(step).__name__)
+
+
+class ReleaseWaiting:
+    """The step that makes pending the waiting jobs no feature holds back any more (a job whose
+    dependencies all completed): ``JobManager.release_waiting``."""
+
+    def __call__(self, worker_id: str = "") -> None:
+        from .models import Job
+
+        Job.objects.release_waiting()

@@ -1,17 +1,16 @@
 """Unique jobs: at most one job per key among the states the caller names, held by the database.
 
 A job with a key stores it in ``Job.unique_key``, a nullable column with a unique constraint.
-The stored key starts with the states it guards, one flag per state of ``ALL_STATES``
-(``1110100|echo:order-42`` guards waiting, pending, processing and failed), so no other column
-is needed. Every write that moves a job to a state whose flag is 0 clears the key in the same
-UPDATE (``keep_key_if``), so a new job may take it. A time window is folded into the key as the
+The stored key starts with the states it guards (``uniquekey.py``: the flags, and the engine's
+``keep_key_if`` that clears a key when its job leaves them), so no other column is needed.
+This module takes the unique options out of an enqueue call, builds keys and inserts the jobs
+that carry them. A time window is folded into the key as the
 number of the window the job was enqueued in: ``...:order-42@3412`` for the 3412th hour since
 the epoch.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -19,23 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, models, transaction
-from django.db.models import Case, F, Value, When
-from django.db.models.functions import Substr
-from django.db.models.lookups import Exact
+from django.db import IntegrityError, transaction
 
 from .exceptions import InvalidJob
 from .jsonvalues import NotStorable, storable_json
 from .states import JobStatus
+from .uniquekey import ALL_STATES, state_flags
 
 if TYPE_CHECKING:
     from .models import Job
 
-# The order of the flags stored in every unique key: never reorder, only append.
-ALL_STATES = (
-    JobStatus.WAITING, JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED,
-    JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED,
-)
 DEFAULT_STATES = (JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
 KEY_LENGTH = 255
 
@@ -112,26 +104,6 @@ def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
         raise InvalidJob({"unique_for": f"must be a positive timedelta, not {within!r}"})
     fields = tuple(default.fields) if default is not None and key is None else ()
     return Rule(key=key, fields=fields, states=state_flags(states), within=within)
-
-
-def state_flags(states: Sequence[str]) -> str:
-    """One character per state of ALL_STATES: 1 if the key is held in it."""
-    return "".join("1" if state in states else "0" for state in ALL_STATES)
-
-
-@functools.cache
-def keep_key_if(status: str) -> Case:
-    """The UPDATE value of ``unique_key`` for jobs moving to ``status``: kept if guarded.
-
-    Built once per status: building it cost 13% of a busy worker's time, and ``update()``
-    resolves a copy of it, so one instance can serve every call.
-    """
-    position = ALL_STATES.index(status) + 1
-    return Case(
-        When(Exact(Substr("unique_key", position, 1), Value("1")), then=F("unique_key")),
-        default=Value(None),
-        output_field=models.CharField(),
-    )
 
 
 def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:

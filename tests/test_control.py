@@ -4,9 +4,10 @@ import pytest
 from django.utils import timezone
 
 from django_jobs import InvalidJob, Snooze, enqueue_after_success, set_progress
-from django_jobs.dependencies import JobDependency, Sweep
+from django_jobs.dependencies import JobDependency
 from django_jobs.execution import run_job
 from django_jobs.models import Job, JobAttempt
+from django_jobs.periodic import ReleaseWaiting
 from tests.conftest import wait_for
 
 
@@ -113,7 +114,7 @@ def test_a_dependent_missed_by_the_finish_is_released_by_the_heartbeat_sweep():
     Job.objects.finish([run_job(a)])
     c.refresh_from_db()
     assert c.status == "waiting"
-    Sweep()()
+    ReleaseWaiting()()
     c.refresh_from_db()
     assert c.status == "pending"
 

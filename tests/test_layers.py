@@ -23,46 +23,15 @@ import django_jobs
 
 Edge = tuple[str, str]
 
-# Today's edges inside an import cycle. The store, its manager and the features it calls form
-# one strongly connected group; most of these edges are imports inside functions that keep the
-# modules importable at all. Removing them is the engine's work: features hook into the engine
-# instead of the engine importing them.
+# Today's edges inside an import cycle: the store and its manager still import each other.
+# Features join the engine through hooks (django_jobs/hooks.py), so no feature is in a cycle.
 KNOWN_CYCLE_EDGES: set[Edge] = {
     # The store delegates every verb to its manager, and the manager builds Jobs.
     ("django_jobs.models", "django_jobs.managers"),
     ("django_jobs.managers", "django_jobs.models"),
-    # models.py imports the dependency model so Django's app registry finds it.
-    ("django_jobs.models", "django_jobs.dependencies"),
-    # The manager calls features directly: follow-ups and dependents after a finish
-    # (control.after_finish), callbacks, crash counting, dependency checks, unique and
-    # dependent inserts (enqueueing), and the PostgreSQL write statements.
-    ("django_jobs.managers", "django_jobs.callbacks"),
-    ("django_jobs.managers", "django_jobs.control"),
-    ("django_jobs.managers", "django_jobs.crashes"),
-    ("django_jobs.managers", "django_jobs.dependencies"),
-    ("django_jobs.managers", "django_jobs.enqueueing"),
+    # The manager runs the PostgreSQL write statements, which build the store's Jobs.
     ("django_jobs.managers", "django_jobs.pgwrite"),
-    # Features, the runner and the write path use the store's model.
-    ("django_jobs.callbacks", "django_jobs.models"),
-    ("django_jobs.control", "django_jobs.models"),
-    ("django_jobs.crashes", "django_jobs.models"),
-    ("django_jobs.dependencies", "django_jobs.models"),
-    ("django_jobs.execution", "django_jobs.models"),
     ("django_jobs.pgwrite", "django_jobs.models"),
-    ("django_jobs.unknown", "django_jobs.models"),
-    # Crash handling borrows the manager's attempt-row and callback helpers.
-    ("django_jobs.crashes", "django_jobs.managers"),
-    # After a finish, control releases dependents; enqueueing links new jobs to theirs.
-    ("django_jobs.control", "django_jobs.dependencies"),
-    ("django_jobs.enqueueing", "django_jobs.dependencies"),
-    # The running job (execution.current_job) is read by control and the package's API.
-    ("django_jobs.control", "django_jobs.execution"),
-    ("django_jobs", "django_jobs.execution"),
-    ("django_jobs", "django_jobs.control"),
-    # Running a job resolves unknown types to a dead job.
-    ("django_jobs.execution", "django_jobs.unknown"),
-    # Callbacks read the running job through the package's ``current_job``.
-    ("django_jobs.callbacks", "django_jobs"),
 }
 
 # Faces: the admin, the JSON API, the django.tasks backend, management commands, and the admin

@@ -1,6 +1,7 @@
 """Admission at claim time for job types with limits, under per-limit locks.
 
-``JobManager.claim`` selects its candidates as usual, then calls ``admit``. When none of them
+``JobManager.claim`` selects its candidates as usual, then calls the ``admit`` hook
+(``Limits``, registered when the app starts). When none of them
 has a limit, ``admit`` returns them untouched without a query. Otherwise, in the claim's
 transaction:
 
@@ -28,6 +29,8 @@ from typing import Any
 from django.db import connections
 from django.db.models import Count, Q
 
+from ..hooks import Feature
+from ..lockedrows import locked, locked_sql  # noqa: F401  locked_sql: the statement it runs
 from ..states import JobStatus
 from . import HASHED, MISSING, Limit, RateLimit, limited_types, scope, value_of
 from .models import LimitLock, LimitStart
@@ -58,30 +61,6 @@ def admit(manager: Any, jobs: list[Any], ready: Any, limit: int, now: datetime) 
         admitted += extra
     _record_starts(db, admitted, rules, touched, now)
     return admitted
-
-
-def locked(queryset: Any, count: int) -> list[Any]:
-    """The first ``count`` rows of ``queryset``, locked, skipping rows other claimers hold."""
-    statement = locked_sql(queryset, count)
-    if statement is None:
-        return list(queryset.select_for_update(skip_locked=True)[:count])
-    return list(queryset.model._default_manager.db_manager(queryset.db).raw(*statement))
-
-
-def locked_sql(queryset: Any, count: int) -> tuple[str, tuple[Any, ...]] | None:
-    """``locked``'s statement on PostgreSQL, its LIMIT written ``LIMIT (SELECT n)`` as the
-    plain claim's is (``pgwrite.CLAIM``): the planner then walks the ready index in order
-    whatever its statistics say, where ``LIMIT n`` with an estimate of n ready rows or fewer
-    (a table never analyzed, or analyzed before a burst) sorts every ready row. None on other
-    databases, or if the ORM's statement does not end as expected."""
-    if connections[queryset.db].vendor != "postgresql":
-        return None
-    rows = queryset.select_for_update(skip_locked=True)[:count]
-    sql, params = rows.query.get_compiler(queryset.db).as_sql()
-    tail = f" LIMIT {int(count)} FOR UPDATE SKIP LOCKED"
-    if not sql.endswith(tail):
-        return None
-    return f"{sql[: -len(tail)]} LIMIT (SELECT {int(count)}) FOR UPDATE SKIP LOCKED", params
 
 
 def _usage(manager: Any, type: str, lim: Limit, now: datetime) -> Counter[str]:
@@ -182,3 +161,20 @@ def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], lim
         job.leased_until, job.started_at, job.updated_at = claim["leased_until"], now, now
         job.attempt += 1
     return jobs
+
+
+class Limits(Feature):
+    """The claim-admission hooks: candidates of limited types are admitted under the limits."""
+
+    name = "limits"
+
+    def limits_claims(self) -> bool:
+        return bool(limited_types())
+
+    def admit(self, manager: Any, jobs: list[Any], ready: Any, limit: int,
+              now: datetime) -> list[Any]:
+        return admit(manager, jobs, ready, limit, now)
+
+    def claim_without_row_locks(self, manager: Any, ready: Any, claim: dict[str, Any],
+                                limit: int, now: datetime) -> list[Any] | None:
+        return claim_without_row_locks(manager, ready, claim, limit, now)
