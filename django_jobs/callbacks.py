@@ -118,7 +118,7 @@ def verify(
 
 def delivery_request(job: Job, delivery_id: str, timestamp: int) -> tuple[bytes, dict[str, str]]:
     """The body and headers of one delivery of ``job``'s JSON."""
-    from .api.serializers import job_json, job_path
+    from .jobjson import job_json, job_path
 
     data = job_json(job, url=job_path(job.public_id), attempts=list(job.attempts.all()))
     body = json.dumps(data, cls=DjangoJSONEncoder, separators=(",", ":")).encode()
@@ -161,7 +161,7 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
 @handler(CALLBACK_TYPE, backoff=SettingsBackoff())
 def deliver(payload: dict[str, Any]) -> dict[str, Any]:
     """Send one job's JSON to its callback_url; raise to retry, PermanentError to give up."""
-    from . import current_job
+    from .execution import current_job
     from .models import Job
 
     job = Job.objects.filter(public_id=payload.get("job_id", "")).first()
@@ -173,7 +173,7 @@ def deliver(payload: dict[str, Any]) -> dict[str, Any]:
     problem = callback_url_problem(job.callback_url)
     if problem:
         raise PermanentError(f"callback_url refused: {problem}")
-    me = current_job()
+    me = current_job.get()
     body, headers = delivery_request(job, me.public_id if me else "", int(time.time()))
     status = post(job.callback_url, body, headers, float(jobs_settings.CALLBACK_TIMEOUT))
     if not 200 <= status < 300:

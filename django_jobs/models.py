@@ -259,9 +259,9 @@ class QueueState(models.Model):
 
 
 # The models of the app that live in other modules, imported here so Django's app registry
-# finds them: the API's tokens and idempotency keys (django_jobs/api/), dependencies between
+# finds them: the API's tokens and idempotency keys (apitokens.py), dependencies between
 # jobs, concurrency and rate limits, recurring schedules.
-from .api.models import ApiToken, IdempotencyKey  # noqa: E402, F401
+from .apitokens import ApiToken, IdempotencyKey  # noqa: E402, F401
 from .dependencies import JobDependency  # noqa: E402, F401
 from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
 from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

@@ -10,13 +10,13 @@ from django.urls import reverse
 
 from ..conf import jobs_settings
 from ..exceptions import InvalidJob
+from ..jobjson import job_json
 from ..models import Job
 from .auth import READ, SUBMIT, endpoint
 from .constraints import JOB_ID, instant, matches, page_size
 from .errors import ApiError, json_response
 from .idempotency import check_key, submit_once
 from .pagination import Cursor, paginate
-from .serializers import job_json
 from .submission import enqueue_arguments, read_body
 
 LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
+from ..jobjson import job_json
 from ..models import Job
 from .auth import CANCEL, RETRY, endpoint
 from .errors import ApiError, json_response
-from .serializers import job_json
 from .views_jobs import find_job, job_url
 
 

@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from django_jobs.api.models import TOKEN_PREFIX, ApiToken
-from django_jobs.api.serializers import iso
+from django_jobs.jobjson import iso
 from django_jobs.management import arguments
 
 NAME_LENGTH = cast(int, ApiToken._meta.get_field("name").max_length)

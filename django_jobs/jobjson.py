@@ -1,14 +1,15 @@
-"""Jobs and attempts as the JSON the API answers with (and callbacks POST)."""
+"""Jobs and attempts as JSON: what the API answers with, callbacks POST and the ``jobs``
+command prints."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..validation import PRIORITY_NAMES
+from .validation import PRIORITY_NAMES
 
 if TYPE_CHECKING:
-    from ..models import Job, JobAttempt
+    from .models import Job, JobAttempt
 
 _PRIORITY_LABELS = {number: name for name, number in PRIORITY_NAMES.items()}
 
