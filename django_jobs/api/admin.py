@@ -37,10 +37,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def scope_list(self, token: ApiToken) -> str:
         return ", ".join(token.scopes or [])
 
-    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["name", "scopes"]
-        return ["name", "key_prefix", "scopes", "created_at", "last_used_at", "revoked_at"]
+            return ("name", "scopes")
+        return ("name", "key_prefix", "scopes", "created_at", "last_used_at", "revoked_at")
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if not change:

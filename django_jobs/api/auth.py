@@ -13,7 +13,7 @@ from functools import wraps
 from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
-from django.http import HttpRequest, HttpResponse, UnreadablePostError
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, UnreadablePostError
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
@@ -55,6 +55,17 @@ class Caller:
         if self.token is not None:
             return self.token.has_scope(need.scope)
         return self.user.has_perms(need.perms)
+
+
+_CALLER = "django_jobs_api_caller"  # the request attribute ``endpoint`` sets
+
+
+def caller_of(request: HttpRequest) -> Caller:
+    """The caller ``endpoint`` authenticated for this request."""
+    caller = getattr(request, _CALLER)
+    if not isinstance(caller, Caller):
+        raise TypeError("caller_of() is for requests routed through @endpoint")
+    return caller
 
 
 def authenticate(request: HttpRequest) -> Caller:
@@ -100,7 +111,7 @@ def endpoint(needs: dict[str, Need]) -> Callable[[Callable[..., HttpResponse]], 
                 if not caller.may(need):
                     raise ApiError(403, f"this needs the {need.scope!r} scope "
                                    f"(or the permissions {', '.join(need.perms)})")
-                request.api_caller = caller  # type: ignore[attr-defined]
+                setattr(request, _CALLER, caller)
                 return view(request, *args, **kwargs)
             except ApiError as exc:
                 return exc.response()
@@ -122,12 +133,23 @@ def _touch(token: ApiToken) -> None:
 
 
 class _CsrfCheck(CsrfViewMiddleware):
-    def _reject(self, request: HttpRequest, reason: str) -> str:  # type: ignore[override]
-        return reason
+    """Django's CSRF check, keeping the reason of a rejection (the API answers it as JSON)."""
+
+    reason: str | None = None
+
+    def _reject(self, request: HttpRequest, reason: str) -> HttpResponseForbidden:
+        self.reason = reason
+        return HttpResponseForbidden(reason)
 
 
 def _csrf_failure(request: HttpRequest) -> str | None:
     """Django's own CSRF check, run for session callers whatever the site's middleware."""
     check = _CsrfCheck(lambda req: HttpResponse())
     check.process_request(request)
-    return check.process_view(request, None, (), {})  # type: ignore[arg-type]
+    rejected = check.process_view(request, _any_view, (), {})
+    return (check.reason or "rejected") if rejected is not None else None
+
+
+def _any_view(request: HttpRequest) -> HttpResponse:
+    """The view the CSRF check is asked about: one that is not exempt."""
+    return HttpResponse()

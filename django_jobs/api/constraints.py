@@ -60,8 +60,8 @@ def callback_url_pattern() -> str | None:
     """
     if not jobs_settings.CALLBACK_SECRET:
         return None
-    hosts = [_host_pattern(str(host).lower()) for host in jobs_settings.CALLBACK_ALLOWED_HOSTS]
-    hosts = [host for host in hosts if host]
+    hosts = [pattern for host in jobs_settings.CALLBACK_ALLOWED_HOSTS
+             if (pattern := _host_pattern(str(host).lower()))]
     if not hosts:
         return None
     return rf"https?://({'|'.join(hosts)})(:[0-9]{{1,5}})?([/?#][!-~]*)?"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
 from django.utils import timezone
 
 from ..models import Job, JobAttempt
@@ -58,7 +58,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None) ->
     }
 
 
-def _job_types(jobs, attempts) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+def _job_types(jobs: QuerySet[Job], attempts: QuerySet[JobAttempt]) -> list[dict[str, Any]]:
     counts = dict(jobs.order_by().values_list("type").annotate(n=Count("pk")))
     rows = (
         attempts.order_by().values("job__type").annotate(

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
 
 from .constraints import CURSOR, EARLIEST, LATEST, matches
 from .errors import ApiError
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 OLDER, NEWER = "o", "n"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -76,5 +80,5 @@ def paginate(jobs: QuerySet, cursor: Cursor | None, limit: int) -> Page:
     )
 
 
-def _at(direction: str, job) -> Cursor:  # type: ignore[no-untyped-def]
+def _at(direction: str, job: Job) -> Cursor:
     return Cursor(direction, job.created_at, job.pk)

@@ -12,7 +12,7 @@ from ..conf import jobs_settings
 from ..exceptions import InvalidJob
 from ..jobjson import job_json
 from ..models import Job
-from .auth import READ, SUBMIT, endpoint
+from .auth import READ, SUBMIT, caller_of, endpoint
 from .constraints import JOB_ID, instant, matches, page_size
 from .errors import ApiError, json_response
 from .idempotency import check_key, submit_once
@@ -44,7 +44,7 @@ def submit(request: HttpRequest) -> HttpResponse:
     if key is None:
         job, replayed = create(), False
     else:
-        job, replayed = submit_once(request.api_caller.owner, check_key(key), data, create)
+        job, replayed = submit_once(caller_of(request).owner, check_key(key), data, create)
     url = job_url(request, job.public_id)
     headers = {"Location": url}
     if replayed:
@@ -74,7 +74,7 @@ def filtered(query: QueryDict) -> QuerySet:
     """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``."""
     jobs = Job.objects.all()
     if "status" in query:
-        wanted = query["status"].split(",")
+        wanted = query.get("status", "").split(",")
         bad = [s for s in wanted if s not in Job.Status.values]
         if bad:
             raise ApiError.bad_request(
@@ -85,7 +85,7 @@ def filtered(query: QueryDict) -> QuerySet:
         if name in query:
             jobs = jobs.filter(**{name: query[name]})
     if "since" in query:
-        jobs = jobs.filter(updated_at__gte=_since(query["since"]))
+        jobs = jobs.filter(updated_at__gte=_since(query.get("since", "")))
     return jobs
 
 

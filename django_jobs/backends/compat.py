@@ -6,16 +6,19 @@ the framework from here, so no other module needs to know which one is installed
 
 ``django.tasks`` wins when both are importable: on Django 6 the framework's own ``task_backends``
 is the one ``@task`` uses, and mixing the two registries would make two backend instances.
+
+The type checker reads the ``django.tasks`` branch (django-stubs types it); the backport has the
+same API under the same names, but its classes are other classes to a type checker.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import django
 from django.core.exceptions import ImproperlyConfigured
 
-if django.VERSION >= (6, 0):
+if TYPE_CHECKING or django.VERSION >= (6, 0):
     from django import tasks as _framework
     from django.tasks import checks as _checks  # registers check_tasks
     from django.tasks import exceptions as _exceptions
@@ -28,29 +31,32 @@ if django.VERSION >= (6, 0):
         TaskResult,
         TaskResultStatus,
     )
+    from django.tasks.exceptions import InvalidTask, InvalidTaskBackend
     from django.utils.json import normalize_json
 
     FRAMEWORK = "django.tasks"
 else:  # Django 5.2: the backport
     try:
-        import django_tasks as _framework  # type: ignore[no-redef]
+        import django_tasks as _framework
     except ImportError as exc:
         raise ImproperlyConfigured(
             "django_jobs.backends needs Django 6 or, on Django 5.2, the django-tasks package: "
             "pip install 'django-db-jobs[tasks]'"
         ) from exc
-    from django_tasks import checks as _checks  # type: ignore[no-redef]
-    from django_tasks import exceptions as _exceptions  # type: ignore[no-redef]
-    from django_tasks import signals as _signals  # type: ignore[no-redef]
-    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
-    from django_tasks.base import (  # type: ignore[no-redef]
+    from django_tasks import checks as _checks
+    from django_tasks import exceptions as _exceptions
+    from django_tasks import signals as _signals
+    from django_tasks.backends.base import BaseTaskBackend
+    from django_tasks.base import (
         Task,
         TaskContext,
         TaskError,
         TaskResult,
         TaskResultStatus,
     )
-    from django_tasks.utils import normalize_json  # type: ignore[no-redef]
+    from django_tasks.exceptions import InvalidTaskBackendError as InvalidTaskBackend
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask
+    from django_tasks.utils import normalize_json
 
     FRAMEWORK = "django_tasks"
 
@@ -67,13 +73,6 @@ task_backends: Any = _framework.task_backends
 default_task_backend: Any = _framework.default_task_backend
 task = _framework.task
 
-# The exception names differ: InvalidTask (Django) and InvalidTaskError (backport).
-InvalidTask: type[Exception] = (
-    getattr(_exceptions, "InvalidTask", None) or _exceptions.InvalidTaskError
-)
-InvalidTaskBackend: type[Exception] = (
-    getattr(_exceptions, "InvalidTaskBackend", None) or _exceptions.InvalidTaskBackendError
-)
 TaskResultDoesNotExist: type[Exception] = _exceptions.TaskResultDoesNotExist
 TaskResultMismatch: type[Exception] = _exceptions.TaskResultMismatch
 
