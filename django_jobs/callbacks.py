@@ -81,6 +81,9 @@ class Callbacks(Feature):
 
     name = "callbacks"
 
+    def joins_finish(self, job: Job) -> bool:
+        return bool(job.callback_url)
+
     def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
         self.ended([outcome.job for outcome in written], manager.db)
 

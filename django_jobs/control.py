@@ -85,6 +85,9 @@ class FollowUps(Feature):
 
     name = "follow-ups"
 
+    def joins_finish(self, job: Job) -> bool:
+        return "_after_success" in job.__dict__
+
     def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
         for outcome in written:
             if outcome.kind != Outcome.COMPLETED:

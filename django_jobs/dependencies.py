@@ -114,6 +114,9 @@ class Dependencies(Feature):
 
     name = "dependencies"
 
+    def joins_finish(self, job: Any) -> bool:
+        return bool(job.has_dependents)
+
     def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
         done = [o.job.pk for o in written
                 if o.kind == JobStatus.COMPLETED and o.job.has_dependents]

@@ -10,9 +10,12 @@ registered features in registration order.
     ------------------------  --------------  ------------------------------------------------
     take_enqueue_options      enqueue(_many)  before validation: a feature pops its own options
                                               and may return an ``Insert`` that takes over
+    joins_finish              finish          whether ``after_finish`` has work for a job (if
+                                              none has, a PostgreSQL turn is one statement)
     limits_claims / admit     claim           which claims need admission; the candidates,
                                               locked, in the claim's transaction
-    claim_without_row_locks   claim           SQLite: the whole admitted claim, or None
+    claim_without_row_locks   claim           without row locks (SQLite), in place of admit:
+                                              the whole admitted claim, or None
     after_finish              finish          in the finish transaction, with what was written
     hold_for_cancel / ended   cancel          rows read (and locked) before the cancel; jobs
                                               that ended outside a finish (cancel, rescue)
@@ -64,6 +67,11 @@ class Feature:
         when this feature must admit it; None to leave it to the engine."""
         return None
 
+    def joins_finish(self, job: Job) -> bool:
+        """True if ``after_finish`` may have work when ``job`` finishes. Asked for every job a
+        worker ends: read the job's fields, make no query."""
+        return False
+
     def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
         """In the finish transaction: the outcomes written (their jobs carry the new state)."""
 
@@ -98,6 +106,11 @@ def register(feature: Feature) -> Feature:
             return feature
     _features.append(feature)
     return feature
+
+
+def unregister(feature: Feature) -> None:
+    """Take a feature's hooks out (a test's own feature, for one)."""
+    _features[:] = [known for known in _features if known is not feature]
 
 
 def registered() -> tuple[Feature, ...]:
@@ -136,6 +149,13 @@ def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], lim
         if claimed is not None:
             return claimed
     return None
+
+
+def joins_finish(job: Job) -> bool:
+    for feature in _features:  # a loop, not any(): asked for every job a worker ends
+        if feature.joins_finish(job):
+            return True
+    return False
 
 
 def after_finish(manager: Any, written: list[AttemptOutcome], now: datetime) -> None:

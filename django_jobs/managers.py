@@ -322,8 +322,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             return False
         for outcome in outcomes:  # a loop, not any(): this runs for every job a worker ends
             job = outcome.job
-            if (outcome.kind == SNOOZED or job.callback_url or job.has_dependents
-                    or "_after_success" in job.__dict__):
+            if outcome.kind == SNOOZED or hooks.joins_finish(job):  # callbacks, follow-ups...
                 return False
         return True
 

@@ -1,0 +1,161 @@
+"""The feature hooks (django_jobs/hooks.py): a feature added here joins the engine's verbs on
+the real database, in their transactions, beside the features the app registers."""
+
+import pytest
+from django.utils import timezone
+
+from django_jobs import hooks
+from django_jobs.models import Job
+from django_jobs.outcomes import AttemptOutcome
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = Job.Status
+
+
+@pytest.fixture
+def add_feature():
+    added = []
+
+    def add(feature):
+        added.append(hooks.register(feature))
+        return feature
+
+    yield add
+    for feature in added:
+        hooks.unregister(feature)
+
+
+def completed(job):
+    now = timezone.now()
+    return AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
+
+
+def claim(limit=10):
+    return Job.objects.claim(worker_id="w1", limit=limit, lease_seconds=30)
+
+
+def test_the_app_registers_its_features_in_the_order_their_hooks_run():
+    assert [feature.name for feature in hooks.registered()] == [
+        "callbacks", "follow-ups", "dependencies", "unique and dependencies", "limits",
+        "crash counting",
+    ]
+
+
+def test_a_feature_takes_its_own_enqueue_option_and_the_insert(add_feature):
+    with pytest.raises(TypeError, match="label"):
+        Job.objects.enqueue("echo", {}, label="x")  # nobody takes the option: unknown
+
+    class Labels(hooks.Feature):
+        def take_enqueue_options(self, type, options):
+            label = options.pop("label", None)
+            if label is None:
+                return None
+
+            def insert(manager, jobs):
+                for job in jobs:
+                    job.payload = {**job.payload, "label": label}
+                created = manager.bulk_create(jobs)
+                for job in created:
+                    job.duplicate = False
+                return created
+
+            return insert
+
+    add_feature(Labels())
+    one = Job.objects.enqueue("echo", {"n": 1}, label="x")
+    many = Job.objects.enqueue_many("echo", [{"n": 2}, {"n": 3}], label="y")
+    plain = Job.enqueue("echo", {"n": 4})
+    stored = dict(Job.objects.values_list("pk", "payload"))
+    assert stored[one.pk] == {"n": 1, "label": "x"}
+    assert [stored[job.pk] for job in many] == [{"n": 2, "label": "y"}, {"n": 3, "label": "y"}]
+    assert stored[plain.pk] == {"n": 4}
+
+
+def test_two_features_taking_over_one_insert_is_an_error(add_feature):
+    class Mine(hooks.Feature):
+        def take_enqueue_options(self, type, options):
+            return lambda manager, jobs: jobs
+
+    add_feature(Mine())
+    with pytest.raises(RuntimeError, match="two features take over the insert"):
+        Job.enqueue("echo", {}, unique_key="k")  # unique keys take it over too
+    assert not Job.objects.exists()
+
+
+def test_after_finish_runs_in_the_finish_transaction_with_what_was_written(add_feature):
+    seen = []
+
+    class Audit(hooks.Feature):
+        def joins_finish(self, job):
+            return job.type == "echo"
+
+        def after_finish(self, manager, written, now):
+            for outcome in written:
+                seen.append((outcome.job.pk, outcome.kind, outcome.job.status))
+                manager.enqueue("noop", {"after": outcome.job.pk})
+
+    add_feature(Audit())
+    job = Job.enqueue("echo", {})
+    (claimed,) = claim()
+    written, _ = Job.objects.finish_and_claim(
+        [completed(claimed)], worker_id="w1", limit=0, lease_seconds=30)
+    assert [outcome.job.pk for outcome in written] == [job.pk]
+    assert seen == [(job.pk, S.COMPLETED, S.COMPLETED)]
+    assert Job.objects.filter(type="noop", payload__after=job.pk).count() == 1
+
+
+def test_a_hook_that_raises_rolls_the_finish_back(add_feature):
+    class Broken(hooks.Feature):
+        def joins_finish(self, job):
+            return True
+
+        def after_finish(self, manager, written, now):
+            manager.enqueue("noop", {})
+            raise RuntimeError("the feature failed")
+
+    add_feature(Broken())
+    job = Job.enqueue("echo", {})
+    (claimed,) = claim()
+    with pytest.raises(RuntimeError, match="the feature failed"):
+        Job.objects.finish_and_claim([completed(claimed)], worker_id="w1", limit=1,
+                                     lease_seconds=30)
+    job.refresh_from_db()
+    assert job.status == S.PROCESSING
+    assert not Job.objects.filter(type="noop").exists()
+
+
+def test_a_feature_that_admits_nothing_leaves_every_job_ready(add_feature):
+    class Closed(hooks.Feature):
+        def limits_claims(self):
+            return True
+
+        def admit(self, manager, jobs, ready, limit, now):
+            return []
+
+        def claim_without_row_locks(self, manager, ready, claim, limit, now):
+            return []
+
+    jobs = Job.objects.enqueue_many("echo", [{}, {}])
+    add_feature(Closed())
+    assert claim() == []
+    assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("status", flat=True)) \
+        == {S.PENDING}
+    hooks.unregister(hooks.registered()[-1])
+    assert len(claim()) == 2  # the same jobs, once no feature refuses them
+
+
+def test_ended_gets_the_jobs_a_feature_held_for_the_cancel_as_canceled(add_feature):
+    ended = []
+
+    class Watch(hooks.Feature):
+        def hold_for_cancel(self, cancelable):
+            return list(cancelable.filter(type="echo"))
+
+        def ended(self, jobs, using):
+            ended.extend((job.pk, job.status) for job in jobs)
+
+    add_feature(Watch())
+    echo = Job.enqueue("echo", {})
+    other = Job.enqueue("noop", {})
+    assert Job.objects.filter(pk__in=[echo.pk, other.pk]).cancel() == 2
+    assert ended == [(echo.pk, S.CANCELED)]
