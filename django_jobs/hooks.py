@@ -4,7 +4,7 @@ follow-ups, crash counting) join the engine's verbs.
 The engine (``managers.py``) imports no feature. A feature subclasses ``Feature``, overrides
 the points it joins (every default does nothing) and is registered once, when the app starts
 (``apps.py``). The engine calls the module functions below at each point; they ask the
-registered features in registration order.
+registered features in registration order. The points::
 
     Point                     Verb            Called
     ------------------------  --------------  ------------------------------------------------
@@ -57,8 +57,8 @@ class Feature:
 
     def admit(self, manager: Any, jobs: list[Job], ready: Any, limit: int,
               now: datetime) -> list[Job]:
-        """Of the candidates ``jobs`` (locked, selected from the ``ready`` queryset), those
-        this claim may take."""
+        """On a database with row locks: of the candidates ``jobs`` (locked, selected from the
+        ``ready`` queryset), those this claim may take."""
         return jobs
 
     def claim_without_row_locks(self, manager: Any, ready: Any, claim: dict[str, Any],
@@ -182,6 +182,7 @@ def release(manager: Any, waiting: Any, now: datetime) -> int:
 
 
 def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
+    """The first feature that answers does the rescue (crash counting, registered by the app)."""
     for feature in _features:
         rescued = feature.rescue(manager, limit=limit, now=now)
         if rescued is not None:
