@@ -10,7 +10,7 @@ DESC``, are left out on MariaDB), but it leaves a conditional ``UniqueConstraint
 The migration that uses this module adds, on MariaDB and MySQL only, a plain unique index on
 ``unique_key``. It holds the same rule as PostgreSQL's partial one: a job's key is cleared to
 NULL in the same UPDATE that moves it to a state the key does not guard
-(``unique.keep_key_if``), and a unique index there admits any number of NULLs, so only keys in
+(``uniquekey.keep_key_if``), and a unique index there admits any number of NULLs, so only keys in
 guarded states take part. No generated column is needed. A later one rebuilds the two list
 indexes so that they serve the lists' order (``LIST_INDEXES``) and adds the ready index.
 
