@@ -211,8 +211,8 @@ def test_the_finish_finds_its_batch_by_primary_key(jobs_table, state):
                          ids=lambda state: state.__name__)
 def test_the_limited_claim_walks_the_ready_index_in_order(jobs_table, state):
     """With concurrency or rate limits registered the claim selects its candidates through
-    the ORM (``limits.claim.locked``); they are read the same way."""
-    from django_jobs.limits.claim import locked_sql
+    the ORM (``lockedrows.locked``); they are read the same way."""
+    from django_jobs.lockedrows import locked_sql
 
     state()
     faults = {}

@@ -30,7 +30,7 @@ from django.db import connections
 from django.db.models import Count, Q
 
 from ..hooks import Feature
-from ..lockedrows import locked, locked_sql  # noqa: F401  locked_sql: the statement it runs
+from ..lockedrows import locked
 from ..states import JobStatus
 from . import HASHED, MISSING, Limit, RateLimit, limited_types, scope, value_of
 from .models import LimitLock, LimitStart
