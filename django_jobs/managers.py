@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ from django.utils import timezone
 from . import crashes, mariadb, pginsert, pgwrite
 from .control import after_finish
 from .dependencies import dependency_ids
+from .engine import transition
+from .engine.transition import Apply, Transition, apply, undone_on_error
 from .enqueueing import insert as insert_special
 from .instances import build, build_many, varying
 from .limits import limited_types
@@ -27,7 +30,7 @@ from .limits.claim import admit as admit_limited
 from .limits.claim import claim_without_row_locks, locked
 from .outcomes import AttemptOutcome
 from .registry import get_handler
-from .retry import as_backoff, decide
+from .retry import Backoff, as_backoff
 from .signals import job_enqueued
 from .states import JobStatus, Outcome
 from .unique import keep_key_if, pop_rule
@@ -94,7 +97,7 @@ class JobQuerySet(models.QuerySet):
                 cancel_requested=True, updated_at=now
             )
             for job in hooked:
-                _apply(job, {"status": CANCELED, "updated_at": now, "finished_at": now})
+                job.__dict__.update(status=CANCELED, updated_at=now, finished_at=now)
             _call_back(hooked, self.db)
         return waiting + running
 
@@ -316,13 +319,13 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 written = self.finish(outcomes) if outcomes else []
                 return written, self.claim(**claim) if limit > 0 else []
         now = timezone.now()
-        fields = [self._finish_fields(outcome, now) for outcome in outcomes]
+        changes = [self._transition(outcome, now) for outcome in outcomes]
         mine, jobs = pgwrite.finish_and_claim(
-            self.model, outcomes, fields, ready_states=READY_STATES, now=now, queues=queues,
+            self.model, outcomes, changes, ready_states=READY_STATES, now=now, queues=queues,
             exclude_queues=exclude_queues, limit=limit, using=db,
             values=self._claim_values(worker_id, now, lease_seconds),
         )
-        return _written(outcomes, fields, mine), jobs
+        return _written(outcomes, changes, mine), jobs
 
     def _plain_turn(self, outcomes: Sequence[AttemptOutcome], db: str) -> bool:
         """True if finish_and_claim may be the one statement (see there)."""
@@ -381,12 +384,14 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             return self._finish_in_one_statement(outcomes, now, self.db)
         written: list[AttemptOutcome] = []
         attempts: list[JobAttempt] = []
-        with transaction.atomic(using=self.db):
+        with undone_on_error() as applying, transaction.atomic(using=self.db):
             plain, other = _split_plain_completions(outcomes)
             for token, group in plain.items():
-                written += self._finish_group(group, token, now)
+                written += self._finish_group(group, token, now, applying)
             for outcome in other:
-                if self._fenced(outcome.job).update(**self._finish_fields(outcome, now)):
+                change = self._transition(outcome, now)
+                if self._fenced(outcome.job).update(**_update_fields(change)):
+                    applying(outcome, change)
                     written.append(outcome)
             for outcome in written:
                 attempts.append(_attempt_row(outcome))
@@ -401,21 +406,25 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """PostgreSQL: the fenced updates and the attempt rows of a batch in one statement."""
         if not outcomes:
             return []
-        fields = [self._finish_fields(outcome, now) for outcome in outcomes]
-        with transaction.atomic(using=using, savepoint=False):  # the worker's, if it has one
-            written = _written(outcomes, fields, pgwrite.finish(outcomes, fields, now, using))
+        changes = [self._transition(outcome, now) for outcome in outcomes]
+        # the worker's transaction, if it has one
+        with undone_on_error() as applying, transaction.atomic(using=using, savepoint=False):
+            mine = pgwrite.finish(outcomes, changes, now, using)
+            written = _written(outcomes, changes, mine, applying)
             _call_back([outcome.job for outcome in written], using)  # completion callbacks
             after_finish(self, written, now)  # follow-ups, dependents; no query if none
         return written
 
     def _finish_group(
-        self, group: list[AttemptOutcome], token: uuid.UUID, now: datetime
+        self, group: list[AttemptOutcome], token: uuid.UUID, now: datetime, applying: Apply
     ) -> list[AttemptOutcome]:
         """Completions without a result sharing one lease token: one UPDATE for all."""
         ids = [o.job.pk for o in group]
         fenced = self.filter(pk__in=ids, lease_token=token, status=PROCESSING)
-        fields = self._finish_fields(group[0], now)
-        if fenced.update(**fields) == len(group):
+        change = self._transition(group[0], now)  # the same for all: completed, no result
+        if any(o.job.unique_key is not None for o in group):  # the key kept where it guards
+            change = replace(change, keeps_key_check=True)
+        if fenced.update(**_update_fields(change)) == len(group):
             written = group
         else:
             mine = set(
@@ -424,40 +433,16 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             )
             written = [o for o in group if o.job.pk in mine]
         for outcome in written:
-            _apply(outcome.job, fields)
+            applying(outcome, change)
         return written
 
     def _fenced(self, job: Job):
         return self.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING)
 
-    def _finish_fields(self, outcome: AttemptOutcome, now: datetime) -> dict[str, Any]:
-        job = outcome.job
-        fields: dict[str, Any]
-        if outcome.kind == COMPLETED:  # most outcomes
-            fields = {"updated_at": now, "leased_until": None, "status": COMPLETED,
-                      "result": outcome.result, "error": None, "finished_at": now}
-        elif outcome.kind == CANCELED:
-            fields = {"updated_at": now, "leased_until": None, "status": CANCELED,
-                      "error": outcome.error, "finished_at": now}
-        elif outcome.kind == SNOOZED:  # pending again later; the attempt is given back
-            fields = {"updated_at": now, "leased_until": None, "status": PENDING,
-                      "attempt": F("attempt") - 1, "started_at": None,
-                      "run_at": now + timedelta(seconds=outcome.snooze_seconds or 0)}
-            if outcome.error is not None:  # why it waits (a type this worker does not know)
-                fields["error"] = outcome.error
-        else:
-            fields = {"updated_at": now, "leased_until": None}
-            decision = _decide(job, outcome.permanent, now)
-            if decision.dead:
-                fields.update(status=DEAD, error=outcome.error, finished_at=now)
-            else:
-                fields.update(status=FAILED, error=outcome.error, run_at=decision.retry_at)
-        # Unique jobs: a job without a key keeps none, and needs no expression
-        fields["unique_key"] = None if job.unique_key is None else keep_key_if(fields["status"])
-        outcome.kind = fields["status"] if outcome.kind != SNOOZED else SNOOZED
-        if outcome.kind != COMPLETED or outcome.result is not None:
-            _apply(job, fields)
-        return fields
+    def _transition(self, outcome: AttemptOutcome, now: datetime) -> Transition:
+        """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
+        backoff = _backoff(outcome.job.type) if outcome.kind == FAILED else None
+        return transition.of(outcome, now, backoff)
 
     def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
         """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
@@ -521,13 +506,17 @@ def _insert_sending_signals(job: Job, using: str) -> None:
                        using=using)
 
 
-def _decide(job: Job, permanent: bool, now: datetime):
-    found = get_handler(job.type)
-    backoff = found.get_backoff() if found else as_backoff(None)
-    return decide(
-        attempt=job.attempt, max_attempts=job.max_attempts, permanent=permanent,
-        backoff=backoff, now=now,
-    )
+def _backoff(type: str) -> Backoff:
+    """The retry policy of jobs of ``type``: its handler's, or the settings'."""
+    found = get_handler(type)
+    return found.get_backoff() if found else as_backoff(None)
+
+
+def _update_fields(change: Transition) -> dict[str, Any]:
+    """The ORM ``update()`` values of a transition: its fields, and the unique key kept only if
+    it guards the new state (a job without a key keeps none, and needs no expression)."""
+    key = keep_key_if(change.status) if change.keeps_key_check else None
+    return {**change.fields, "unique_key": key}
 
 
 def _split_plain_completions(
@@ -544,33 +533,16 @@ def _split_plain_completions(
 
 
 def _written(
-    outcomes: Sequence[AttemptOutcome], fields: Sequence[dict[str, Any]], mine: set[int]
+    outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], mine: set[int],
+    applying: Apply = apply,
 ) -> list[AttemptOutcome]:
-    """The outcomes whose jobs the statement wrote (``mine``), their fields applied."""
+    """The outcomes whose jobs the statement wrote (``mine``), their transitions applied."""
     written = []
-    for outcome, values in zip(outcomes, fields, strict=True):
+    for outcome, change in zip(outcomes, changes, strict=True):
         if outcome.job.id in mine:
-            _apply(outcome.job, values)
+            applying(outcome, change)
             written.append(outcome)
     return written
-
-
-def _apply(job: Job, fields: dict[str, Any]) -> None:
-    """Set the written values on the instance, SQL expressions (the unique key's, a snooze's
-    attempt) aside. None of these fields is a descriptor that setattr would run, so they go
-    straight into its __dict__."""
-    if fields.get("unique_key") is None and "attempt" not in fields:  # no expression: most
-        job.__dict__.update(fields)
-        return
-    job.__dict__.update(
-        {name: value for name, value in fields.items()
-         if value.__class__ in _PLAIN or not hasattr(value, "resolve_expression")}
-    )
-
-
-# The classes of the values _finish_fields writes, which need no hasattr to tell them from an
-# expression (hasattr on a plain value raises and catches AttributeError: the slow part).
-_PLAIN = frozenset({str, int, float, bool, type(None), dict, list, datetime})
 
 
 def _attempt_row(outcome: AttemptOutcome):

@@ -26,6 +26,7 @@ from .pgcursor import run
 from .unique import ALL_STATES
 
 if TYPE_CHECKING:
+    from .engine.transition import Transition
     from .models import Job
     from .outcomes import AttemptOutcome
 
@@ -269,11 +270,11 @@ def _load_json(value: Any, expression: Any, connection: Any) -> Any:
 
 
 def finish(
-    outcomes: Sequence[AttemptOutcome], fields: Sequence[dict[str, Any]], now: datetime,
+    outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime,
     using: str,
 ) -> set[int]:
-    """Write each outcome with its job fields (from ``_finish_fields``); return the written ids."""
-    written = run(connections[using], _tables(FINISH), _finish_params(outcomes, fields, now))
+    """Write each outcome with its job's transition; return the ids written."""
+    written = run(connections[using], _tables(FINISH), _finish_params(outcomes, changes, now))
     return {row[0] for row in written}
 
 
@@ -294,7 +295,7 @@ FROM (SELECT) AS one LEFT JOIN claimed ON true"""
 def finish_and_claim(
     model: type[Job],
     outcomes: Sequence[AttemptOutcome],
-    fields: Sequence[dict[str, Any]],
+    changes: Sequence[Transition],
     *,
     using: str,
     **claim: Any,
@@ -306,7 +307,7 @@ def finish_and_claim(
     connection = connections[using]
     claim_sql, claim_params, plan = claim_statement(model, connection=connection, **claim)
     sql = _turn_sql(claim_sql)
-    rows = run(connection, sql, [*_finish_params(outcomes, fields, claim["now"]), *claim_params])
+    rows = run(connection, sql, [*_finish_params(outcomes, changes, claim["now"]), *claim_params])
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
     return written, _claimed_jobs(model, claimed, plan, claim["values"], using, connection)
@@ -329,20 +330,21 @@ def _tables(sql: str) -> str:
 
 
 def _finish_params(
-    outcomes: Sequence[AttemptOutcome], fields: Sequence[dict[str, Any]], now: datetime
+    outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime
 ) -> tuple[Any, ...]:
     """The finish's parameters: the outcomes as one JSON array, the time twice, the ids."""
     last, token = None, ""  # a claim gives all its jobs one token (one object): one str()
     rows = []
-    for outcome, values in zip(outcomes, fields, strict=True):
+    for outcome, change in zip(outcomes, changes, strict=True):
         job = outcome.job
         if job.lease_token is not last:
             last, token = job.lease_token, str(job.lease_token)
+        values = change.fields
         run_at = values.get("run_at")
         rows.append((
-            job.id, token, values["status"], values.get("result"), values.get("error"),
+            job.id, token, change.status, values.get("result"), values.get("error"),
             None if run_at is None else micros(run_at), outcome.started, outcome.finished,
-            outcome.cpu_ns, outcome.peak_memory, _KEEP[values["status"]],
+            outcome.cpu_ns, outcome.peak_memory, _KEEP[change.status],
         ))
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
     ids = ",".join([str(row[0]) for row in rows])

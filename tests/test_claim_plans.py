@@ -196,7 +196,7 @@ def test_the_finish_finds_its_batch_by_primary_key(jobs_table, state):
     now = timezone.now()
     outcomes = [AttemptOutcome(job=Job(id=i, lease_token=token, attempt=1, status="processing"),
                                kind="completed", started_at=now, finished_at=now) for i in ids]
-    fields = [Job.objects._finish_fields(outcome, now) for outcome in outcomes]
+    fields = [Job.objects._transition(outcome, now) for outcome in outcomes]
     sql = pgwrite._tables(pgwrite.FINISH)
     params = list(pgwrite._finish_params(outcomes, fields, now))
     for plan in (custom_plan(sql, params), generic_plan(sql, params)):

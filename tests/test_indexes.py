@@ -79,7 +79,7 @@ def test_the_finish_finds_its_batch_by_primary_key_not_through_every_processing_
     now = timezone.now()
     outcomes = [AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
                 for job in batches[0]]
-    fields = [Job.objects._finish_fields(outcome, now) for outcome in outcomes]
+    fields = [Job.objects._transition(outcome, now) for outcome in outcomes]
     plan = generic_plan(pgwrite._tables(pgwrite.FINISH),
                         pgwrite._finish_params(outcomes, fields, now))
     assert "django_jobs_lease_idx" not in plan
