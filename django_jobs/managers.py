@@ -18,10 +18,10 @@ from django.db.models.functions import Greatest
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from . import crashes, mariadb, pginsert, pgwrite
+from . import crashes, mariadb
 from .control import after_finish
 from .dependencies import dependency_ids
-from .engine import transition
+from .engine import pgenqueue, postgres, transition
 from .engine.transition import Apply, Transition, apply, undone_on_error
 from .enqueueing import insert as insert_special
 from .instances import build, build_many, varying
@@ -199,7 +199,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             new = [job for job in created if not job.duplicate]
         elif connections[self.db].vendor == "postgresql":  # bulk_create, shared values once
             with transaction.mark_for_rollback_on_error(self.db):
-                pginsert.insert_many(jobs, self.db, varying(self.model, shared=fields))
+                pgenqueue.insert_many(jobs, self.db, varying(self.model, shared=fields))
             created = new = jobs
         else:
             created = new = self.bulk_create(jobs)
@@ -251,7 +251,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         if connections[self.db].vendor == "postgresql" and not limited_types():
             # One hand-written statement on PostgreSQL, unless concurrency/rate limits are
             # registered (admission needs the locked candidates before choosing)
-            return pgwrite.claim(
+            return postgres.claim(
                 self.model, ready_states=READY_STATES, now=now, queues=queues,
                 exclude_queues=exclude_queues, limit=limit, using=self.db,
                 values=self._claim_values(worker_id, now, lease_seconds, token),
@@ -320,7 +320,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 return written, self.claim(**claim) if limit > 0 else []
         now = timezone.now()
         changes = [self._transition(outcome, now) for outcome in outcomes]
-        mine, jobs = pgwrite.finish_and_claim(
+        mine, jobs = postgres.finish_and_claim(
             self.model, outcomes, changes, ready_states=READY_STATES, now=now, queues=queues,
             exclude_queues=exclude_queues, limit=limit, using=db,
             values=self._claim_values(worker_id, now, lease_seconds),
@@ -409,7 +409,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         changes = [self._transition(outcome, now) for outcome in outcomes]
         # the worker's transaction, if it has one
         with undone_on_error() as applying, transaction.atomic(using=using, savepoint=False):
-            mine = pgwrite.finish(outcomes, changes, now, using)
+            mine = postgres.finish(self.model, outcomes, changes, now, using)
             written = _written(outcomes, changes, mine, applying)
             _call_back([outcome.job for outcome in written], using)  # completion callbacks
             after_finish(self, written, now)  # follow-ups, dependents; no query if none
@@ -494,13 +494,13 @@ def _retry_fields() -> dict[str, Any]:
 
 
 def _insert_sending_signals(job: Job, using: str) -> None:
-    """``pginsert.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
+    """``pgenqueue.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
     failed INSERT marking the caller's atomic block for rollback."""
     sender = type(job)
     if pre_save.has_listeners(sender):
         pre_save.send(sender=sender, instance=job, raw=False, using=using, update_fields=None)
     with transaction.mark_for_rollback_on_error(using):
-        pginsert.insert(job, using)
+        pgenqueue.insert(job, using)
     if post_save.has_listeners(sender):
         post_save.send(sender=sender, instance=job, created=True, update_fields=None, raw=False,
                        using=using)

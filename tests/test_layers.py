@@ -41,14 +41,12 @@ KNOWN_CYCLE_EDGES: set[Edge] = {
     ("django_jobs.managers", "django_jobs.crashes"),
     ("django_jobs.managers", "django_jobs.dependencies"),
     ("django_jobs.managers", "django_jobs.enqueueing"),
-    ("django_jobs.managers", "django_jobs.pgwrite"),
     # Features, the runner and the write path use the store's model.
     ("django_jobs.callbacks", "django_jobs.models"),
     ("django_jobs.control", "django_jobs.models"),
     ("django_jobs.crashes", "django_jobs.models"),
     ("django_jobs.dependencies", "django_jobs.models"),
     ("django_jobs.execution", "django_jobs.models"),
-    ("django_jobs.pgwrite", "django_jobs.models"),
     ("django_jobs.unknown", "django_jobs.models"),
     # Crash handling borrows the manager's attempt-row and callback helpers.
     ("django_jobs.crashes", "django_jobs.managers"),

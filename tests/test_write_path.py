@@ -1,7 +1,7 @@
 """The claim and finish write path (``JobManager.claim`` / ``.finish``) on SQLite and PostgreSQL.
 
-On PostgreSQL each is a single statement (``django_jobs/pgwrite.py``); on SQLite the ORM paths
-in ``managers.py`` run. Both must give the same results, which is what these tests pin down.
+On PostgreSQL each is a single statement (``django_jobs/engine/postgres.py``); on SQLite the ORM
+paths in ``managers.py`` run. Both must give the same results, which is what these tests pin down.
 """
 
 import threading
@@ -473,7 +473,7 @@ def test_a_written_outcome_leaves_plain_values_on_the_job_never_sql_expressions(
 @pytest.mark.parametrize("path", ["finish", "turn"])
 def test_attempt_rows_keep_the_outcome_times_to_the_microsecond_and_its_cpu_time(path,
                                                                                  slow_backoff):
-    """The times travel as integer microseconds (pgwrite) or datetimes (ORM): both read back
+    """The times travel as integer microseconds (PostgreSQL) or datetimes (ORM): both read back
     exactly, and a failure's retry time too."""
     Job.enqueue_many("noop", [{}] * 2)
     done, failed = claim(limit=2)
@@ -509,8 +509,8 @@ def test_a_batch_with_a_text_that_is_not_json_is_decoded_one_value_at_a_time():
     """What JSONField.from_db_value does for text it cannot parse: keep the text."""
     from types import SimpleNamespace
 
-    from django_jobs.pgwrite import _load_column, _load_json
+    from django_jobs.engine.pgrows import load_column, load_json
 
     rows = [SimpleNamespace(payload=text) for text in ['{"a": 1}', None, "not json", "[2]"]]
-    _load_column(rows, "payload", _load_json, connection)
+    load_column(rows, "payload", load_json, connection)
     assert [row.payload for row in rows] == [{"a": 1}, None, "not json", [2]]
