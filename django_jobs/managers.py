@@ -111,7 +111,7 @@ class JobQuerySet(models.QuerySet):
             ids = list(batch.values_list("pk", flat=True)[:limit])
             if not ids:
                 return 0
-            deleted = self.model.objects.using(self.db).filter(pk__in=ids).delete()[1]
+            deleted = self.model._default_manager.using(self.db).filter(pk__in=ids).delete()[1]
         return deleted.get(self.model._meta.label, 0)
 
     def run_now(self) -> int:
@@ -134,7 +134,8 @@ class JobQuerySet(models.QuerySet):
                 idle = idle.select_for_update()
             ids = list(idle.values_list("pk", flat=True))
             for start in range(0, len(ids), 1000):
-                chunk = self.model.objects.using(self.db).filter(pk__in=ids[start : start + 1000])
+                jobs = self.model._default_manager.using(self.db)
+                chunk = jobs.filter(pk__in=ids[start : start + 1000])
                 _, per_model = chunk.exclude(status=PROCESSING).only("pk").delete()
                 deleted += per_model.get(self.model._meta.label, 0)
         return deleted
@@ -178,7 +179,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         job = build(self.model, {"payload": check_payload(payload), **fields})
         if rule is not None or depends_on:  # or the job holding the key
             job = insert_special(self, [job], rule, depends_on)[0]
-            if job.duplicate:
+            if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
                 return job
         elif connections[self.db].vendor == "postgresql":  # save() without its per-call compile
             _insert_sending_signals(job, self.db)
@@ -196,7 +197,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         jobs = build_many(self.model, fields, "payload", (check_payload(p) for p in payloads))
         if rule is not None or depends_on:  # duplicates map to the job holding the key
             created = insert_special(self, jobs, rule, depends_on)
-            new = [job for job in created if not job.duplicate]
+            new = [job for job in created if not job.duplicate]  # type: ignore[attr-defined]
         elif connections[self.db].vendor == "postgresql":  # bulk_create, shared values once
             with transaction.mark_for_rollback_on_error(self.db):
                 pgenqueue.insert_many(jobs, self.db, varying(self.model, shared=fields))
@@ -308,8 +309,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         follow-ups or snooze) and no limits are registered, it is one statement in its own
         transaction; otherwise ``finish`` and ``claim`` run in one transaction.
         """
-        claim = {"worker_id": worker_id, "limit": limit, "lease_seconds": lease_seconds,
-                 "queues": queues, "exclude_queues": exclude_queues}
+        claim: dict[str, Any] = {
+            "worker_id": worker_id, "limit": limit, "lease_seconds": lease_seconds,
+            "queues": queues, "exclude_queues": exclude_queues,
+        }
         db = self.db
         plain = limit > 0 and self._plain_turn(outcomes, db)
         if not outcomes and plain:
@@ -416,7 +419,8 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         return written
 
     def _finish_group(
-        self, group: list[AttemptOutcome], token: uuid.UUID, now: datetime, applying: Apply
+        self, group: list[AttemptOutcome], token: uuid.UUID | None, now: datetime,
+        applying: Apply,
     ) -> list[AttemptOutcome]:
         """Completions without a result sharing one lease token: one UPDATE for all."""
         ids = [o.job.pk for o in group]
@@ -521,8 +525,8 @@ def _update_fields(change: Transition) -> dict[str, Any]:
 
 def _split_plain_completions(
     outcomes: Sequence[AttemptOutcome],
-) -> tuple[dict[uuid.UUID, list[AttemptOutcome]], list[AttemptOutcome]]:
-    plain: dict[uuid.UUID, list[AttemptOutcome]] = defaultdict(list)
+) -> tuple[dict[uuid.UUID | None, list[AttemptOutcome]], list[AttemptOutcome]]:
+    plain: dict[uuid.UUID | None, list[AttemptOutcome]] = defaultdict(list)
     other: list[AttemptOutcome] = []
     for outcome in outcomes:
         if outcome.kind == COMPLETED and outcome.result is None:

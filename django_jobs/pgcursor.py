@@ -117,7 +117,7 @@ class LoggedCursor(CursorDebugWrapper):
     """Records the statement as written: a prepared statement has no text with its values,
     which is what Django's wrapper would look for."""
 
-    def execute(self, sql: str, params: Any = None) -> Any:
+    def execute(self, sql: Any, params: Any = None) -> Any:
         with self.debug_sql(sql, params):
             return CursorWrapper.execute(self, sql, params)
 
