@@ -53,8 +53,7 @@ OUTCOME_NAMES = tuple(name for name, _ in OUTCOME_COLUMNS)
 # over writes nothing, and only the rows it did update get their attempt row, in the same
 # statement.
 FINISH_CTES = """v AS (
-    SELECT o.id, o.token, o.status, NULLIF(o.result, 'null') AS result,
-        NULLIF(o.error, 'null') AS error,
+    SELECT o.id, o.token, o.status, o.result, o.error,  -- JSON null reads as SQL NULL
         {epoch} + o.run_at * {us} AS run_at, {epoch} + o.started * {us} AS started_at,
         {epoch} + o.finished * {us} AS finished_at, o.cpu_ns / 1e9 AS cpu_time,
         o.peak_memory, {processing}::text AS held
