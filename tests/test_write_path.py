@@ -496,7 +496,7 @@ def test_attempt_rows_keep_the_outcome_times_to_the_microsecond_and_its_cpu_time
     assert stored.status == "failed" and stored.run_at == failed.run_at > started
 
 
-def test_claimed_json_columns_are_decoded_each_job_its_own():
+def test_claimed_json_columns_are_decoded_for_the_whole_batch_each_job_its_own():
     payloads = [{"n": 1, "s": "a,b]"}, [1, 2], "text", 7, None, {"nested": {"x": [None]}}]
     Job.enqueue_many("noop", payloads)
     jobs = claim(limit=10)
@@ -541,3 +541,25 @@ def test_the_finish_statement_writes_what_the_orm_update_writes(result, slow_bac
                                           "number", "worker_id").get(job_id=j.pk)
                 for j in (by_statement, by_orm)]
         assert rows[0] == rows[1]
+
+
+def test_a_batch_with_a_text_that_is_not_json_is_decoded_one_value_at_a_time():
+    """What JSONField.from_db_value does for text it cannot parse: keep the text."""
+    from types import SimpleNamespace
+
+    from django_jobs.engine.pgrows import load_column, load_json
+
+    rows = [SimpleNamespace(payload=text) for text in ['{"a": 1}', None, "not json", "[2]"]]
+    load_column(rows, "payload", load_json, connection)
+    assert [row.payload for row in rows] == [{"a": 1}, None, "not json", [2]]
+
+
+def test_a_claimed_job_is_what_a_queryset_reads_back_field_by_field():
+    """The claim builds Jobs by filling __dict__ (``engine/pgrows.py``) where ``from_db`` is
+    Django's own: each must equal the plain path's ``Job.objects.get``, in every field."""
+    Job.enqueue_many("noop", [{"n": 1, "s": "é"}, [1, None], "text", None, 7])
+    for job in claim(limit=10):
+        stored = Job.objects.get(pk=job.pk)
+        for field in Job._meta.concrete_fields:
+            assert getattr(job, field.attname) == getattr(stored, field.attname), field.attname
+        assert (job._state.adding, job._state.db) == (False, stored._state.db)
