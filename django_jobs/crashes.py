@@ -101,7 +101,8 @@ def crash_outcome(job: Job, *, alone: bool, now: datetime) -> tuple[AttemptOutco
 def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
     """Record the lost attempts of up to ``limit`` stale jobs (``JobManager.rescue``); call
     inside a transaction. Every write is fenced on the old lease token."""
-    from .managers import _attempt_row  # the write path's attempt row
+    from .engine.transition import apply
+    from .managers import _attempt_row, _update_fields  # the write path's own
     from .models import JobAttempt
 
     stale = manager.stale(now).order_by("leased_until")
@@ -114,12 +115,13 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         outcome, counts = crash_outcome(job, alone=job.pk in alone, now=now)
         if not counts:  # one more attempt in the budget, decided on before the fields
             job.max_attempts += 1
-        fields = manager._finish_fields(outcome, now)
-        fields["crashes"] = F("crashes") + 1
+        change = manager._transition(outcome, now)
+        fields = {**_update_fields(change), "crashes": F("crashes") + 1}
         if not counts:
             fields["max_attempts"] = F("max_attempts") + 1
         if not manager._fenced(job).update(**fields):
             continue
+        apply(outcome, change)
         job.crashes += 1
         row = _attempt_row(outcome)
         row.outcome = JobAttempt.Outcome.LOST

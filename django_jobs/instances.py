@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db.models.base import Model, ModelState
 from django.db.models.signals import post_init, pre_init
+
+M = TypeVar("M", bound=Model)
 
 
 def plainly_built(model: type[Model]) -> bool:
@@ -24,7 +26,7 @@ def plainly_built(model: type[Model]) -> bool:
     return own and _no_init_receivers(model)
 
 
-def build(model: type[Model], values: dict[str, Any]) -> Model:
+def build(model: type[M], values: dict[str, Any]) -> M:
     """``model(**values)`` for concrete fields given by attname, without ``__init__`` when
     ``__init__`` is Django's and nothing listens to its signals."""
     if model.__init__ is not Model.__init__ or not _no_init_receivers(model):
@@ -41,8 +43,8 @@ def build(model: type[Model], values: dict[str, Any]) -> Model:
     return instance
 
 
-def build_many(model: type[Model], shared: dict[str, Any], name: str,
-               values: Iterable[Any]) -> list[Model]:
+def build_many(model: type[M], shared: dict[str, Any], name: str,
+               values: Iterable[Any]) -> list[M]:
     """``[build(model, {**shared, name: value}) for value in values]``, with the check of
     ``__init__`` and its receivers, and the merge of the shared values, made once."""
     if model.__init__ is not Model.__init__ or not _no_init_receivers(model):

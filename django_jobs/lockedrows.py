@@ -18,7 +18,7 @@ def locked(queryset: Any, count: int) -> list[Any]:
 
 def locked_sql(queryset: Any, count: int) -> tuple[str, tuple[Any, ...]] | None:
     """``locked``'s statement on PostgreSQL, its LIMIT written ``LIMIT (SELECT n)`` as the
-    plain claim's is (``pgwrite.CLAIM``): the planner then walks the ready index in order
+    plain claim's is (``engine/sql.py``, ``CLAIM``): the planner then walks the ready index in order
     whatever its statistics say, where ``LIMIT n`` with an estimate of n ready rows or fewer
     (a table never analyzed, or analyzed before a burst) sorts every ready row. None on other
     databases, or if the ORM's statement does not end as expected."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -17,12 +18,14 @@ from django.db.models.functions import Greatest
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from . import hooks, mariadb, pginsert, pgwrite
+from . import hooks, mariadb
+from .engine import pgenqueue, postgres, transition
+from .engine.transition import Apply, Transition, apply, undone_on_error
 from .instances import build, build_many, varying
 from .lockedrows import locked
 from .outcomes import AttemptOutcome
 from .registry import get_handler
-from .retry import as_backoff, decide
+from .retry import Backoff, as_backoff
 from .signals import job_enqueued
 from .states import JobStatus, Outcome
 from .uniquekey import keep_key_if
@@ -89,7 +92,7 @@ class JobQuerySet(models.QuerySet):
                 cancel_requested=True, updated_at=now
             )
             for job in hooked:
-                _apply(job, {"status": CANCELED, "updated_at": now, "finished_at": now})
+                job.__dict__.update(status=CANCELED, updated_at=now, finished_at=now)
             hooks.ended(hooked, self.db)
         return waiting + running
 
@@ -103,7 +106,7 @@ class JobQuerySet(models.QuerySet):
             ids = list(batch.values_list("pk", flat=True)[:limit])
             if not ids:
                 return 0
-            deleted = self.model.objects.using(self.db).filter(pk__in=ids).delete()[1]
+            deleted = self.model._default_manager.using(self.db).filter(pk__in=ids).delete()[1]
         return deleted.get(self.model._meta.label, 0)
 
     def run_now(self) -> int:
@@ -126,7 +129,8 @@ class JobQuerySet(models.QuerySet):
                 idle = idle.select_for_update()
             ids = list(idle.values_list("pk", flat=True))
             for start in range(0, len(ids), 1000):
-                chunk = self.model.objects.using(self.db).filter(pk__in=ids[start : start + 1000])
+                jobs = self.model._default_manager.using(self.db)
+                chunk = jobs.filter(pk__in=ids[start : start + 1000])
                 _, per_model = chunk.exclude(status=PROCESSING).only("pk").delete()
                 deleted += per_model.get(self.model._meta.label, 0)
         return deleted
@@ -169,7 +173,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         job = build(self.model, {"payload": check_payload(payload), **fields})
         if insert is not None:  # or the job holding the key
             job = insert(self, [job])[0]
-            if job.duplicate:
+            if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
                 return job
         elif connections[self.db].vendor == "postgresql":  # save() without its per-call compile
             _insert_sending_signals(job, self.db)
@@ -186,10 +190,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         jobs = build_many(self.model, fields, "payload", (check_payload(p) for p in payloads))
         if insert is not None:  # duplicates map to the job holding the key
             created = insert(self, jobs)
-            new = [job for job in created if not job.duplicate]
+            new = [job for job in created if not job.duplicate]  # type: ignore[attr-defined]
         elif connections[self.db].vendor == "postgresql":  # bulk_create, shared values once
             with transaction.mark_for_rollback_on_error(self.db):
-                pginsert.insert_many(jobs, self.db, varying(self.model, shared=fields))
+                pgenqueue.insert_many(jobs, self.db, varying(self.model, shared=fields))
             created = new = jobs
         else:
             created = new = self.bulk_create(jobs)
@@ -240,7 +244,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         if connections[self.db].vendor == "postgresql" and not hooks.limits_claims():
             # One hand-written statement on PostgreSQL, unless a feature admits claims
             # (concurrency/rate limits need the locked candidates before choosing)
-            return pgwrite.claim(
+            return postgres.claim(
                 self.model, ready_states=READY_STATES, now=now, queues=queues,
                 exclude_queues=exclude_queues, limit=limit, using=self.db,
                 values=self._claim_values(worker_id, now, lease_seconds, token),
@@ -248,7 +252,7 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         ready = self.ready(queues, now)
         if exclude_queues:
             ready = ready.exclude(queue__in=exclude_queues)
-        claim = {
+        claim: dict[str, Any] = {
             "status": PROCESSING,
             "lease_token": token,
             "leased_until": now + timedelta(seconds=lease_seconds),
@@ -297,8 +301,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         follow-ups or snooze) and no limits are registered, it is one statement in its own
         transaction; otherwise ``finish`` and ``claim`` run in one transaction.
         """
-        claim = {"worker_id": worker_id, "limit": limit, "lease_seconds": lease_seconds,
-                 "queues": queues, "exclude_queues": exclude_queues}
+        claim: dict[str, Any] = {
+            "worker_id": worker_id, "limit": limit, "lease_seconds": lease_seconds,
+            "queues": queues, "exclude_queues": exclude_queues,
+        }
         db = self.db
         plain = limit > 0 and self._plain_turn(outcomes, db)
         if not outcomes and plain:
@@ -308,13 +314,13 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
                 written = self.finish(outcomes) if outcomes else []
                 return written, self.claim(**claim) if limit > 0 else []
         now = timezone.now()
-        fields = [self._finish_fields(outcome, now) for outcome in outcomes]
-        mine, jobs = pgwrite.finish_and_claim(
-            self.model, outcomes, fields, ready_states=READY_STATES, now=now, queues=queues,
+        changes = [self._transition(outcome, now) for outcome in outcomes]
+        mine, jobs = postgres.finish_and_claim(
+            self.model, outcomes, changes, ready_states=READY_STATES, now=now, queues=queues,
             exclude_queues=exclude_queues, limit=limit, using=db,
             values=self._claim_values(worker_id, now, lease_seconds),
         )
-        return _written(outcomes, fields, mine), jobs
+        return _written(outcomes, changes, mine), jobs
 
     def _plain_turn(self, outcomes: Sequence[AttemptOutcome], db: str) -> bool:
         """True if finish_and_claim may be the one statement (see there)."""
@@ -372,12 +378,14 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             return self._finish_in_one_statement(outcomes, now, self.db)
         written: list[AttemptOutcome] = []
         attempts: list[JobAttempt] = []
-        with transaction.atomic(using=self.db):
+        with undone_on_error() as applying, transaction.atomic(using=self.db):
             plain, other = _split_plain_completions(outcomes)
             for token, group in plain.items():
-                written += self._finish_group(group, token, now)
+                written += self._finish_group(group, token, now, applying)
             for outcome in other:
-                if self._fenced(outcome.job).update(**self._finish_fields(outcome, now)):
+                change = self._transition(outcome, now)
+                if self._fenced(outcome.job).update(**_update_fields(change)):
+                    applying(outcome, change)
                     written.append(outcome)
             for outcome in written:
                 attempts.append(_attempt_row(outcome))
@@ -391,20 +399,25 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """PostgreSQL: the fenced updates and the attempt rows of a batch in one statement."""
         if not outcomes:
             return []
-        fields = [self._finish_fields(outcome, now) for outcome in outcomes]
-        with transaction.atomic(using=using, savepoint=False):  # the worker's, if it has one
-            written = _written(outcomes, fields, pgwrite.finish(outcomes, fields, now, using))
+        changes = [self._transition(outcome, now) for outcome in outcomes]
+        # the worker's transaction, if it has one
+        with undone_on_error() as applying, transaction.atomic(using=using, savepoint=False):
+            mine = postgres.finish(self.model, outcomes, changes, now, using)
+            written = _written(outcomes, changes, mine, applying)
             hooks.after_finish(self, written, now)  # callbacks, follow-ups, dependents
         return written
 
     def _finish_group(
-        self, group: list[AttemptOutcome], token: uuid.UUID, now: datetime
+        self, group: list[AttemptOutcome], token: uuid.UUID | None, now: datetime,
+        applying: Apply,
     ) -> list[AttemptOutcome]:
         """Completions without a result sharing one lease token: one UPDATE for all."""
         ids = [o.job.pk for o in group]
         fenced = self.filter(pk__in=ids, lease_token=token, status=PROCESSING)
-        fields = self._finish_fields(group[0], now)
-        if fenced.update(**fields) == len(group):
+        change = self._transition(group[0], now)  # the same for all: completed, no result
+        if any(o.job.unique_key is not None for o in group):  # the key kept where it guards
+            change = replace(change, keeps_key_check=True)
+        if fenced.update(**_update_fields(change)) == len(group):
             written = group
         else:
             mine = set(
@@ -413,40 +426,16 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
             )
             written = [o for o in group if o.job.pk in mine]
         for outcome in written:
-            _apply(outcome.job, fields)
+            applying(outcome, change)
         return written
 
     def _fenced(self, job: Job):
         return self.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING)
 
-    def _finish_fields(self, outcome: AttemptOutcome, now: datetime) -> dict[str, Any]:
-        job = outcome.job
-        fields: dict[str, Any]
-        if outcome.kind == COMPLETED:  # most outcomes
-            fields = {"updated_at": now, "leased_until": None, "status": COMPLETED,
-                      "result": outcome.result, "error": None, "finished_at": now}
-        elif outcome.kind == CANCELED:
-            fields = {"updated_at": now, "leased_until": None, "status": CANCELED,
-                      "error": outcome.error, "finished_at": now}
-        elif outcome.kind == SNOOZED:  # pending again later; the attempt is given back
-            fields = {"updated_at": now, "leased_until": None, "status": PENDING,
-                      "attempt": F("attempt") - 1, "started_at": None,
-                      "run_at": now + timedelta(seconds=outcome.snooze_seconds or 0)}
-            if outcome.error is not None:  # why it waits (a type this worker does not know)
-                fields["error"] = outcome.error
-        else:
-            fields = {"updated_at": now, "leased_until": None}
-            decision = _decide(job, outcome.permanent, now)
-            if decision.dead:
-                fields.update(status=DEAD, error=outcome.error, finished_at=now)
-            else:
-                fields.update(status=FAILED, error=outcome.error, run_at=decision.retry_at)
-        # Unique jobs: a job without a key keeps none, and needs no expression
-        fields["unique_key"] = None if job.unique_key is None else keep_key_if(fields["status"])
-        outcome.kind = fields["status"] if outcome.kind != SNOOZED else SNOOZED
-        if outcome.kind != COMPLETED or outcome.result is not None:
-            _apply(job, fields)
-        return fields
+    def _transition(self, outcome: AttemptOutcome, now: datetime) -> Transition:
+        """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
+        backoff = _backoff(outcome.job.type) if outcome.kind == FAILED else None
+        return transition.of(outcome, now, backoff)
 
     def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
         """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
@@ -499,31 +488,35 @@ def _retry_fields() -> dict[str, Any]:
 
 
 def _insert_sending_signals(job: Job, using: str) -> None:
-    """``pginsert.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
+    """``pgenqueue.insert`` with what ``save()`` adds: pre/post_save for any receivers, and a
     failed INSERT marking the caller's atomic block for rollback."""
     sender = type(job)
     if pre_save.has_listeners(sender):
         pre_save.send(sender=sender, instance=job, raw=False, using=using, update_fields=None)
     with transaction.mark_for_rollback_on_error(using):
-        pginsert.insert(job, using)
+        pgenqueue.insert(job, using)
     if post_save.has_listeners(sender):
         post_save.send(sender=sender, instance=job, created=True, update_fields=None, raw=False,
                        using=using)
 
 
-def _decide(job: Job, permanent: bool, now: datetime):
-    found = get_handler(job.type)
-    backoff = found.get_backoff() if found else as_backoff(None)
-    return decide(
-        attempt=job.attempt, max_attempts=job.max_attempts, permanent=permanent,
-        backoff=backoff, now=now,
-    )
+def _backoff(type: str) -> Backoff:
+    """The retry policy of jobs of ``type``: its handler's, or the settings'."""
+    found = get_handler(type)
+    return found.get_backoff() if found else as_backoff(None)
+
+
+def _update_fields(change: Transition) -> dict[str, Any]:
+    """The ORM ``update()`` values of a transition: its fields, and the unique key kept only if
+    it guards the new state (a job without a key keeps none, and needs no expression)."""
+    key = keep_key_if(change.status) if change.keeps_key_check else None
+    return {**change.fields, "unique_key": key}
 
 
 def _split_plain_completions(
     outcomes: Sequence[AttemptOutcome],
-) -> tuple[dict[uuid.UUID, list[AttemptOutcome]], list[AttemptOutcome]]:
-    plain: dict[uuid.UUID, list[AttemptOutcome]] = defaultdict(list)
+) -> tuple[dict[uuid.UUID | None, list[AttemptOutcome]], list[AttemptOutcome]]:
+    plain: dict[uuid.UUID | None, list[AttemptOutcome]] = defaultdict(list)
     other: list[AttemptOutcome] = []
     for outcome in outcomes:
         if outcome.kind == COMPLETED and outcome.result is None:
@@ -534,33 +527,16 @@ def _split_plain_completions(
 
 
 def _written(
-    outcomes: Sequence[AttemptOutcome], fields: Sequence[dict[str, Any]], mine: set[int]
+    outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], mine: set[int],
+    applying: Apply = apply,
 ) -> list[AttemptOutcome]:
-    """The outcomes whose jobs the statement wrote (``mine``), their fields applied."""
+    """The outcomes whose jobs the statement wrote (``mine``), their transitions applied."""
     written = []
-    for outcome, values in zip(outcomes, fields, strict=True):
+    for outcome, change in zip(outcomes, changes, strict=True):
         if outcome.job.id in mine:
-            _apply(outcome.job, values)
+            applying(outcome, change)
             written.append(outcome)
     return written
-
-
-def _apply(job: Job, fields: dict[str, Any]) -> None:
-    """Set the written values on the instance, SQL expressions (the unique key's, a snooze's
-    attempt) aside. None of these fields is a descriptor that setattr would run, so they go
-    straight into its __dict__."""
-    if fields.get("unique_key") is None and "attempt" not in fields:  # no expression: most
-        job.__dict__.update(fields)
-        return
-    job.__dict__.update(
-        {name: value for name, value in fields.items()
-         if value.__class__ in _PLAIN or not hasattr(value, "resolve_expression")}
-    )
-
-
-# The classes of the values _finish_fields writes, which need no hasattr to tell them from an
-# expression (hasattr on a plain value raises and catches AttributeError: the slow part).
-_PLAIN = frozenset({str, int, float, bool, type(None), dict, list, datetime})
 
 
 def _attempt_row(outcome: AttemptOutcome):

@@ -1,5 +1,6 @@
 """How django-jobs talks to PostgreSQL on its hot paths: server-side parameters, statements
-prepared once per connection, timestamps loaded in C. Used by ``pgwrite`` only.
+prepared once per connection, timestamps loaded in C. Used by the engine's PostgreSQL modules
+(``engine/postgres.py``, ``engine/pgenqueue.py``) only.
 
 psycopg is imported only here and only when a PostgreSQL statement runs, so a site without it
 (SQLite only) imports django-jobs as before. Under psycopg2 the statements run on Django's own
@@ -116,7 +117,7 @@ class LoggedCursor(CursorDebugWrapper):
     """Records the statement as written: a prepared statement has no text with its values,
     which is what Django's wrapper would look for."""
 
-    def execute(self, sql: str, params: Any = None) -> Any:
+    def execute(self, sql: Any, params: Any = None) -> Any:
         with self.debug_sql(sql, params):
             return CursorWrapper.execute(self, sql, params)
 

@@ -1,4 +1,4 @@
-"""``pginsert.insert_many`` writes what Django's own ``bulk_create`` writes, for every field.
+"""``pgenqueue.insert_many`` writes what Django's own ``bulk_create`` writes, for every field.
 
 Jobs that share every value but their payload (what ``enqueue_many`` makes) are inserted both
 ways, with the shared values sent once (``varying`` from ``instances``) and with every value sent
@@ -12,7 +12,7 @@ from django.db import transaction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_jobs import pginsert
+from django_jobs.engine import pgenqueue
 from django_jobs.instances import build, varying
 from django_jobs.models import Job
 from django_jobs.validation import check_payload, enqueue_fields
@@ -74,7 +74,7 @@ def both_ways(payloads: list, shared: dict, per_row: bool) -> tuple[list[dict], 
 
 def _both_ways(payloads: list, shared: dict, per_row: bool) -> tuple[list[dict], list[dict]]:
     ours = [build(Job, {"payload": check_payload(p), **shared}) for p in payloads]
-    pginsert.insert_many(ours, "default", None if per_row else varying(Job, shared=shared))
+    pgenqueue.insert_many(ours, "default", None if per_row else varying(Job, shared=shared))
     ours_stored = stored(ours)
     Job.objects.filter(pk__in=[job.pk for job in ours]).delete()  # frees the unique key
     djangos = Job.objects.bulk_create([Job(payload=check_payload(p), **shared) for p in payloads])
@@ -101,7 +101,7 @@ def test_insert_many_sets_each_jobs_pk_and_state_and_the_shared_values_once():
     shared = enqueue_fields("noop", priority="low")
     jobs = [build(Job, {"payload": {"n": n}, **shared}) for n in range(3)]
     assert varying(Job, shared=shared) == {"payload", "public_id"}
-    pginsert.insert_many(jobs, "default", varying(Job, shared=shared))
+    pgenqueue.insert_many(jobs, "default", varying(Job, shared=shared))
     for job in jobs:
         assert (job._state.adding, job._state.db) == (False, "default")
         assert Job.objects.get(pk=job.pk).public_id == job.public_id

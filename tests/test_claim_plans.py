@@ -23,7 +23,8 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from django_jobs import pgwrite
+from django_jobs.engine import postgres
+from django_jobs.engine import sql as statements
 from django_jobs.managers import READY_STATES
 from django_jobs.models import Job
 from django_jobs.outcomes import AttemptOutcome
@@ -144,11 +145,11 @@ def claim_sql(size: int, queues: list[str] | None, excluded: list[str]) -> tuple
     now = timezone.now()
     values = {"lease_token": uuid.uuid4(), "leased_until": now, "worker_id": "w",
               "started_at": now, "updated_at": now}
-    sql, params, _ = pgwrite.claim_statement(
+    text, params, _ = postgres.claim_statement(
         Job, values=values, ready_states=READY_STATES, now=now, queues=queues,
-        exclude_queues=excluded, limit=size, connection=connection,
+        exclude_queues=excluded, limit=size,
     )
-    return sql, params
+    return text, params
 
 
 def claim_faults(plan: dict[str, Any]) -> list[str]:
@@ -196,10 +197,10 @@ def test_the_finish_finds_its_batch_by_primary_key(jobs_table, state):
     now = timezone.now()
     outcomes = [AttemptOutcome(job=Job(id=i, lease_token=token, attempt=1, status="processing"),
                                kind="completed", started_at=now, finished_at=now) for i in ids]
-    fields = [Job.objects._finish_fields(outcome, now) for outcome in outcomes]
-    sql = pgwrite._tables(pgwrite.FINISH)
-    params = list(pgwrite._finish_params(outcomes, fields, now))
-    for plan in (custom_plan(sql, params), generic_plan(sql, params)):
+    fields = [Job.objects._transition(outcome, now) for outcome in outcomes]
+    text = statements.finish_sql(Job)
+    params = list(postgres.finish_params(outcomes, fields, now))
+    for plan in (custom_plan(text, params), generic_plan(text, params)):
         scans = [n["Node Type"] for n in nodes(plan)
                  if n.get("Relation Name") == "django_jobs_job" and "Scan" in n["Node Type"]]
         indexes = {n["Index Name"] for n in nodes(plan) if "Index Name" in n}

@@ -247,7 +247,7 @@ def test_claim_query_is_served_by_a_partial_ready_index(queues, index):
 
     from django.db import connection
 
-    from django_jobs import pgwrite
+    from django_jobs.engine import postgres
     from django_jobs.managers import READY_STATES
 
     if connection.vendor != "postgresql":
@@ -256,9 +256,9 @@ def test_claim_query_is_served_by_a_partial_ready_index(queues, index):
     now = timezone.now()
     values = {"lease_token": uuid.uuid4(), "leased_until": now, "worker_id": "w",
               "started_at": now, "updated_at": now}
-    sql, params, _ = pgwrite.claim_statement(
+    sql, params, _ = postgres.claim_statement(
         Job, values=values, ready_states=READY_STATES, now=now, queues=queues,
-        exclude_queues=(), limit=10, connection=connection,
+        exclude_queues=(), limit=10,
     )
     numbered = iter(range(1, len(params) + 1))
     prepared = re.sub("%s", lambda _: f"${next(numbered)}", sql)

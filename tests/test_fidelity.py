@@ -277,10 +277,10 @@ def test_invalid_result_is_a_permanent_error():
 @requires_postgres
 @pytest.mark.django_db
 def test_every_value_the_insert_sends_as_it_is_is_what_get_db_prep_save_gives():
-    """``pginsert.insert`` skips get_db_prep_save only for the values it would return as they are
+    """``pgenqueue.insert`` skips get_db_prep_save only for the values it would return as they are
     (per field: bool, int, str, an aware datetime); JSON and UUID fields always go through it.
     Then a JSON field's string is sent as JSON, never as JSON text."""
-    from django_jobs.pginsert import _sent_as_is
+    from django_jobs.engine.pgenqueue import _sent_as_is
 
     samples = {
         bool: [True, False],

@@ -70,7 +70,7 @@ def test_the_finish_finds_its_batch_by_primary_key_not_through_every_processing_
     all through it to find its own batch; it must go by primary key."""
     from django.utils import timezone
 
-    from django_jobs import pgwrite
+    from django_jobs.engine import postgres, sql
     from django_jobs.outcomes import AttemptOutcome
 
     Job.enqueue_many("noop", [{}] * 40)
@@ -79,9 +79,8 @@ def test_the_finish_finds_its_batch_by_primary_key_not_through_every_processing_
     now = timezone.now()
     outcomes = [AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
                 for job in batches[0]]
-    fields = [Job.objects._finish_fields(outcome, now) for outcome in outcomes]
-    plan = generic_plan(pgwrite._tables(pgwrite.FINISH),
-                        pgwrite._finish_params(outcomes, fields, now))
+    fields = [Job.objects._transition(outcome, now) for outcome in outcomes]
+    plan = generic_plan(sql.finish_sql(Job), postgres.finish_params(outcomes, fields, now))
     assert "django_jobs_lease_idx" not in plan
     assert "django_jobs_job_pkey" in plan
 

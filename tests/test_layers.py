@@ -29,9 +29,6 @@ KNOWN_CYCLE_EDGES: set[Edge] = {
     # The store delegates every verb to its manager, and the manager builds Jobs.
     ("django_jobs.models", "django_jobs.managers"),
     ("django_jobs.managers", "django_jobs.models"),
-    # The manager runs the PostgreSQL write statements, which build the store's Jobs.
-    ("django_jobs.managers", "django_jobs.pgwrite"),
-    ("django_jobs.pgwrite", "django_jobs.models"),
 }
 
 # Faces: the admin, the JSON API, the django.tasks backend, management commands, and the admin

@@ -1,7 +1,7 @@
 """The claim and finish write path (``JobManager.claim`` / ``.finish``) on SQLite and PostgreSQL.
 
-On PostgreSQL each is a single statement (``django_jobs/pgwrite.py``); on SQLite the ORM paths
-in ``managers.py`` run. Both must give the same results, which is what these tests pin down.
+On PostgreSQL each is a single statement (``django_jobs/engine/postgres.py``); on SQLite the ORM
+paths in ``managers.py`` run. Both must give the same results, which is what these tests pin down.
 """
 
 import threading
@@ -473,7 +473,7 @@ def test_a_written_outcome_leaves_plain_values_on_the_job_never_sql_expressions(
 @pytest.mark.parametrize("path", ["finish", "turn"])
 def test_attempt_rows_keep_the_outcome_times_to_the_microsecond_and_its_cpu_time(path,
                                                                                  slow_backoff):
-    """The times travel as integer microseconds (pgwrite) or datetimes (ORM): both read back
+    """The times travel as integer microseconds (PostgreSQL) or datetimes (ORM): both read back
     exactly, and a failure's retry time too."""
     Job.enqueue_many("noop", [{}] * 2)
     done, failed = claim(limit=2)
@@ -505,12 +505,61 @@ def test_claimed_json_columns_are_decoded_for_the_whole_batch_each_job_its_own()
                for job in jobs)
 
 
+@requires_postgres
+@pytest.mark.parametrize("result", [
+    None, "text", '{"not": "parsed"}', "null", 7, 2**53 + 1, 1.5, True, [1, None],
+    {"é": "😀", "n": {"x": [], "y": None}},
+])
+def test_the_finish_statement_writes_what_the_orm_update_writes(result, slow_backoff):
+    """The finish statement sends a batch's outcomes as one JSON text, encoded by the C json
+    module (``engine/postgres.finish_params``). Every column it writes must read back as the
+    ORM's update writes it: the same batch with a snooze in it takes the ORM path."""
+    Job.enqueue_many("noop", [{}] * 7, max_attempts=2)
+    jobs = claim(limit=7)
+    error = {"type": "E", "message": f"{result!r} \u00e9", "details": {"value": result}}
+
+    def batch(three):
+        done, failed, canceled = three
+        return [outcome(done, result=result, cpu_time=0.5, peak_memory=2**40),
+                outcome(failed, kind="failed", error=error),
+                outcome(canceled, kind="canceled", error=error)]
+
+    with CaptureQueriesContext(connection) as queries:
+        assert len(Job.objects.finish(batch(jobs[:3]))) == 3
+    assert len(queries.captured_queries) == 1  # the statement
+    snooze = outcome(jobs[6], kind="snoozed", snooze_seconds=60)
+    assert len(Job.objects.finish([*batch(jobs[3:6]), snooze])) == 4  # the ORM's updates
+    same = ["status", "result", "error", "attempt", "unique_key", "leased_until", "worker_id",
+            "lease_token", "max_attempts", "crashes"]
+    for by_statement, by_orm in zip(jobs[:3], jobs[3:6], strict=True):
+        first, second = (Job.objects.values(*same).get(pk=j.pk) for j in (by_statement, by_orm))
+        assert first == second
+        sql_null = [Job.objects.filter(pk=j.pk, result__isnull=True, error__isnull=True).exists()
+                    for j in (by_statement, by_orm)]  # SQL NULL, not JSON null: both read None
+        assert sql_null[0] == sql_null[1]
+        rows = [JobAttempt.objects.values("outcome", "error", "cpu_time", "peak_memory",
+                                          "number", "worker_id").get(job_id=j.pk)
+                for j in (by_statement, by_orm)]
+        assert rows[0] == rows[1]
+
+
 def test_a_batch_with_a_text_that_is_not_json_is_decoded_one_value_at_a_time():
     """What JSONField.from_db_value does for text it cannot parse: keep the text."""
     from types import SimpleNamespace
 
-    from django_jobs.pgwrite import _load_column, _load_json
+    from django_jobs.engine.pgrows import load_column, load_json
 
     rows = [SimpleNamespace(payload=text) for text in ['{"a": 1}', None, "not json", "[2]"]]
-    _load_column(rows, "payload", _load_json, connection)
+    load_column(rows, "payload", load_json, connection)
     assert [row.payload for row in rows] == [{"a": 1}, None, "not json", [2]]
+
+
+def test_a_claimed_job_is_what_a_queryset_reads_back_field_by_field():
+    """The claim builds Jobs by filling __dict__ (``engine/pgrows.py``) where ``from_db`` is
+    Django's own: each must equal the plain path's ``Job.objects.get``, in every field."""
+    Job.enqueue_many("noop", [{"n": 1, "s": "é"}, [1, None], "text", None, 7])
+    for job in claim(limit=10):
+        stored = Job.objects.get(pk=job.pk)
+        for field in Job._meta.concrete_fields:
+            assert getattr(job, field.attname) == getattr(stored, field.attname), field.attname
+        assert (job._state.adding, job._state.db) == (False, stored._state.db)

@@ -1,4 +1,5 @@
-"""PostgreSQL's INSERT statements for ``enqueue`` and ``enqueue_many``, one round trip each.
+"""``enqueue`` and ``enqueue_many`` on PostgreSQL, one round trip each (the statements are
+``sql.insert_sql`` and ``sql.insert_many_sql``).
 
 Used by ``managers.py`` only, which calls them on PostgreSQL when no unique key or dependency
 needs more than an INSERT; other databases, and those cases, take ``save()`` and
@@ -8,7 +9,6 @@ tests/test_fidelity.py and tests/test_bulk_insert.py hold them to it).
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from collections.abc import Collection, Sequence
@@ -26,10 +26,11 @@ from django.db.models import (
     IntegerField,
 )
 
-from .pgcursor import run
+from ..pgcursor import run
+from .sql import insert_many_sql, insert_sql, quote
 
 if TYPE_CHECKING:
-    from .models import Job
+    from ..models import Job
 
 
 def insert(job: Job, using: str) -> None:
@@ -55,11 +56,12 @@ def insert(job: Job, using: str) -> None:
         if value is None:
             if omit_none:
                 continue
-        elif value.__class__ is not as_is or (as_is is datetime and value.tzinfo is None):
+        elif value.__class__ is not as_is or (
+                as_is is datetime and getattr(value, "tzinfo", None) is None):
             value = field.get_db_prep_save(value, connection)
         columns.append(column)
         params.append(value)
-    job.pk = run(connection, _insert_sql(type(job), tuple(columns)), params)[0][0]
+    job.pk = run(connection, insert_sql(type(job), tuple(columns)), params)[0][0]
     job._state.adding = False
     job._state.db = using
 
@@ -90,24 +92,10 @@ def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool, ty
     None may be left out (no database default would then fill it), and the class of value it
     sends as it is."""
     return [
-        (f.attname, f, _plain_pre_save(f), _quote(f.column),
+        (f.attname, f, _plain_pre_save(f), quote(f.column),
          getattr(f, "db_default", NOT_PROVIDED) is NOT_PROVIDED, _sent_as_is(f))
         for f in model._meta.concrete_fields if not f.primary_key
     ]
-
-
-@functools.lru_cache(maxsize=64)
-def _insert_sql(model: type[Job], columns: tuple[str, ...]) -> str:
-    # Identifiers from the model, quoted; every value is a parameter.
-    return "INSERT INTO {} ({}) VALUES ({}) RETURNING {}".format(  # noqa: S608
-        _quote(model._meta.db_table), ", ".join(columns), ", ".join(["%s"] * len(columns)),
-        _quote(model._meta.pk.column),
-    )
-
-
-def _quote(name: str) -> str:
-    """PostgreSQL's quoting of a table or column name, as Django's ``quote_name``."""
-    return name if name.startswith('"') and name.endswith('"') else f'"{name}"'
 
 
 def _plain_pre_save(field: Any) -> bool:
@@ -134,25 +122,17 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
         return
     model = type(jobs[0])
     connection = connections[using]
-    qn = connection.ops.quote_name
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     per_job = [
         f for f in fields if varying is None or f.attname in varying or not _plain_pre_save(f)
     ]
     shared = [f for f in fields if f not in per_job]
-    table, columns = qn(model._meta.db_table), ", ".join(qn(f.column) for f in fields)
-    # Identifiers from the model, quoted; the shared values and the rows are one parameter each.
-    sql = (
-        f"INSERT INTO {table} ({columns}) SELECT {columns} "  # noqa: S608
-        f"FROM jsonb_populate_recordset("
-        f"jsonb_populate_record(NULL::{table}, %s::jsonb), %s::jsonb) "
-        f"RETURNING {qn(model._meta.pk.column)}, {qn('public_id')}"
-    )
     first = jobs[0]
     base = {f.column: _plain(f.pre_save(first, True)) for f in shared}
     rows = [{f.column: _plain(f.pre_save(job, True)) for f in per_job} for job in jobs]
     params = (json.dumps(base, allow_nan=False), json.dumps(rows, allow_nan=False))
-    pks = dict((public_id, pk) for pk, public_id in run(connection, sql, params))
+    returned = run(connection, insert_many_sql(model, fields), params)
+    pks = dict((public_id, pk) for pk, public_id in returned)
     for job in jobs:  # matched on public_id, not on the order rows come back in
         job.pk = pks[job.public_id]
         job._state.adding = False
