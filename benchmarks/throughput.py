@@ -19,8 +19,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -178,23 +181,47 @@ def print_table(summary: dict[str, dict], args: argparse.Namespace) -> None:
               f"{target:>7}")
 
 
-def write_json(summary: dict, repeats: list, args: argparse.Namespace) -> Path:
-    import django
-
+def write_json(name: str, args: argparse.Namespace, **figures: Any) -> Path:
+    """Write a run's figures to ``benchmarks/results/NAME-STAMP.json``, with what they were
+    measured on: the commit, the machine's CPUs, PostgreSQL's, Python's and Django's versions,
+    and the run's options."""
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    with psycopg.connect(dsn(DB_NAME)) as conn:
+    with psycopg.connect(dsn("postgres")) as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
+    try:
+        from django import get_version
+    except ImportError:  # a harness without Django
+        django_version = "absent"
+    else:
+        django_version = get_version()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = out / f"throughput-{stamp}.json"
+    path = out / f"{name}-{stamp}.json"
     path.write_text(json.dumps({
         "when": stamp, "commit": commit, "cpus": os.cpu_count(), "postgresql": server,
-        "python": platform.python_version(), "django": django.get_version(),
-        "options": vars(args), "summary": summary, "repeats": repeats,
+        "python": platform.python_version(), "django": django_version,
+        "options": vars(args), **figures,
     }, indent=2, default=str))
     return path
+
+
+@contextmanager
+def bench_database(keep: bool = False) -> Iterator[None]:
+    """The benchmark's database (``BENCH_DB_NAME``), new and migrated, with the raw loop's
+    table; Django's connections closed and the database dropped on the way out, unless
+    ``keep``."""
+    create_database()
+    try:
+        setup_django()
+        yield
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not keep:
+            drop_database()
 
 
 def parse_args() -> argparse.Namespace:
@@ -219,9 +246,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    create_database()
-    try:
-        setup_django()
+    with bench_database(keep=args.keep_db):
         with psycopg.connect(dsn(DB_NAME), autocommit=True) as control, \
                 psycopg.connect(dsn(DB_NAME), autocommit=True) as raw:
             repeats = []
@@ -232,13 +257,8 @@ def main() -> None:
                 ), flush=True)
         summary = summarise(repeats)
         print_table(summary, args)
-        print(f"\nwritten to {write_json(summary, repeats, args).relative_to(ROOT)}")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if not args.keep_db:
-            drop_database()
+        path = write_json("throughput", args, summary=summary, repeats=repeats)
+        print(f"\nwritten to {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
