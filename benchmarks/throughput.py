@@ -224,12 +224,17 @@ def bench_database(keep: bool = False) -> Iterator[None]:
             drop_database()
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def size_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a run that enqueues and drains: here and in ``peers/run.py``."""
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per bulk enqueue and drain")
     parser.add_argument("--enqueue-jobs", type=int, default=None,
                         help="jobs enqueued one by one (default: --jobs)")
     parser.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size_options(parser)
     parser.add_argument("--quick", action="store_true", help="1,000 jobs, one repeat")
     parser.add_argument("--k", type=int, default=10, help="jobs per claim of the raw workers")
     parser.add_argument("--concurrency", type=int, default=10,

@@ -39,7 +39,7 @@ from benchmarks.peers.systems import (
     set_up,
     worker_command,
 )
-from benchmarks.throughput import write_json
+from benchmarks.throughput import size_options, write_json
 
 STOP_GRACE_SECONDS = 15
 BULK_TRIES = 3
@@ -169,10 +169,7 @@ def versions() -> dict[str, str]:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=5000, help="jobs per bulk enqueue and drain")
-    parser.add_argument("--enqueue-jobs", type=int, default=None,
-                        help="jobs enqueued one by one (default: --jobs)")
-    parser.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
+    size_options(parser)
     parser.add_argument("--samples", type=int, default=30, help="wake-up probes per variant")
     parser.add_argument("--settle", type=float, default=4.0,
                         help="seconds the workers get to start before a drain")
