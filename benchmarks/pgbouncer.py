@@ -219,7 +219,8 @@ def report(result: dict, args: argparse.Namespace) -> None:
         summary["drain"][name] = row
         print(f"{name:26} {row['rate']:7.0f} {show(row['ratio']):>24} {show(row['to_raw']):>18} "
               f"{row['jobs_per_claim']:10.1f}")
-    print(f"\nwake-ups: {args.wakeups} jobs into one idle runworker")
+    if result["wakeup_ms"]:
+        print(f"\nwake-ups: {args.wakeups} jobs into one idle runworker")
     for route, latencies in result["wakeup_ms"].items():
         summary["wakeup"][route] = {"p50_ms": percentile(latencies, 0.5),
                                     "p95_ms": percentile(latencies, 0.95)}
