@@ -147,16 +147,14 @@ def main() -> None:
         summary = summarise(repeats)
         print(f"\n{args.jobs} no-op jobs, {args.workers} workers, median of {args.repeat}; "
               f"tuned = {args.tuned!r}")
-        print(f"{'set-up':24} {'jobs/s':>9} {'/raw k10':>9} {'(range)':>13} {'/raw k50':>9} "
-              f"{'/-v 0':>6} {'(range)':>11} {'CPU us/job':>11} {'/-v 0':>6}")
-        for name, row in summary.items():
-            low, high = row["vs_k10_range"]
-            qlow, qhigh = row["vs_quiet_range"]
-            cpu = (f"{row['cpu_us_per_job']:11.1f} {row['cpu_vs_quiet']:6.3f}"
-                   if "cpu_us_per_job" in row else "")
-            print(f"{name:24} {row['rate']:9.0f} {row['vs_k10']:9.2f} "
-                  f"{f'{low:.2f}-{high:.2f}':>13} {row['vs_k50']:9.2f} {row['vs_quiet']:6.2f} "
-                  f"{f'{qlow:.2f}-{qhigh:.2f}':>11} {cpu}")
+        throughput.print_columns(
+            [("set-up", 24, ""), ("jobs/s", 9, ".0f"), ("/raw k10", 9, ".2f"),
+             ("(range)", 13, ""), ("/raw k50", 9, ".2f"), ("/-v 0", 6, ".2f"),
+             ("(range)", 11, ""), ("CPU us/job", 11, ".1f"), ("/-v 0", 6, ".3f")],
+            [[name, row["rate"], row["vs_k10"], "{:.2f}-{:.2f}".format(*row["vs_k10_range"]),
+              row["vs_k50"], row["vs_quiet"], "{:.2f}-{:.2f}".format(*row["vs_quiet_range"]),
+              row.get("cpu_us_per_job", ""), row.get("cpu_vs_quiet", "")]
+             for name, row in summary.items()])
         path = throughput.write_json("as-shipped", args, summary=summary, repeats=repeats,
                                      loadavg=loadavg())
         print(f"\nwritten to {path.relative_to(ROOT)}")

@@ -260,12 +260,13 @@ def main() -> None:
             summary = summarise(repeats)
             print(f"\n{args.jobs} no-op jobs, {args.workers} workers each in its own namespace, "
                   f"median of {args.repeat}; tuned = {args.tuned!r}")
-            print(f"{'RTT':>4} {'SELECT 1':>9} {'set-up':9} {'/raw k10':>9} {'/raw k50':>9} "
-                  f"{'/same at 0':>10} {'trips/job':>10} {'jobs/s':>8}")
-            for row in summary.values():
-                print(f"{row['rtt_ms']:4g} {row['probe_ms']:7.2f}ms {row['setup']:9} "
-                      f"{row['vs_k10']:9.2f} {row['vs_k50']:9.2f} {row['vs_0ms']:10.2f} "
-                      f"{row['round_trips_per_job']:10.3f} {row['rate']:8.0f}")
+            throughput.print_columns(
+                [("RTT", 4, "g"), ("SELECT 1", 9, ""), ("set-up", 9, ""), ("/raw k10", 9, ".2f"),
+                 ("/raw k50", 9, ".2f"), ("/same at 0", 10, ".2f"), ("trips/job", 10, ".3f"),
+                 ("jobs/s", 8, ".0f")],
+                [[row["rtt_ms"], f"{row['probe_ms']:.2f}ms", row["setup"], row["vs_k10"],
+                  row["vs_k50"], row["vs_0ms"], row["round_trips_per_job"], row["rate"]]
+                 for row in summary.values()])
             path = throughput.write_json("netem", args, summary=summary, repeats=repeats,
                                          loadavg=loadavg())
             print(f"\nwritten to {path.relative_to(ROOT)}")

@@ -181,6 +181,19 @@ def print_table(summary: dict[str, dict], args: argparse.Namespace) -> None:
               f"{target:>7}")
 
 
+def print_columns(columns: list[tuple[str, int, str]], rows: list[list[Any]]) -> None:
+    """Print a plain table: ``columns`` are (heading, width, number format); the first column
+    is aligned left, the others right; a cell that is a string is printed as it is."""
+    def cell(index: int, value: Any) -> str:
+        _heading, width, spec = columns[index]
+        align = "<" if index == 0 else ">"
+        return format(value, f"{align}{width}" + ("" if isinstance(value, str) else spec))
+
+    print(" ".join(cell(i, heading) for i, (heading, _w, _s) in enumerate(columns)))
+    for row in rows:
+        print(" ".join(cell(i, value) for i, value in enumerate(row)).rstrip())
+
+
 def write_json(name: str, args: argparse.Namespace, **figures: Any) -> Path:
     """Write a run's figures to ``benchmarks/results/NAME-STAMP.json``, with what they were
     measured on: the commit, the machine's CPUs, PostgreSQL's, Python's and Django's versions,
