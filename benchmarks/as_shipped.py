@@ -25,12 +25,10 @@ rate; writes the figures as JSON to ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import shlex
 import statistics
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -42,7 +40,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import rawloop, throughput  # noqa: E402
 from benchmarks.drain import drain  # noqa: E402
 
-TUNED = "--concurrency 4 -v 0 --prefetch 0.2"
+TUNED = "--concurrency 4 -v 0 --prefetch 0.2"  # docs/reference-runworker.md, for throughput
 TARGETS = {"shipped_never_analyzed": 1.0, "tuned": 1.5}
 
 
@@ -122,8 +120,9 @@ def summarise(repeats: list[dict[str, float]]) -> dict[str, dict]:
     return summary
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The options of a drain of ``runworker`` as shipped and tuned against the raw loop
+    (here and in ``netem.py``)."""
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
@@ -133,9 +132,12 @@ def main() -> None:
     if args.quick:
         args.jobs, args.repeat = 2000, 1
     args.k, args.concurrency = 10, 1
-    throughput.create_database()
-    try:
-        throughput.setup_django()
+    return args
+
+
+def main() -> None:
+    args = parse_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    with throughput.bench_database():
         repeats = []
         for index in range(args.repeat):
             repeats.append(one_repeat(args, index))
@@ -145,27 +147,23 @@ def main() -> None:
         summary = summarise(repeats)
         print(f"\n{args.jobs} no-op jobs, {args.workers} workers, median of {args.repeat}; "
               f"tuned = {args.tuned!r}")
-        print(f"{'set-up':24} {'jobs/s':>9} {'/raw k10':>9} {'(range)':>13} {'/raw k50':>9} "
-              f"{'/-v 0':>6} {'(range)':>11} {'CPU us/job':>11} {'/-v 0':>6}")
-        for name, row in summary.items():
-            low, high = row["vs_k10_range"]
-            qlow, qhigh = row["vs_quiet_range"]
-            cpu = (f"{row['cpu_us_per_job']:11.1f} {row['cpu_vs_quiet']:6.3f}"
-                   if "cpu_us_per_job" in row else "")
-            print(f"{name:24} {row['rate']:9.0f} {row['vs_k10']:9.2f} "
-                  f"{f'{low:.2f}-{high:.2f}':>13} {row['vs_k50']:9.2f} {row['vs_quiet']:6.2f} "
-                  f"{f'{qlow:.2f}-{qhigh:.2f}':>11} {cpu}")
-        out = ROOT / "benchmarks" / "results"
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"as-shipped-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-        path.write_text(json.dumps({"options": vars(args), "summary": summary,
-                                    "repeats": repeats}, indent=2))
+        throughput.print_columns(
+            [("set-up", 24, ""), ("jobs/s", 9, ".0f"), ("/raw k10", 9, ".2f"),
+             ("(range)", 13, ""), ("/raw k50", 9, ".2f"), ("/-v 0", 6, ".2f"),
+             ("(range)", 11, ""), ("CPU us/job", 11, ".1f"), ("/-v 0", 6, ".3f")],
+            [[name, row["rate"], row["vs_k10"], "{:.2f}-{:.2f}".format(*row["vs_k10_range"]),
+              row["vs_k50"], row["vs_quiet"], "{:.2f}-{:.2f}".format(*row["vs_quiet_range"]),
+              row.get("cpu_us_per_job", ""), row.get("cpu_vs_quiet", "")]
+             for name, row in summary.items()])
+        path = throughput.write_json("as-shipped", args, summary=summary, repeats=repeats,
+                                     loadavg=loadavg())
         print(f"\nwritten to {path.relative_to(ROOT)}")
-    finally:
-        from django.db import connections
 
-        connections.close_all()
-        throughput.drop_database()
+
+def loadavg() -> str:
+    """The machine's load average over 1, 5 and 15 minutes, as /proc/loadavg gives it."""
+    with open("/proc/loadavg") as load:
+        return " ".join(load.read().split()[:3])
 
 
 if __name__ == "__main__":

@@ -20,29 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB = "bench_claim_scaling"
 
-from benchmarks.scratch import configure, recreate_database  # noqa: E402
+from benchmarks.scratch import claim_and_finish, configure, recreate_database  # noqa: E402
 
 
 def cycles(ready: int) -> tuple[list[float], list[float]]:
     """Enqueue ``ready`` jobs, then time claim(10) and finish until they are all done."""
-    from django.utils import timezone
-
     from django_jobs.models import Job
-    from django_jobs.outcomes import AttemptOutcome
 
     Job.enqueue_many("bench.noop", [{}] * ready)
     claims, finishes = [], []
-    while True:
-        start = time.perf_counter()
-        jobs = Job.objects.claim(worker_id="bench", limit=10, lease_seconds=30)
-        if not jobs:
-            break
-        claimed = time.perf_counter()
-        now = timezone.now()
-        Job.objects.finish([AttemptOutcome(job=j, kind="completed", started_at=now,
-                                           finished_at=now) for j in jobs])
-        claims.append(claimed - start)
-        finishes.append(time.perf_counter() - claimed)
+    while (took := claim_and_finish()) is not None:
+        claims.append(took[0])
+        finishes.append(took[1])
     return claims, finishes
 
 

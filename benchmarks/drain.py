@@ -39,10 +39,11 @@ def fill(side: str, count: int, raw: psycopg.Connection) -> None:
 
 def command(side: str, index: int, args: argparse.Namespace, dsn: str,
             options: list[str] | None = None) -> list[str]:
-    """A worker's command line; ``options`` replace our worker's usual benchmark options."""
+    """A worker's command line; ``options`` replace our worker's usual benchmark options, and
+    are added to the raw loop's."""
     if side == "raw":
         return [sys.executable, "-m", "benchmarks.rawloop", dsn, "--k", str(args.k),
-                "--worker-id", f"raw-{index}"]
+                "--worker-id", f"raw-{index}", *(options or [])]
     if options is None:
         options = ["--concurrency", str(args.concurrency), "--prefetch", "0", "-v", "0"]
     return [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings",
@@ -73,10 +74,11 @@ def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Co
         started = time.time()
     rss = reap(procs, logs)
     exited = time.time()
-    completed, total, last, reruns = control.execute(
+    # A claim sets started_at to its transaction's now(), the same for every job it takes.
+    completed, total, last, reruns, claims = control.execute(
         f"SELECT count(*) FILTER (WHERE status = 'completed'), count(*), "
-        f"extract(epoch FROM max(finished_at)), count(*) FILTER (WHERE attempt <> 1) "
-        f"FROM {table}"
+        f"extract(epoch FROM max(finished_at)), count(*) FILTER (WHERE attempt <> 1), "
+        f"count(DISTINCT (worker_id, started_at)) FROM {table}"
     ).fetchone()
     if completed != args.jobs or total != args.jobs or reruns:
         raise RuntimeError(f"{side} drain left {total - completed} of {total} jobs unfinished, "
@@ -90,6 +92,7 @@ def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Co
         "rate": args.jobs / seconds, "seconds": seconds, "startup_seconds": started - spawned,
         "wall_seconds_with_startup_and_exit": exited - spawned,
         "peak_rss_kib": max(rss), "workers": workers, "startup_cpu_seconds": startup_cpu,
+        "jobs_per_claim": args.jobs / claims,
     }
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import multiprocessing.synchronize
 import os
@@ -37,7 +36,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -49,7 +47,7 @@ os.environ.setdefault("BENCH_DB_NAME", "bench_netem_drain")
 
 from benchmarks import drain as drain_module  # noqa: E402
 from benchmarks import throughput  # noqa: E402
-from benchmarks.as_shipped import TUNED  # noqa: E402
+from benchmarks.as_shipped import loadavg, parse_args  # noqa: E402
 
 PORT = 15432
 PREFIX = "djbench"
@@ -246,48 +244,33 @@ def summarise(repeats: list[dict[str, dict[str, dict[str, float]]]]) -> dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=20000)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latencies", default="0,1,5", help="round trips added, ms")
-    parser.add_argument("--tuned", default=TUNED, help=f"our tuned options (default: {TUNED})")
-    parser.add_argument("--quick", action="store_true", help="2,000 jobs, one repeat")
-    args = parser.parse_args()
-    if args.quick:
-        args.jobs, args.repeat = 2000, 1
-    args.k, args.concurrency = 10, 1
+    args = parse_args(parser)
     latencies = [float(x) for x in args.latencies.split(",")]
     drain_module.command = in_namespace(drain_module.command)
     forwarder = None
     try:
         create_namespaces(args.workers)
         forwarder = Forwarder(args.workers)
-        throughput.create_database()
-        throughput.setup_django()
-        repeats = []
-        for index in range(args.repeat):
-            repeats.append({f"{rtt:g}": one_latency(args, forwarder, rtt, (index + j) % 2 == 1)
-                            for j, rtt in enumerate(latencies)})
-        summary = summarise(repeats)
-        print(f"\n{args.jobs} no-op jobs, {args.workers} workers each in its own namespace, "
-              f"median of {args.repeat}; tuned = {args.tuned!r}")
-        print(f"{'RTT':>4} {'SELECT 1':>9} {'set-up':9} {'/raw k10':>9} {'/raw k50':>9} "
-              f"{'/same at 0':>10} {'trips/job':>10} {'jobs/s':>8}")
-        for row in summary.values():
-            print(f"{row['rtt_ms']:4g} {row['probe_ms']:7.2f}ms {row['setup']:9} "
-                  f"{row['vs_k10']:9.2f} {row['vs_k50']:9.2f} {row['vs_0ms']:10.2f} "
-                  f"{row['round_trips_per_job']:10.3f} {row['rate']:8.0f}")
-        out = ROOT / "benchmarks" / "results"
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"netem-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
-        path.write_text(json.dumps({"options": vars(args), "summary": summary,
-                                    "repeats": repeats}, indent=2))
-        print(f"\nwritten to {path.relative_to(ROOT)}")
+        with throughput.bench_database():
+            repeats = []
+            for index in range(args.repeat):
+                repeats.append({f"{rtt:g}": one_latency(args, forwarder, rtt, (index + j) % 2 == 1)
+                                for j, rtt in enumerate(latencies)})
+            summary = summarise(repeats)
+            print(f"\n{args.jobs} no-op jobs, {args.workers} workers each in its own namespace, "
+                  f"median of {args.repeat}; tuned = {args.tuned!r}")
+            throughput.print_columns(
+                [("RTT", 4, "g"), ("SELECT 1", 9, ""), ("set-up", 9, ""), ("/raw k10", 9, ".2f"),
+                 ("/raw k50", 9, ".2f"), ("/same at 0", 10, ".2f"), ("trips/job", 10, ".3f"),
+                 ("jobs/s", 8, ".0f")],
+                [[row["rtt_ms"], f"{row['probe_ms']:.2f}ms", row["setup"], row["vs_k10"],
+                  row["vs_k50"], row["vs_0ms"], row["round_trips_per_job"], row["rate"]]
+                 for row in summary.values()])
+            path = throughput.write_json("netem", args, summary=summary, repeats=repeats,
+                                         loadavg=loadavg())
+            print(f"\nwritten to {path.relative_to(ROOT)}")
     finally:
-        from django.db import connections
-
-        connections.close_all()
-        throughput.drop_database()
         if forwarder is not None:
             forwarder.stop()
         delete_namespaces(args.workers)

@@ -1,15 +1,20 @@
-"""django-jobs directly and through PgBouncer (transaction and session pooling), same run.
+"""django-jobs and the raw loop directly and through PgBouncer (transaction and session
+pooling), same run.
 
     python benchmarks/pgbouncer.py [--jobs 5000] [--repeat 3] [--wakeups 40]
 
 Starts its own PgBouncer (Debian's package, on a free port, in front of the PostgreSQL that
 PGHOST/PGPORT name) in each pool mode, with django-jobs at its defaults. Measures:
 
-- the drain of ``--jobs`` no-op jobs by 4 ``runworker --burst`` processes (timed as in
-  ``throughput.py``, see ``drain.py``), directly, through each pooler, and directly with
-  ``PREPARED_STATEMENTS`` off (what transaction pooling costs by losing prepared statements
-  alone), and the ratio of each to the direct drain of the same repeat (the order rotates
-  between repeats);
+- the drain of ``--jobs`` no-op jobs by 4 worker processes (``--workers``; timed as in
+  ``throughput.py``, see ``drain.py``), each set-up of ``SETUPS`` once per repeat, in an
+  order that rotates between repeats: ``runworker --burst`` with no other option, and with
+  batches of ``--concurrency`` (``--prefetch 0``), directly, through each pooler and directly
+  with ``PREPARED_STATEMENTS`` off; the raw loop at k=10 (``rawloop.py``) directly and through
+  each pooler, its statements prepared, bound on the server unprepared, or bound on the
+  client. Each rate is given as a ratio to the direct drain of its own family in the same
+  repeat, with the jobs each claim took (one statement per claim for ours, two for the raw
+  loop);
 - wake-up latency: one idle worker (``runworker`` with no options), jobs enqueued one at a time
   at random moments, and each job's ``started_at - created_at``, p50 and p95. Directly and in
   session pooling the worker is woken by NOTIFY; in transaction pooling it polls every
@@ -21,15 +26,14 @@ Writes the figures as JSON to ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -41,25 +45,68 @@ import psycopg  # noqa: E402
 from benchmarks.drain import drain  # noqa: E402
 from benchmarks.throughput import (  # noqa: E402
     DB_NAME,
-    create_database,
-    drop_database,
+    bench_database,
     dsn,
     reset,
-    setup_django,
+    write_json,
 )
 from tests.pgbouncer import BINARY, PgBouncer  # noqa: E402
 
-ROUTES = ("direct", "transaction", "session", "unprepared")
-WAKE_ROUTES = ROUTES[:3]
+POOL_MODES = ("transaction", "session")
 DIRECT_PORT = os.environ.get("PGPORT", "5432")
 
 
-def route_env(route: str, bouncers: dict[str, PgBouncer]) -> None:
+class Setup(NamedTuple):
+    family: str  # "ours", "ours-N" (batches of --concurrency) or "raw"
+    route: str  # "direct" or a pool mode
+    prepared: bool | None = None  # ours: PREPARED_STATEMENTS (None: detected)
+    binding: str = "prepared"  # raw: rawloop.BINDINGS
+
+
+SETUPS = {
+    "ours direct": Setup("ours", "direct"),
+    "ours transaction": Setup("ours", "transaction"),
+    "ours session": Setup("ours", "session"),
+    "ours direct unprepared": Setup("ours", "direct", prepared=False),
+    "ours-N direct": Setup("ours-N", "direct"),
+    "ours-N transaction": Setup("ours-N", "transaction"),
+    "ours-N direct unprepared": Setup("ours-N", "direct", prepared=False),
+    "raw direct": Setup("raw", "direct"),
+    "raw direct server": Setup("raw", "direct", binding="server"),
+    "raw direct client": Setup("raw", "direct", binding="client"),
+    "raw transaction server": Setup("raw", "transaction", binding="server"),
+    "raw transaction client": Setup("raw", "transaction", binding="client"),
+    "raw session": Setup("raw", "session"),
+}
+WAKE_ROUTES = ("direct", *POOL_MODES)
+
+
+def port(route: str, bouncers: dict[str, PgBouncer]) -> str:
+    return str(bouncers[route].port) if route in bouncers else DIRECT_PORT
+
+
+def route_env(route: str, bouncers: dict[str, PgBouncer], prepared: bool | None = None) -> None:
     """Point the next workers' environment at ``route``."""
-    os.environ["PGPORT"] = str(bouncers[route].port) if route in bouncers else DIRECT_PORT
+    os.environ["PGPORT"] = port(route, bouncers)
     os.environ["BENCH_DJANGO_JOBS"] = (
-        '{"PREPARED_STATEMENTS": false}' if route == "unprepared" else "{}"
+        "{}" if prepared is None else f'{{"PREPARED_STATEMENTS": {str(prepared).lower()}}}'
     )
+
+
+def drain_setup(name: str, args: argparse.Namespace, control: psycopg.Connection,
+                bouncers: dict[str, PgBouncer]) -> dict:
+    setup = SETUPS[name]
+    reset(control)
+    route_env(setup.route, bouncers, setup.prepared)
+    if setup.family == "raw":
+        # The raw workers connect as the filling connection does: through the route.
+        with psycopg.connect(dsn(DB_NAME).replace(f"port={DIRECT_PORT}",
+                                                  f"port={port(setup.route, bouncers)}"),
+                             autocommit=True, prepare_threshold=None) as raw:
+            return drain("raw", args.workers, args, control, raw, ["--binding", setup.binding])
+    options = [] if setup.family == "ours" else [
+        "--concurrency", str(args.concurrency), "--prefetch", "0", "-v", "0"]
+    return drain("ours", args.workers, args, control, control, options)
 
 
 def wakeups(route: str, count: int, control: psycopg.Connection) -> list[float]:
@@ -104,68 +151,94 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per drain")
     parser.add_argument("--repeat", type=int, default=3, help="drain repeats; medians reported")
-    parser.add_argument("--wakeups", type=int, default=40, help="jobs per wake-up measure")
+    parser.add_argument("--wakeups", type=int, default=40,
+                        help="jobs per wake-up measure (0: none)")
+    parser.add_argument("--workers", type=int, default=4, help="worker processes per drain")
     parser.add_argument("--concurrency", type=int, default=4,
-                        help="runworker --concurrency of each draining worker")
+                        help="ours-N: runworker --concurrency, claiming only free slots")
     args = parser.parse_args()
-    args.k = 10  # drain.py's raw side, unused here
+    args.k = 10  # the raw loop's claim size
     if BINARY is None:
         print("skipped: pgbouncer is not installed (apt-get install pgbouncer)")
         return
     (ROOT / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
-    create_database()
-    bouncers = {mode: PgBouncer(mode) for mode in ("transaction", "session")}
+    bouncers = {mode: PgBouncer(mode) for mode in POOL_MODES}
     try:
-        setup_django()
-        result: dict = {"drain": [], "wakeup_ms": {}}
-        with psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
-            for index in range(args.repeat):
-                shift = index % len(ROUTES)
-                rates = {}
-                for route in ROUTES[shift:] + ROUTES[:shift]:
-                    reset(control)
-                    route_env(route, bouncers)
-                    rates[route] = drain("ours", 4, args, control, control)["rate"]
-                result["drain"].append(rates)
-                print(f"repeat {index + 1}: " + ", ".join(
-                    f"{route} {rates[route]:.0f} jobs/s" for route in ROUTES), flush=True)
-            for route in WAKE_ROUTES:
-                reset(control)
-                route_env(route, bouncers)
-                result["wakeup_ms"][route] = wakeups(route, args.wakeups, control)
-        route_env("direct", bouncers)
-        report(result, args)
+        with bench_database():
+            result = measure(args, bouncers)
+            route_env("direct", bouncers)
+            report(result, args)
     finally:
-        from django.db import connections
-
-        connections.close_all()
         for bouncer in bouncers.values():
             bouncer.stop()
-        drop_database()
+
+
+def measure(args: argparse.Namespace, bouncers: dict[str, PgBouncer]) -> dict:
+    """Every set-up's drain once per repeat, then the wake-ups of each route."""
+    result: dict = {"drain": [], "wakeup_ms": {}, "loadavg": [loadavg()]}
+    names = list(SETUPS)
+    with psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
+        for index in range(args.repeat):
+            shift = (index * 5) % len(names)
+            drains = {name: drain_setup(name, args, control, bouncers)
+                      for name in names[shift:] + names[:shift]}
+            result["drain"].append(drains)
+            result["loadavg"].append(loadavg())
+            print(f"repeat {index + 1}: " + ", ".join(
+                f"{name} {drains[name]['rate']:.0f}" for name in names), flush=True)
+        for route in WAKE_ROUTES if args.wakeups else ():
+            reset(control)
+            route_env(route, bouncers)
+            result["wakeup_ms"][route] = wakeups(route, args.wakeups, control)
+    result["loadavg"].append(loadavg())
+    return result
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as load:
+        return " ".join(load.read().split()[:3])
 
 
 def report(result: dict, args: argparse.Namespace) -> None:
-    print(f"\n{args.jobs} no-op jobs, 4 workers --burst --concurrency {args.concurrency}, "
-          f"median of {args.repeat}; wake-ups: {args.wakeups} jobs into one idle worker")
-    print(f"{'route':12} {'drain jobs/s':>13} {'/ direct':>9} {'wake p50 ms':>12} "
-          f"{'wake p95 ms':>12}")
-    summary = {}
-    for route in ROUTES:
-        rate = statistics.median(r[route] for r in result["drain"])
-        ratio = statistics.median(r[route] / r["direct"] for r in result["drain"])
-        summary[route] = {"drain": rate, "ratio": ratio}
-        wake = ""
-        if route in result["wakeup_ms"]:
-            latencies = result["wakeup_ms"][route]
-            summary[route].update(wake_p50_ms=percentile(latencies, 0.5),
-                                  wake_p95_ms=percentile(latencies, 0.95))
-            wake = f"{summary[route]['wake_p50_ms']:12.1f} {summary[route]['wake_p95_ms']:12.1f}"
-        print(f"{route:12} {rate:13.0f} {ratio:9.2f} {wake}")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = ROOT / "benchmarks" / "results" / f"pgbouncer-{stamp}.json"
-    path.write_text(json.dumps({"when": stamp, "options": vars(args), "summary": summary,
-                                **result}, indent=2))
+    print(f"\n{args.jobs} no-op jobs, {args.workers} workers --burst; ours-N: --concurrency "
+          f"{args.concurrency} --prefetch 0 -v 0; raw: k={args.k}; median of {args.repeat} "
+          f"(range); load average {', '.join(result['loadavg'])}")
+    print(f"{'set-up':26} {'jobs/s':>7} {'/ direct, same family':>24} {'/ raw direct':>18} "
+          f"{'jobs/claim':>10}")
+    summary: dict = {"drain": {}, "wakeup": {}}
+    for name, setup in SETUPS.items():
+        runs = result["drain"]
+        base = next(n for n, s in SETUPS.items() if s.family == setup.family and
+                    s.route == "direct" and s.prepared is None and s.binding == "prepared")
+        row = {
+            "rate": statistics.median(r[name]["rate"] for r in runs),
+            "ratio": spread([r[name]["rate"] / r[base]["rate"] for r in runs]),
+            "to_raw": spread([r[name]["rate"] / r["raw direct"]["rate"] for r in runs]),
+            "jobs_per_claim": statistics.median(r[name]["jobs_per_claim"] for r in runs),
+        }
+        summary["drain"][name] = row
+        print(f"{name:26} {row['rate']:7.0f} {show(row['ratio']):>24} {show(row['to_raw']):>18} "
+              f"{row['jobs_per_claim']:10.1f}")
+    if result["wakeup_ms"]:
+        print(f"\nwake-ups: {args.wakeups} jobs into one idle runworker")
+    for route, latencies in result["wakeup_ms"].items():
+        summary["wakeup"][route] = {"p50_ms": percentile(latencies, 0.5),
+                                    "p95_ms": percentile(latencies, 0.95)}
+        print(f"{route:12} p50 {summary['wakeup'][route]['p50_ms']:7.1f} ms   "
+              f"p95 {summary['wakeup'][route]['p95_ms']:7.1f} ms")
+    path = write_json("pgbouncer", args, summary=summary, repeats=result["drain"],
+                      wakeup_ms=result["wakeup_ms"], loadavg=result["loadavg"])
     print(f"\nwritten to {path.relative_to(ROOT)}")
+
+
+def spread(values: list[float]) -> list[float]:
+    """Median, lowest and highest."""
+    return [statistics.median(values), min(values), max(values)]
+
+
+def show(values: list[float]) -> str:
+    median, low, high = values
+    return f"{median:.2f} ({low:.2f}-{high:.2f})"
 
 
 if __name__ == "__main__":

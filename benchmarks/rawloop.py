@@ -111,10 +111,22 @@ def noop(payload: Any) -> None:
 HANDLERS = {"bench.noop": noop}
 
 
-def work(dsn: str, k: int, worker_id: str) -> int:
+# How the loop sends its statements: psycopg's default (parameters bound on the server, each
+# statement prepared from its sixth run), bound on the server and never prepared (what a
+# transaction pooler that keeps no prepared statements allows), or bound on the client (the
+# values quoted into the text, sent by the simple query protocol).
+BINDINGS = {
+    "prepared": {},
+    "server": {"prepare_threshold": None},
+    "client": {"prepare_threshold": None, "cursor_factory": psycopg.ClientCursor},
+}
+
+
+def work(dsn: str, k: int, worker_id: str, binding: str = "prepared") -> int:
     """Claim k jobs at a time until none is ready; returns how many this worker ran."""
     done = 0
-    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+    with psycopg.connect(dsn, autocommit=True, **BINDINGS[binding]) as conn, \
+            conn.cursor() as cur:
         while True:
             cur.execute(CLAIM, (worker_id, k))
             jobs = cur.fetchall()
@@ -131,8 +143,10 @@ def main() -> None:
     parser.add_argument("dsn")
     parser.add_argument("--k", type=int, default=10, help="jobs claimed per statement")
     parser.add_argument("--worker-id", default="raw")
+    parser.add_argument("--binding", choices=BINDINGS, default="prepared",
+                        help="how statements are sent (see BINDINGS)")
     args = parser.parse_args()
-    work(args.dsn, args.k, args.worker_id)
+    work(args.dsn, args.k, args.worker_id, args.binding)
 
 
 if __name__ == "__main__":

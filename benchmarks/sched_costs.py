@@ -21,27 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB = "bench_sched_costs"
 
-from benchmarks.scratch import configure, recreate_database  # noqa: E402
+from benchmarks.scratch import claim_and_finish, configure, recreate_database  # noqa: E402
 
 
 def cycle_ms(type: str, jobs: int) -> float:
     """Median ms of claim(10) + finish over ``jobs`` jobs of ``type``."""
-    from django.utils import timezone
-
     from django_jobs.models import Job
-    from django_jobs.outcomes import AttemptOutcome
 
     Job.enqueue_many(type, [{"tenant": i % 50} for i in range(jobs)])
     times = []
-    while True:
-        start = time.perf_counter()
-        claimed = Job.objects.claim(worker_id="bench", limit=10, lease_seconds=30)
-        if not claimed:
-            break
-        now = timezone.now()
-        Job.objects.finish([AttemptOutcome(job=j, kind="completed", started_at=now,
-                                           finished_at=now) for j in claimed])
-        times.append(time.perf_counter() - start)
+    while (took := claim_and_finish()) is not None:
+        times.append(sum(took))
     return statistics.median(times) * 1000
 
 

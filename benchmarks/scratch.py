@@ -6,6 +6,7 @@ PGHOST, PGPORT and PGUSER say where PostgreSQL is (127.0.0.1:5432, postgres by d
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import django
@@ -37,3 +38,22 @@ def configure(name: str, apps: list[str], **extra: Any) -> None:
         **extra,
     )
     django.setup()
+
+
+def claim_and_finish(limit: int = 10) -> tuple[float, float] | None:
+    """Claim up to ``limit`` ready jobs and finish them all as completed, through the
+    manager's verbs: the seconds the claim and the finish took, or None if none was ready."""
+    from django.utils import timezone
+
+    from django_jobs.models import Job
+    from django_jobs.outcomes import AttemptOutcome
+
+    start = time.perf_counter()
+    jobs = Job.objects.claim(worker_id="bench", limit=limit, lease_seconds=30)
+    if not jobs:
+        return None
+    claimed = time.perf_counter()
+    now = timezone.now()
+    Job.objects.finish([AttemptOutcome(job=job, kind="completed", started_at=now,
+                                       finished_at=now) for job in jobs])
+    return claimed - start, time.perf_counter() - claimed

@@ -19,8 +19,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -178,31 +181,73 @@ def print_table(summary: dict[str, dict], args: argparse.Namespace) -> None:
               f"{target:>7}")
 
 
-def write_json(summary: dict, repeats: list, args: argparse.Namespace) -> Path:
-    import django
+def print_columns(columns: list[tuple[str, int, str]], rows: list[list[Any]]) -> None:
+    """Print a plain table: ``columns`` are (heading, width, number format); the first column
+    is aligned left, the others right; a cell that is a string is printed as it is."""
+    def cell(index: int, value: Any) -> str:
+        _heading, width, spec = columns[index]
+        align = "<" if index == 0 else ">"
+        return format(value, f"{align}{width}" + ("" if isinstance(value, str) else spec))
 
+    print(" ".join(cell(i, heading) for i, (heading, _w, _s) in enumerate(columns)))
+    for row in rows:
+        print(" ".join(cell(i, value) for i, value in enumerate(row)).rstrip())
+
+
+def write_json(name: str, args: argparse.Namespace, **figures: Any) -> Path:
+    """Write a run's figures to ``benchmarks/results/NAME-STAMP.json``, with what they were
+    measured on: the commit, the machine's CPUs, PostgreSQL's, Python's and Django's versions,
+    and the run's options."""
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    with psycopg.connect(dsn(DB_NAME)) as conn:
+    with psycopg.connect(dsn("postgres")) as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
+    try:
+        from django import get_version
+    except ImportError:  # a harness without Django
+        django_version = "absent"
+    else:
+        django_version = get_version()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = out / f"throughput-{stamp}.json"
+    path = out / f"{name}-{stamp}.json"
     path.write_text(json.dumps({
         "when": stamp, "commit": commit, "cpus": os.cpu_count(), "postgresql": server,
-        "python": platform.python_version(), "django": django.get_version(),
-        "options": vars(args), "summary": summary, "repeats": repeats,
+        "python": platform.python_version(), "django": django_version,
+        "options": vars(args), **figures,
     }, indent=2, default=str))
     return path
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+@contextmanager
+def bench_database(keep: bool = False) -> Iterator[None]:
+    """The benchmark's database (``BENCH_DB_NAME``), new and migrated, with the raw loop's
+    table; Django's connections closed and the database dropped on the way out, unless
+    ``keep``."""
+    create_database()
+    try:
+        setup_django()
+        yield
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not keep:
+            drop_database()
+
+
+def size_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a run that enqueues and drains: here and in ``peers/run.py``."""
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per bulk enqueue and drain")
     parser.add_argument("--enqueue-jobs", type=int, default=None,
                         help="jobs enqueued one by one (default: --jobs)")
     parser.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    size_options(parser)
     parser.add_argument("--quick", action="store_true", help="1,000 jobs, one repeat")
     parser.add_argument("--k", type=int, default=10, help="jobs per claim of the raw workers")
     parser.add_argument("--concurrency", type=int, default=10,
@@ -219,9 +264,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    create_database()
-    try:
-        setup_django()
+    with bench_database(keep=args.keep_db):
         with psycopg.connect(dsn(DB_NAME), autocommit=True) as control, \
                 psycopg.connect(dsn(DB_NAME), autocommit=True) as raw:
             repeats = []
@@ -232,13 +275,8 @@ def main() -> None:
                 ), flush=True)
         summary = summarise(repeats)
         print_table(summary, args)
-        print(f"\nwritten to {write_json(summary, repeats, args).relative_to(ROOT)}")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        if not args.keep_db:
-            drop_database()
+        path = write_json("throughput", args, summary=summary, repeats=repeats)
+        print(f"\nwritten to {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

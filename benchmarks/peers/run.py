@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from benchmarks.peers.systems import (
     set_up,
     worker_command,
 )
+from benchmarks.throughput import size_options, write_json
 
 STOP_GRACE_SECONDS = 15
 BULK_TRIES = 3
@@ -169,10 +169,7 @@ def versions() -> dict[str, str]:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=5000, help="jobs per bulk enqueue and drain")
-    parser.add_argument("--enqueue-jobs", type=int, default=None,
-                        help="jobs enqueued one by one (default: --jobs)")
-    parser.add_argument("--repeat", type=int, default=3, help="repeats; medians are reported")
+    size_options(parser)
     parser.add_argument("--samples", type=int, default=30, help="wake-up probes per variant")
     parser.add_argument("--settle", type=float, default=4.0,
                         help="seconds the workers get to start before a drain")
@@ -214,22 +211,9 @@ def main() -> None:
     finally:
         if not args.keep_db:
             drop_databases(args.systems)
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()
-    with psycopg.connect(dsn("postgres")) as conn:
-        server = conn.execute("SHOW server_version").fetchone()[0]
-    data = {
-        "when": stamp, "commit": commit, "cpus": os.cpu_count(), "postgresql": server,
-        "versions": versions(), "command": " ".join(["python -m benchmarks.peers.run",
-                                                     *sys.argv[1:]]),
-        "options": {k: v for k, v in vars(args).items()}, "repeats": repeats,
-        "seconds": round(time.time() - began),
-    }
-    path = out / f"peers-{stamp}.json"
-    path.write_text(json.dumps(data, indent=2))
+    path = write_json("peers", args, versions=versions(), command=" ".join(
+        ["python -m benchmarks.peers.run", *sys.argv[1:]]), repeats=repeats,
+        seconds=round(time.time() - began))
     print(f"\nworker logs in {logs}\nfigures written to {path.relative_to(ROOT)}")
     report.main([str(path)] + (["--no-docs"] if args.no_docs else []))
 

@@ -6,20 +6,17 @@
 
 import os
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": os.environ.get("PEERS_DB", "bench_peers_ours"),
-        "USER": os.environ.get("PGUSER", "postgres"),
-        "PASSWORD": os.environ.get("PGPASSWORD", ""),
-        "HOST": os.environ.get("PGHOST", "127.0.0.1"),
-        "PORT": os.environ.get("PGPORT", "5432"),
-        "CONN_MAX_AGE": None,
-    }
-}
-SECRET_KEY = "benchmarks-only-not-secret"
-USE_TZ = True
-TIME_ZONE = "UTC"
+# The connection and the site-wide settings of benchmarks/settings.py; Django reads them here.
+from benchmarks.settings import (  # noqa: F401
+    DATABASES,
+    DEFAULT_AUTO_FIELD,
+    SECRET_KEY,
+    TIME_ZONE,
+    USE_TZ,
+)
+
+DATABASES = {"default": {**DATABASES["default"],
+                         "NAME": os.environ.get("PEERS_DB", "bench_peers_ours")}}
 INSTALLED_APPS = [
     "django_jobs",
     "django_tasks",
@@ -27,7 +24,6 @@ INSTALLED_APPS = [
     "django_q",
     "benchmarks.peers.peerapp",
 ]
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS: dict = {}
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 

@@ -8,10 +8,13 @@ Each variant's source (the page of the system's own documentation it follows) is
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchmarks.as_shipped import TUNED
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BIN = Path(sys.executable).parent
@@ -45,7 +48,7 @@ SYSTEMS: dict[str, System] = {
             "ours", "django-jobs",
             "SELECT count(*) FROM django_jobs_job WHERE status <> 'completed'",
             "TRUNCATE django_jobs_job, django_jobs_jobattempt RESTART IDENTITY CASCADE",
-            {"default": [], "tuned": ["--concurrency", "10", "-v", "0"]},
+            {"default": [], "tuned": shlex.split(TUNED)},
         ),
         System(
             "pgqueuer", "PGQueuer",
