@@ -88,6 +88,37 @@ def test_the_lists_date_range_is_read_from_the_ends_of_an_index(client, many_job
     assert plan["Extra"] == "Select tables optimized away", plan
 
 
+def sent_by(get) -> list[tuple[str, tuple]]:
+    sent: list[tuple[str, tuple]] = []
+    with connection.execute_wrapper(lambda ex, sql, p, *a: sent.append((sql, p)) or ex(sql, p, *a)):
+        get()
+    return sent
+
+
+# Filters no index serves: a type, a queue with an error flag, a search.
+UNINDEXED_FILTERS = [{"type": "echo"}, {"queue": "default", "has_error": "no"}, {"q": "nowhere"}]
+
+
+@pytest.mark.parametrize("params", UNINDEXED_FILTERS, ids=["type", "queue", "search"])
+def test_a_large_filtered_lists_date_range_is_read_from_the_ends_of_an_index(
+        client, many_jobs, monkeypatch, params):
+    """``MIN``/``MAX`` of the matches of such a filter would read every match."""
+    monkeypatch.setattr(EstimatedCountPaginator, "exact_below_rows", 100)  # 3,000 rows is large
+    client.force_login(staff("viewer", "view_job"))
+    sent = sent_by(lambda: client.get("/admin/django_jobs/job/", params))
+    [(sql, params)] = [(sql, p) for sql, p in sent if "MIN(" in sql and "created_at" in sql]
+    [plan] = explain(sql, params)
+    assert plan["Extra"] == "Select tables optimized away", plan
+
+
+@pytest.mark.parametrize("params", UNINDEXED_FILTERS[:2], ids=["type", "queue"])
+def test_a_list_filtered_by_type_or_queue_walks_the_created_index_without_a_sort(
+        client, many_jobs, params):
+    client.force_login(staff("viewer", "view_job"))
+    queries = page_queries(lambda: client.get("/admin/django_jobs/job/", params))
+    assert_walks_index(queries, "django_jobs_created_idx")
+
+
 def test_the_ready_count_reads_the_ready_index_alone(many_jobs):
     sent: list[tuple[str, tuple]] = []
     with connection.execute_wrapper(lambda ex, sql, p, *a: sent.append((sql, p)) or ex(sql, p, *a)):
