@@ -1,5 +1,6 @@
 """MariaDB: the job lists (admin, API) walk an index in their order and estimate large counts."""
 
+from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -32,8 +33,9 @@ def many_jobs() -> None:
     now = timezone.now()
     pad = "x" * 2000
     Job.objects.bulk_create(
-        (Job(type="echo", status=STATUSES[n % len(STATUSES)], created_at=now, run_at=now,
-             payload={"pad": pad}) for n in range(3000)),
+        (Job(type="echo", status=STATUSES[n % len(STATUSES)],
+             created_at=now - timedelta(seconds=n), run_at=now, payload={"pad": pad})
+         for n in range(3000)),
         batch_size=500,
     )
     with connection.cursor() as cursor:
@@ -117,6 +119,34 @@ def test_a_list_filtered_by_type_or_queue_walks_the_created_index_without_a_sort
     client.force_login(staff("viewer", "view_job"))
     queries = page_queries(lambda: client.get("/admin/django_jobs/job/", params))
     assert_walks_index(queries, "django_jobs_created_idx")
+
+
+def rows_read(sql: str, params) -> int:
+    """Rows (index entries or table rows) InnoDB hands over while running ``sql``."""
+    with connection.cursor() as cursor:
+        cursor.execute("FLUSH STATUS")
+        cursor.execute(sql, params)
+        cursor.fetchall()
+        cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%%'")
+        return sum(int(value) for _, value in cursor.fetchall())
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["counted", "estimated"])
+def test_a_free_text_search_reads_the_newest_jobs_only(client, many_jobs, monkeypatch, counted):
+    """A rare word would otherwise be looked for in every row, by the count and by the page."""
+    from django_jobs.admin.job_admin import JobAdmin
+
+    monkeypatch.setattr(JobAdmin, "search_window", 100)
+    if not counted:
+        monkeypatch.setattr(EstimatedCountPaginator, "exact_below_rows", 10)
+    client.force_login(staff("viewer", "view_job"))
+    sent = sent_by(lambda: client.get("/admin/django_jobs/job/", {"q": "nowhere"}))
+    searches = [(sql, params) for sql, params in sent
+                if "%nowhere%" in params and not sql.startswith("EXPLAIN")]
+    assert searches
+    # The count reads each row of the window about three times over (index entry, row, check);
+    # the whole table would be 3,000 rows, 9,000 reads.
+    assert sum(rows_read(sql, params) for sql, params in searches) <= 400
 
 
 def test_the_ready_count_reads_the_ready_index_alone(many_jobs):
