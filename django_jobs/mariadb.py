@@ -12,7 +12,9 @@ The migration that uses this module adds, on MariaDB and MySQL only, a plain uni
 NULL in the same UPDATE that moves it to a state the key does not guard
 (``unique.keep_key_if``), and a unique index there admits any number of NULLs, so only keys in
 guarded states take part. No generated column is needed. A later one rebuilds the two list
-indexes so that they serve the lists' order (``LIST_INDEXES``) and adds the ready index.
+indexes so that they serve the lists' order (``LIST_INDEXES``) and adds the ready index; the
+next widens the status index so that the admin's overview counts from it alone
+(``COVERING_STATUS_INDEX``).
 
 ``lock_ready`` is the claim's locking read there (see its docstring).
 """
@@ -110,3 +112,32 @@ def order_list_indexes_by_id(apps: Any, schema_editor: Any) -> None:
 
 def restore_list_indexes(apps: Any, schema_editor: Any) -> None:
     _rebuild_list_indexes(schema_editor, 1)
+
+
+# The status index widened with the columns the admin's overview groups and counts by (its
+# queue, type and due time), after the columns the lists walk: the overview's counts of the open
+# jobs and of the last day's completed ones then read this index alone, where they looked up
+# every counted row in the table (0.9 s for 100,000 open jobs; 0.07 s from the index). The
+# entry is rewritten when the status changes, as it already was; the queue and type never
+# change, and ``run_at`` changes only with the status or a snooze.
+# (name, columns widened, columns before)
+COVERING_STATUS_INDEX = (
+    "django_jobs_status_idx",
+    "status, created_at, id, queue, type, run_at",
+    LIST_INDEXES["django_jobs_status_idx"][0],
+)
+
+
+def _rebuild_status_index(schema_editor: Any, columns: str) -> None:
+    if is_mysql_family(schema_editor):
+        name = COVERING_STATUS_INDEX[0]
+        schema_editor.execute(
+            f"ALTER TABLE {TABLE} DROP INDEX {name}, ADD INDEX {name} ({columns})")
+
+
+def widen_status_index(apps: Any, schema_editor: Any) -> None:
+    _rebuild_status_index(schema_editor, COVERING_STATUS_INDEX[1])
+
+
+def narrow_status_index(apps: Any, schema_editor: Any) -> None:
+    _rebuild_status_index(schema_editor, COVERING_STATUS_INDEX[2])

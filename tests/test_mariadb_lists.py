@@ -8,8 +8,8 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobs.admin.paginator import EstimatedCountPaginator, planner_estimate
-from django_jobs.admin.stats import summary
-from django_jobs.mariadb import LIST_INDEXES, READY_INDEX, TABLE
+from django_jobs.admin.stats import overview, summary
+from django_jobs.mariadb import COVERING_STATUS_INDEX, LIST_INDEXES, READY_INDEX, TABLE
 from django_jobs.models import Job
 
 from .admin_helpers import staff
@@ -75,7 +75,9 @@ def assert_walks_index(queries: list[tuple[str, tuple]], index: str) -> None:
 def test_the_list_indexes_end_in_id():
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, TABLE)
-    for name, (columns, _) in [*LIST_INDEXES.items(), (READY_INDEX[0], (READY_INDEX[1], ""))]:
+    built = {**{name: columns for name, (columns, _) in LIST_INDEXES.items()},
+             READY_INDEX[0]: READY_INDEX[1], COVERING_STATUS_INDEX[0]: COVERING_STATUS_INDEX[1]}
+    for name, columns in built.items():
         expected = [c.strip() for c in columns.split(",")]
         assert constraints[name]["columns"] == expected, name
 
@@ -156,6 +158,16 @@ def test_the_ready_count_reads_the_ready_index_alone(many_jobs):
     [(sql, params)] = [(sql, p) for sql, p in sent if "run_at" in sql]
     [plan] = explain(sql, params)
     assert plan["key"] == READY_INDEX[0] and "Using index" in plan["Extra"], plan
+
+
+def test_the_overview_counts_from_the_status_index_alone(many_jobs):
+    """Looking up each counted row in the table took 0.9 s for 100,000 open jobs."""
+    sent = sent_by(overview)
+    grouped = [(sql, p) for sql, p in sent if "GROUP BY" in sql and f"FROM `{TABLE}`" in sql]
+    assert len(grouped) == 2  # the open jobs, and the last day's completed ones
+    for sql, params in grouped:
+        [plan] = explain(sql, params)
+        assert plan["key"] == "django_jobs_status_idx" and "Using index" in plan["Extra"], plan
 
 
 def test_the_admin_list_walks_the_created_index_without_a_sort(client, many_jobs):
