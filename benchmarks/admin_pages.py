@@ -129,6 +129,8 @@ def pages(job_id: int) -> dict[str, str]:
         "list ?queue=mail&has_error=yes": jobs + "?queue=mail&has_error=yes",
         "list ?created_at=past 7 days": jobs + "?created_at__gte=" + _week_ago(),
         "list search error message": jobs + "?q=user42",
+        # A word no job holds: the search reads every row it may read before the page is empty.
+        "list search rare word": jobs + "?q=nowhere-at-all",
         "list search public id": jobs + f"?q=j-{job_id:020x}",
         "job page": jobs + f"{job_id}/change/",
         "overview": jobs + "overview/",
