@@ -1,10 +1,11 @@
 from django.db import migrations
 
-from django_jobs.mariadb import narrow_status_index, widen_status_index
+from django_jobs.mariadb import add_admin_indexes, drop_admin_indexes
 
 
 class Migration(migrations.Migration):
-    """On MariaDB and MySQL only: the status index covers the overview's counts (mariadb.py)."""
+    """On MariaDB and MySQL only: a status index that covers the overview's counts, and type and
+    queue indexes for the filtered lists (mariadb.py)."""
 
     dependencies = [
         ('django_jobs', '0013_mariadb_admin_indexes'),
@@ -12,6 +13,6 @@ class Migration(migrations.Migration):
 
     operations = [
         # Not atomic: MariaDB and MySQL cannot run DDL inside a transaction.
-        migrations.RunPython(widen_status_index, narrow_status_index, atomic=False,
+        migrations.RunPython(add_admin_indexes, drop_admin_indexes, atomic=False,
                              elidable=False),
     ]
