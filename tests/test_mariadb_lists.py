@@ -139,6 +139,13 @@ def test_a_list_of_a_rare_type_or_queue_walks_its_index_without_a_sort(
         client.get("/admin/django_jobs/job/", {field: "rare"})))
     assert responses[0].status_code == 200 and len(responses[0].context["cl"].result_list) == 50
     assert_walks_index(queries, index)
+    api = Api(make_token("read"))
+    first = api.get("/api/jobs", **{field: "rare"}, limit=50)
+    assert len(first.json()["results"]) == 50
+    cursor = parse_qs(urlsplit(first.json()["next"]).query)["cursor"][0]
+    for params in ({}, {"cursor": cursor}):
+        queries = page_queries(lambda p=params: api.get("/api/jobs", **{field: "rare"}, **p))
+        assert_walks_index(queries, index)
 
 
 def rows_read(sql: str, params) -> int:
