@@ -126,9 +126,13 @@ def pages(job_id: int) -> dict[str, str]:
         "list ?status=dead": jobs + "?status__exact=dead",
         "list ?status=completed": jobs + "?status__exact=completed",
         "list ?type=webhook": jobs + "?type=webhook",
+        # A type with no job in the table: a page that walks the created index reads it all.
+        "list ?type=nightly_report (none)": jobs + "?type=nightly_report",
         "list ?queue=mail&has_error=yes": jobs + "?queue=mail&has_error=yes",
         "list ?created_at=past 7 days": jobs + "?created_at__gte=" + _week_ago(),
         "list search error message": jobs + "?q=user42",
+        # A word no job holds: the search reads every row it may read before the page is empty.
+        "list search rare word": jobs + "?q=nowhere-at-all",
         "list search public id": jobs + f"?q=j-{job_id:020x}",
         "job page": jobs + f"{job_id}/change/",
         "overview": jobs + "overview/",

@@ -12,7 +12,9 @@ The migration that uses this module adds, on MariaDB and MySQL only, a plain uni
 NULL in the same UPDATE that moves it to a state the key does not guard
 (``uniquekey.keep_key_if``), and a unique index there admits any number of NULLs, so only keys in
 guarded states take part. No generated column is needed. A later one rebuilds the two list
-indexes so that they serve the lists' order (``LIST_INDEXES``) and adds the ready index.
+indexes so that they serve the lists' order (``LIST_INDEXES``) and adds the ready index; the
+next widens the status index so that the admin's overview counts from it alone
+(``COVERING_STATUS_INDEX``) and adds the type and queue list indexes (``FILTER_INDEXES``).
 
 ``lock_ready`` is the claim's locking read there (see its docstring).
 """
@@ -110,3 +112,43 @@ def order_list_indexes_by_id(apps: Any, schema_editor: Any) -> None:
 
 def restore_list_indexes(apps: Any, schema_editor: Any) -> None:
     _rebuild_list_indexes(schema_editor, 1)
+
+
+# The status index widened with the columns the admin's overview groups and counts by (its
+# queue, type and due time), after the columns the lists walk: the overview's counts of the open
+# jobs and of the last day's completed ones then read this index alone, where they looked up
+# every counted row in the table (0.9 s for 100,000 open jobs; 0.07 s from the index). The
+# entry is rewritten when the status changes, as it already was; the queue and type never
+# change, and ``run_at`` changes only with the status or a snooze.
+# (name, columns widened, columns before)
+COVERING_STATUS_INDEX = (
+    "django_jobs_status_idx",
+    "status, created_at, id, queue, type, run_at",
+    LIST_INDEXES["django_jobs_status_idx"][0],
+)
+# The lists filtered by type or by queue (admin, API), in their order: without them a page walks
+# the created index until 50 rows match, which for a type or queue with few jobs (or none) is
+# the whole table (1.8-2.3 s at a million rows). A job's type, queue and creation time never
+# change, so these are written when a job is inserted or deleted, never by a claim or finish.
+FILTER_INDEXES: dict[str, str] = {
+    "django_jobs_type_my": "type, created_at, id",
+    "django_jobs_queue_my": "queue, created_at, id",
+}
+
+
+def _rebuild_admin_indexes(schema_editor: Any, add: bool) -> None:
+    if not is_mysql_family(schema_editor):
+        return
+    name, widened, narrow = COVERING_STATUS_INDEX
+    changes = [f"DROP INDEX {name}", f"ADD INDEX {name} ({widened if add else narrow})"]
+    for index, columns in FILTER_INDEXES.items():
+        changes.append(f"ADD INDEX {index} ({columns})" if add else f"DROP INDEX {index}")
+    schema_editor.execute(f"ALTER TABLE {TABLE} {', '.join(changes)}")  # one table rebuild
+
+
+def add_admin_indexes(apps: Any, schema_editor: Any) -> None:
+    _rebuild_admin_indexes(schema_editor, add=True)
+
+
+def drop_admin_indexes(apps: Any, schema_editor: Any) -> None:
+    _rebuild_admin_indexes(schema_editor, add=False)

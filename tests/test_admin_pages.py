@@ -137,6 +137,45 @@ def test_search_finds_jobs_by_id_type_error_message_and_payload_text(viewer, how
     assert listed(viewer.get(LIST, {"q": term})) == {target.public_id}
 
 
+@pytest.fixture
+def window_of_two(monkeypatch):
+    """A free-text search reads the newest two jobs, as it reads the newest 100,000 of a big
+    table."""
+    from django_jobs.admin.job_admin import JobAdmin
+
+    monkeypatch.setattr(JobAdmin, "search_window", 2)
+
+
+def test_a_free_text_search_reads_the_newest_jobs_and_says_so(viewer, window_of_two):
+    now = timezone.now()
+    old = make_job(payload={"customer": "Grace Hopper"}, created_at=now - timedelta(hours=2))
+    newer = [make_job(payload={"customer": "Grace Hopper"}, created_at=now - timedelta(minutes=m))
+             for m in (2, 1)]
+    response = viewer.get(LIST, {"q": "grace"})
+    assert listed(response) == {job.public_id for job in newer}
+    assert "Searched the newest 2 jobs" in response.content.decode()
+    # A public id is found through its index, however old.
+    assert listed(viewer.get(LIST, {"q": old.public_id})) == {old.public_id}
+
+
+def test_a_search_in_a_chosen_period_reads_all_of_it(viewer, window_of_two):
+    now = timezone.now()
+    jobs = [make_job(payload={"customer": "Grace Hopper"}, created_at=now - timedelta(minutes=m))
+            for m in (3, 2, 1)]
+    response = viewer.get(LIST, {"q": "grace", "created_at__year": now.year})
+    assert listed(response) == {job.public_id for job in jobs}
+    assert "Searched the newest" not in response.content.decode()
+
+
+def test_a_search_of_a_table_smaller_than_the_window_reads_it_all(viewer):
+    job = make_job(payload={"customer": "Grace Hopper"},
+                   created_at=timezone.now() - timedelta(days=400))
+    make_job()
+    response = viewer.get(LIST, {"q": "grace"})
+    assert listed(response) == {job.public_id}
+    assert "Searched the newest" not in response.content.decode()
+
+
 def test_date_hierarchy_offers_periods_without_a_distinct_scan(viewer):
     make_job(created_at=timezone.now() - timedelta(days=400))
     make_job()
@@ -148,6 +187,16 @@ def test_date_hierarchy_offers_periods_without_a_distinct_scan(viewer):
     assert not [q for q in queries.captured_queries if "DISTINCT" in q["sql"].upper()]
     month = viewer.get(LIST, {"created_at__year": this_year, "created_at__month": 1})
     assert month.status_code == 200
+
+
+def test_a_small_filtered_lists_date_drill_down_spans_its_own_jobs(viewer):
+    """Counted exactly, the list is small, so the drill-down reads its own first and last job
+    (a large one reads the whole table's: tests/test_mariadb_lists.py)."""
+    make_job(type="old_export", created_at=timezone.now() - timedelta(days=400))
+    make_job()
+    html = viewer.get(LIST, {"type": "echo"}).content.decode()
+    assert f"created_at__year={timezone.now().year - 1}" not in html
+    assert f"created_at__year={timezone.now().year - 1}" in viewer.get(LIST).content.decode()
 
 
 def test_list_query_count_does_not_grow_with_the_rows_shown(viewer):

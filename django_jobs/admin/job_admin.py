@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
 from ..managers import READY_STATES
 from ..models import Job
-from . import actions, display
+from . import actions, display, search
 from .attempts import AttemptInline
 from .edit_payload import EditPayloadMixin
 from .filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
@@ -48,7 +48,9 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     ]
     search_fields = ["=public_id", "type", "error__message", "payload"]
     search_help_text = "A public id (j-...) finds that job; other words match the type, the " \
-        "error message or the payload text."
+        "error message or the payload text of the newest jobs, or of the period chosen below."
+    # Jobs a free-text search reads when no period is chosen (admin/search.py).
+    search_window = search.SEARCH_WINDOW
     ordering = ["-created_at"]
     # Only orders an index can serve: any other order sorts the whole table for one page.
     sortable_by = ["created"]
@@ -82,6 +84,14 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         term = search_term.strip()
         if PUBLIC_ID_RE.fullmatch(term):
             return queryset.filter(public_id=term), False  # the unique index, no scan
+        if not term:
+            return queryset, False
+        queryset, start = search.bounded(request, queryset, self.search_window)
+        if start is not None:
+            self.message_user(request, (
+                f"Searched the newest {self.search_window:,} jobs, created since "
+                f"{display.when(start)}. To search older jobs, choose a period "
+                f"in the date drill-down above the list."), messages.INFO)
         return super().get_search_results(request, queryset, search_term)
 
     # Permissions: nobody edits a job by hand; each verb has its own permission.

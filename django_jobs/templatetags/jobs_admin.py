@@ -2,8 +2,8 @@
 
 Django's ``{% date_hierarchy %}`` lists the years, months or days that hold rows with
 ``SELECT DISTINCT date_trunc(...)``: a full scan of a million-row jobs table on every page view.
-This one asks only for the first and last ``created_at`` of the filtered list (two index
-lookups) and offers every period between them; a period without jobs shows an empty list.
+This one asks only for the first and last ``created_at`` (``date_span``) and offers every period
+between them; a period without jobs shows an empty list.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def jobs_date_hierarchy(cl: Any) -> dict[str, Any]:
                 "back": {"link": link({fields["year"]: year, fields["month"]: month}),
                          "title": capfirst(formats.date_format(chosen, "YEAR_MONTH_FORMAT"))},
                 "choices": [{"title": capfirst(formats.date_format(chosen, "MONTH_DAY_FORMAT"))}]}
-    span = cl.queryset.order_by().aggregate(first=Min(name), last=Max(name))
+    span = date_span(cl)
     if not span["first"]:  # nothing in this period: offer the way back only
         return {**base, "back": {"link": link({}), "title": "All dates"}, "choices": []} if (
             year) else {"show": False}
@@ -89,6 +89,22 @@ def jobs_date_hierarchy(cl: Any) -> dict[str, Any]:
                 for m in range(first.month if first.year == year else 1,
                                (last.month if last.year == year else 12) + 1)
             ]}
+
+
+def date_span(cl: Any) -> dict[str, Any]:
+    """The first and last value of the drill-down's field, of the filtered list when that is
+    cheap, else of the whole table.
+
+    ``MIN``/``MAX`` of the filtered list reads the ends of an index only when the filter is on
+    that index (a status, a date range); a filter no index serves (a type, a queue, a search)
+    makes them read every matching row, a second or more at a million rows. The paginator has
+    already asked the planner: when it counted exactly, the list is small and its ends are
+    cheap; when it showed an estimate, the span of the whole table is taken (the ends of the
+    ``created_at`` index), and the drill-down may offer periods that hold no job of the filter.
+    """
+    name = cl.date_hierarchy
+    rows = cl.root_queryset if getattr(cl.paginator, "count_is_estimate", False) else cl.queryset
+    return rows.order_by().aggregate(first=Min(name), last=Max(name))
 
 
 # The stock admin's breadcrumbs markup: an <ol> of <li> from Django 6.1 (styled as
