@@ -101,9 +101,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--batch", type=int, default=10)
     args = parser.parse_args()
-    throughput.create_database()
-    try:
-        throughput.setup_django()
+    with throughput.bench_database():
         times = measure(args.rounds, args.batch)
         base = {part: statistics.median(times["shipped"][part]) for part in ("claim", "build")}
         print(f"{args.rounds} rounds, claims of {args.batch}: medians")
@@ -112,11 +110,6 @@ def main() -> None:
             claim, built = (statistics.median(parts[p]) for p in ("claim", "build"))
             print(f"{name:13} {1e6 * claim:9.1f} {claim / base['claim']:6.2f} "
                   f"{1e6 * built:9.1f} {built / base['build']:6.2f}")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        throughput.drop_database()
 
 
 if __name__ == "__main__":

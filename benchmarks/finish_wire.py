@@ -133,20 +133,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--batch", type=int, default=10)
     args = parser.parse_args()
-    throughput.create_database()
-    try:
-        throughput.setup_django()
+    with throughput.bench_database():
         times = measure(args.rounds, args.batch)
         base = statistics.median(times["positional"])
         print(f"{args.rounds} rounds, batches of {args.batch}: median per finish statement")
         for form, spent in times.items():
             median = statistics.median(spent)
             print(f"{form:11} {1e6 * median:8.1f} us   {median / base:5.2f}x positional")
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        throughput.drop_database()
 
 
 if __name__ == "__main__":
