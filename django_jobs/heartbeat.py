@@ -32,9 +32,11 @@ STALE_ROW_LEASES = 4
 def heartbeat(worker: Worker) -> None:
     """One heartbeat (run through ``Worker.safely``: a database error skips the rest)."""
     lease_seconds = worker.options.lease_seconds
-    held = {pk: r.job.lease_token for pk, r in worker.running.items()}
+    running = worker.running
+    # A claimed job always has a lease token; one without has no lease to renew.
+    held = {pk: r.job.lease_token for pk, r in running.items() if r.job.lease_token is not None}
     still, cancel = Job.objects.heartbeat(held=held, lease_seconds=lease_seconds)
-    for pk in set(held) - still:
+    for pk in set(running) - still:
         logger.warning("worker %s: lost the lease of job %s", worker.worker_id, pk)
     for pk in cancel:
         worker.interrupt(pk, JobCanceled)
