@@ -63,6 +63,8 @@ class Abort(Exception):
 
 
 class Worker:
+    """One worker: its options, the state its steps share, and the loop that runs them."""
+
     def __init__(self, options: WorkerOptions) -> None:
         self.options = options
         self.worker_id = options.worker_id or default_worker_id()
@@ -129,6 +131,8 @@ class Worker:
             shut_down(self)
         return self.processed
 
+    # What the steps call.
+
     def hand_out(self, jobs: list[Job]) -> None:
         """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""
         now = time.monotonic()
@@ -152,6 +156,8 @@ class Worker:
     # Start, stop, signals.
 
     def stop(self, *_args: object) -> None:
+        """A stop signal: drain (claim nothing more, give the running jobs the shutdown
+        timeout); a second one leaves at once."""
         if self.stopping:
             raise Abort
         logger.info("worker %s: stopping; %d job(s) running", self.worker_id, len(self.running))
@@ -161,6 +167,7 @@ class Worker:
         self.wake.set()
 
     def start_slots(self, count: int) -> None:
+        """Start ``count`` more slot threads (one replaces a thread abandoned at a timeout)."""
         for _ in range(count):
             slot = Slot(self.inbox, partial(claimsize.on_start, self), self.outbox.deliver,
                         name=f"django-jobs-{len(self.slots)}")
@@ -175,6 +182,8 @@ class Worker:
         return self.options.max_jobs is not None and self.claimed >= self.options.max_jobs
 
     def _wait_time(self) -> float:
+        """How long the loop may sleep: until the next poll, heartbeat, timeout, retry after
+        an outage, dispatch of a waiting job, or the end of the shutdown timeout."""
         wait = self.options.poll_interval
         if self.stopping:
             wait = min(wait, max(self.stop_deadline - time.monotonic(), 0.0))
