@@ -24,6 +24,7 @@ logger = logging.getLogger("django_jobs.worker")
 
 
 def shut_down(worker: Worker) -> None:
+    """End ``worker`` (see the module's docstring); each database step is tried once."""
     worker.systemd.stopping(worker)
     worker.outages.retry_now()
     turn.finish_outcomes(worker)
