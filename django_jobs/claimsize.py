@@ -98,7 +98,7 @@ def hand_back(worker: Worker, jobs: list[Job]) -> None:
     if not jobs:
         return
     worker.sizer.forget()
-    released = worker._safely(Job.objects.release, jobs)
+    released = worker.safely(Job.objects.release, jobs)
     if released is None:  # the database is away (logged): keep them, try again a bound later
         now = time.monotonic()
         for job in jobs:

@@ -36,7 +36,7 @@ def enforce_deadlines(worker: Worker, now: float) -> None:
             continue
         if not held.interrupted:
             held.interrupted = True
-            worker._interrupt(pk, JobTimeout)
+            worker.interrupt(pk, JobTimeout)
         elif not held.abandoned and now >= held.deadline + TIMEOUT_GRACE_SECONDS:
             held.abandoned = True
             abandon(worker, held)
@@ -48,14 +48,14 @@ def abandon(worker: Worker, held: Running) -> None:
         if slot.current == held.job.id:
             slot.abandoned = True
             worker.slots.remove(slot)
-            worker._start_slots(1)
+            worker.start_slots(1)
             break
     now = timezone.now()
     error = error_dict(
         type="JobTimeout",
         message="the handler ran past its timeout and did not stop; its thread was abandoned",
     )
-    worker._deliver(AttemptOutcome(
+    worker.outbox.deliver(AttemptOutcome(
         job=held.job, kind=Outcome.FAILED, error=error, started_at=held.job.started_at or now,
         finished_at=now,
     ))

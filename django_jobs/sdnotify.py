@@ -27,11 +27,15 @@ STATUS_EVERY_SECONDS = 1.0
 
 
 class WorkerState(Protocol):
-    """What the notifier reads of a worker for its STATUS= line."""
+    """What the notifier reads of a worker for its STATUS= line (read only, so any mapping
+    of running jobs will do)."""
 
-    running: Mapping[int, object]
-    processed: int
-    stopping: bool
+    @property
+    def running(self) -> Mapping[int, object]: ...
+    @property
+    def processed(self) -> int: ...
+    @property
+    def stopping(self) -> bool: ...
 
 
 def socket_address(value: str) -> str | bytes:

@@ -62,7 +62,7 @@ def turn(worker: Worker) -> None:
     elif worker.stopping:
         worker.running.pop(job.id, None)
         worker.solo = None
-        worker._safely(Job.objects.release, [job])
+        worker.safely(Job.objects.release, [job])
     elif len(worker.running) == 1:
         worker.solo_started = True
-        worker._start([job])
+        worker.hand_out([job])

@@ -18,7 +18,7 @@ from .conf import jobs_settings
 from .execution import run_job
 from .models import Job, QueueState
 from .signals import job_finished
-from .worker import log_end
+from .worklog import log_end
 
 __all__ = ["JobsHelper", "TooManyJobs", "assert_enqueued", "enqueued_jobs", "run_jobs"]
 

@@ -1,0 +1,54 @@
+"""The worker's heartbeat, every ``HEARTBEAT_SECONDS``: what keeps its jobs its own and the
+queue healthy while it runs.
+
+It renews the leases of the jobs the worker holds (a job whose lease runs out is rescued by
+another worker) and interrupts those with a cancel request; rescues the jobs of workers that
+died; reads which queues are paused; refreshes the worker's own row and removes the rows of
+workers long silent; and runs the periodic steps (``periodic.py``: recurring jobs, pruning,
+the release of waiting jobs). Any worker may do each of these: the database decides.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from .exceptions import JobCanceled
+from .models import Job, QueueState
+from .models import Worker as WorkerRow
+
+if TYPE_CHECKING:
+    from .worker import Worker
+
+logger = logging.getLogger("django_jobs.worker")
+
+# A worker row whose heartbeat is this many leases old belongs to a worker that is gone.
+STALE_ROW_LEASES = 4
+
+
+def heartbeat(worker: Worker) -> None:
+    """One heartbeat (run through ``Worker.safely``: a database error skips the rest)."""
+    lease_seconds = worker.options.lease_seconds
+    running = worker.running
+    # A claimed job always has a lease token; one without has no lease to renew.
+    held = {pk: r.job.lease_token for pk, r in running.items() if r.job.lease_token is not None}
+    still, cancel = Job.objects.heartbeat(held=held, lease_seconds=lease_seconds)
+    for pk in set(running) - still:
+        logger.warning("worker %s: lost the lease of job %s", worker.worker_id, pk)
+    for pk in cancel:
+        worker.interrupt(pk, JobCanceled)
+    for job in Job.objects.rescue():
+        logger.warning(
+            "worker %s: rescued job %s of lost worker %s: %s",
+            worker.worker_id, job.public_id, job.worker_id, job.status,
+        )
+    worker.paused = set(QueueState.objects.filter(paused=True).values_list("name", flat=True))
+    WorkerRow.objects.filter(pk=worker.worker_id).update(
+        last_heartbeat=timezone.now(), running=len(worker.running)
+    )
+    stale = timezone.now() - timedelta(seconds=lease_seconds * STALE_ROW_LEASES)
+    WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
+    worker.periodic(worker.worker_id)

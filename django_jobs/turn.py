@@ -1,0 +1,107 @@
+"""One turn of the worker's loop: write the outcomes that came in and claim more, usually in
+one transaction; then free the slots of what was written, count, log and signal it.
+
+One commit per turn instead of two: commits per second are what bound a queue's throughput
+(docs/explanation-performance.md). An outcome the write could not make (the database is
+away: ``outage.py``) waits in the outbox for a later turn; a batch the database refuses is
+written outcome by outcome (``isolation.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from . import solo
+from .deadlines import Running
+from .isolation import finish_isolating, finish_one_by_one, refused
+from .models import Job
+from .signals import job_finished
+from .states import Outcome
+from .worklog import log_end
+
+if TYPE_CHECKING:
+    from .outcomes import AttemptOutcome
+    from .worker import Worker
+
+logger = logging.getLogger("django_jobs.worker")
+
+
+def claim(worker: Worker) -> int:
+    """Write the outcomes that came in and claim what ``claimsize.py`` says, in one
+    transaction (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``);
+    hand the claimed jobs out. Returns how many jobs were claimed."""
+    worker.outbox.gather()
+    outcomes = worker.outbox.take()
+    worker.sizer.observe(outcomes)
+    free = worker.sizer.limit(len(worker.running) - len(outcomes))
+    if worker.solo is not None and all(o.job.id != worker.solo.id for o in outcomes):
+        free = 0  # a suspect runs alone (solo.py): claim nothing until it has ended
+    if worker.options.max_jobs is not None:
+        free = min(free, worker.options.max_jobs - worker.claimed)
+    if free <= 0 and not outcomes:
+        return 0
+    limit, lease, paused = max(free, 0), worker.options.lease_seconds, sorted(worker.paused)
+    queues = list(worker.options.queues) or None
+    try:
+        written, jobs = Job.objects.finish_and_claim(outcomes, worker_id=worker.worker_id,
+            limit=limit, lease_seconds=lease, queues=queues, exclude_queues=paused)
+    except BaseException as exc:
+        if outcomes and refused(exc):  # one outcome the database will not take: isolate it
+            settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
+            return claim(worker)
+        worker.outbox.put_back(outcomes)
+        raise
+    record(worker, outcomes, written)
+    worker.claimed += len(jobs)
+    worker.hand_out(solo.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None)))
+    return len(jobs)
+
+
+def finish_outcomes(worker: Worker) -> None:
+    """Write the outcomes that came in, claiming nothing (a stopping worker, or one that has
+    claimed its ``max_jobs``); on an outage they wait in the outbox."""
+    outcomes = worker.outbox.take()
+    if not outcomes:
+        return
+    done = worker.safely(finish_isolating, outcomes)
+    if done is None:  # the database is away: keep them and try again (outage.py)
+        worker.outbox.put_back(outcomes)
+        return
+    settle(worker, outcomes, *done)
+
+
+def settle(
+    worker: Worker,
+    outcomes: list[AttemptOutcome],
+    written: list[AttemptOutcome],
+    unwritten: list[AttemptOutcome],
+) -> None:
+    """After a write that may have left some outcomes ``unwritten``: those go back to the
+    outbox, the others are recorded."""
+    worker.outbox.put_back(unwritten)
+    record(worker, [o for o in outcomes if o not in unwritten], written)
+
+
+def record(
+    worker: Worker, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]
+) -> None:
+    """After the write: free the slots, count, log and signal what was written (an outcome
+    not ``written`` lost its lease to another worker)."""
+    for outcome in outcomes:
+        worker.running.pop(outcome.job.id, None)
+    lost = len(outcomes) - len(written)
+    if lost:
+        logger.warning(
+            "worker %s: %d outcome(s) dropped: lease taken over", worker.worker_id, lost
+        )
+    worker.processed += len(written)
+    send = job_finished.has_listeners(Job)
+    log = logger.isEnabledFor(logging.DEBUG)
+    for outcome in written:
+        if log or outcome.kind != Outcome.COMPLETED:
+            log_end(worker.worker_id, outcome)
+        if send:
+            job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)
+    worker.tally.add(written)
