@@ -124,22 +124,25 @@ READY = """    SELECT id FROM {job}
 # that branch's next row). A locking clause would end the merge: PostgreSQL takes rows that
 # come out of a lock as unordered (a locked row may have changed) and would sort all of them.
 # So the branches read without locking, and each row the merge passes is locked by its own
-# subquery, which skips a row another claimer holds and, for a row changed since the
-# statement's snapshot, checks the new version is still ready. The merge reads one row of
-# each branch ahead, so a claim of n locks at most n rows plus one per other queue; a locked
-# row the claim does not take is free again when the statement ends. A branch has no bound
-# (another claimer may hold any number of its first rows), but it is written with
-# ``LIMIT (SELECT NULL)``, which reads as no limit: the planner, not knowing the value, plans
-# the branch for a tenth of its rows, so it keeps the walk of the index (cheaper to start) and
-# does not sort the branch's rows when the statistics say there are many.
+# subquery, found by primary key: it skips a row another claimer holds and, for a row changed
+# since the statement's snapshot, checks the new version is still due and in the state the
+# branch read. (Checked against the ready states instead, the subquery could match a ready
+# index's condition, and with statistics that count few ready rows the planner found each row
+# by reading that index from its start.) The merge reads one row of each branch ahead, so a
+# claim of n locks at most n rows plus one per other queue; a row locked and not taken is
+# free again when the claim's transaction ends. A branch has no bound (another claimer may
+# hold any number of its first rows), but is written with ``LIMIT (SELECT NULL)``, which
+# reads as no limit: the planner, not knowing the value, plans the branch for a tenth of its
+# rows, so it keeps the walk of the index (cheaper to start) and does not sort the branch's
+# rows when the statistics say there are many.
 READY_OF_QUEUES = """    SELECT id FROM (
 {branches}
     ) AS ready
     WHERE EXISTS (SELECT FROM {job} AS free WHERE free.id = ready.id
-        AND free.status IN ({ready}) AND free.run_at <= %s FOR UPDATE SKIP LOCKED)
+        AND free.status = ready.status AND free.run_at <= %s FOR UPDATE SKIP LOCKED)
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT {limit})"""
-QUEUE_BRANCH = """    (SELECT id, priority, run_at FROM {job}
+QUEUE_BRANCH = """    (SELECT id, priority, run_at, status FROM {job}
         WHERE status IN ({ready}) AND run_at <= %s AND queue = %s{where}
         ORDER BY priority DESC, run_at, id LIMIT (SELECT NULL::bigint))"""
 
