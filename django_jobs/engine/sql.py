@@ -175,6 +175,7 @@ def claimed_fields(model: type[Job]) -> list[Any]:
 
 
 def in_list(name: str, count: int) -> str:
+    """``name IN (%s, ...)`` with ``count`` parameters."""
     return f"{name} IN ({', '.join(['%s'] * count)})"
 
 
