@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from django_jobs.models import Job, JobAttempt
 from django_jobs.outcomes import AttemptOutcome
+from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Job.Status
@@ -72,6 +73,69 @@ def test_concurrent_claimers_never_get_the_same_job():
     assert len(every) == len(set(every)) == 300
     assert set(every) == {j.pk for j in jobs}
     assert sum(1 for part in taken if part) > 1  # the work really was shared
+
+
+@requires_postgres
+def test_concurrent_claimers_of_several_queues_never_get_the_same_job():
+    """Two claimers given the same two queues, claiming until those are empty: every job of
+    those queues is claimed once, the third queue's are left."""
+    for queue in ("a", "b", "c"):
+        Job.enqueue_many("noop", [{}] * 150, queue=queue)
+    taken: list[list[int]] = [[], []]
+    errors = []
+
+    def claimer(i):
+        try:
+            while got := claim(limit=7, worker=f"w{i}", queues=["a", "b"]):
+                taken[i].extend(j.pk for j in got)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    every = [pk for part in taken for pk in part]
+    assert len(every) == len(set(every)) == 300
+    assert set(every) == set(Job.objects.filter(queue__in=["a", "b"]).values_list("pk", flat=True))
+    assert set(Job.objects.ready().values_list("queue", flat=True)) == {"c"}
+
+
+@requires_postgres
+def test_a_claim_from_several_queues_locks_one_row_of_each_other_queue_at_most():
+    """The claim merges one walk per queue and locks the rows it passes: beyond the rows it
+    takes it may hold the next row of each other queue until its transaction ends, no more.
+    Another connection sees which ready rows are locked."""
+    for queue in ("a", "b", "c"):
+        Job.enqueue_many("noop", [{}] * 20, queue=queue)
+
+    def free_ready_rows() -> set[int]:
+        found: list[set[int]] = []
+
+        def read():
+            try:
+                with transaction.atomic(), connections["default"].cursor() as cursor:
+                    cursor.execute("SELECT id FROM django_jobs_job WHERE status = 'pending' "
+                                   "FOR UPDATE SKIP LOCKED")
+                    found.append({row[0] for row in cursor.fetchall()})
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        thread.join()
+        return found[0]
+
+    with transaction.atomic():
+        got = claim(limit=5, queues=["a", "b", "c"])
+        ready = set(Job.objects.ready().values_list("pk", flat=True))
+        held = ready - free_ready_rows()
+    assert len(got) == 5 and len(ready) == 55
+    assert 0 < len(held) <= 2
 
 
 def test_expired_lease_is_rescued_as_a_lost_attempt_and_retried():

@@ -6,6 +6,7 @@ paths in ``managers.py`` run. Both must give the same results, which is what the
 
 import threading
 import uuid
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -77,6 +78,23 @@ def test_claim_respects_limit_run_at_queues_and_excluded_queues():
     assert [j.pk for j in claim(exclude_queues=["mail"])] == [other.pk]
     assert [j.pk for j in claim()] == [mail[2].pk]
     assert claim() == []
+
+
+@pytest.mark.parametrize("queues", [["mail", "sms"], ["mail", "sms", "push"],
+                                    ["sms", "mail", "sms"]])
+def test_a_claim_from_several_queues_takes_what_ready_selects_in_its_order(queues):
+    now = timezone.now()
+    for n in range(24):
+        Job.enqueue("noop", queue=["mail", "sms", "push", "other"][n % 4],
+                    priority=[0, 10, -10][n % 3], run_at=now - timedelta(seconds=n % 5))
+    Job.enqueue("noop", queue="mail", delay=60)
+    expected = list(Job.objects.ready(queues, timezone.now()).values_list("pk", flat=True))
+    taken = [[j.pk for j in batch] for batch in iter(lambda: claim(limit=4, queues=queues), [])]
+    assert [pk for batch in taken for pk in batch] == expected
+    assert len(expected) == 6 * (len(set(queues)))
+    assert all(len(batch) == 4 for batch in taken[:-1])  # a claim takes as many as it may
+    left = Counter(Job.objects.ready().values_list("queue", flat=True))
+    assert left == {queue: 6 for queue in {"mail", "sms", "push", "other"} - set(queues)}
 
 
 def test_a_failed_job_due_again_is_claimed_with_its_next_attempt_number():

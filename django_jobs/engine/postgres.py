@@ -39,10 +39,12 @@ def claim_statement(
     limit: int,
 ) -> tuple[str, list[Any], RowPlan]:
     """The claim's SQL, its parameters, and how its rows become Jobs."""
-    shape = (model, tuple(ready_states), len(queues or ()), len(exclude_queues), int(limit))
+    queues = list(dict.fromkeys(queues or ()))  # a queue named twice is read once
+    shape = (model, tuple(ready_states), len(queues), len(exclude_queues), int(limit))
     return sql.claim_sql(*shape), [
         values["lease_token"], values["leased_until"], values["worker_id"],
-        values["started_at"], values["updated_at"], now, *(queues or ()), *exclude_queues,
+        values["started_at"], values["updated_at"],
+        *sql.claim_where_params(now, queues, exclude_queues),
     ], _row_plan(model)
 
 

@@ -107,12 +107,44 @@ CLAIM = """UPDATE {job} SET
     unique_key = CASE WHEN substr(unique_key, array_position({key_states}, {processing}), 1)
         = '1' THEN unique_key END
 WHERE id = ANY(ARRAY(
-    SELECT id FROM {job}
-    WHERE status IN ({ready}) AND run_at <= %s{queues}
-    ORDER BY priority DESC, run_at, id
-    LIMIT (SELECT {limit}) FOR UPDATE SKIP LOCKED
+{ready}
 ))
 RETURNING {columns}"""
+
+# The ids to claim from all queues or from one: the first ``n`` rows of one ready index, in
+# its order, each locked as it is read.
+READY = """    SELECT id FROM {job}
+    WHERE status IN ({ready}) AND run_at <= %s{where}
+    ORDER BY priority DESC, run_at, id
+    LIMIT (SELECT {limit}) FOR UPDATE SKIP LOCKED"""
+
+# The ids to claim from two or more queues. No index holds their rows in claim order; the
+# ready index holds each queue's in order, so each queue is a branch walking its part of it
+# and the outer ORDER BY merges them (a Merge Append, which reads a branch only when it needs
+# that branch's next row). A locking clause would end the merge: PostgreSQL takes rows that
+# come out of a lock as unordered (a locked row may have changed) and would sort all of them.
+# So the branches read without locking, and each row the merge passes is locked by its own
+# subquery, found by primary key: it skips a row another claimer holds and, for a row changed
+# since the statement's snapshot, checks the new version is still due and in the state the
+# branch read. (Checked against the ready states instead, the subquery could match a ready
+# index's condition, and with statistics that count few ready rows the planner found each row
+# by reading that index from its start.) The merge reads one row of each branch ahead, so a
+# claim of n locks at most n rows plus one per other queue; a row locked and not taken is
+# free again when the claim's transaction ends. A branch has no bound (another claimer may
+# hold any number of its first rows), but is written with ``LIMIT (SELECT NULL)``, which
+# reads as no limit: the planner, not knowing the value, plans the branch for a tenth of its
+# rows, so it keeps the walk of the index (cheaper to start) and does not sort the branch's
+# rows when the statistics say there are many.
+READY_OF_QUEUES = """    SELECT id FROM (
+{branches}
+    ) AS ready
+    WHERE EXISTS (SELECT FROM {job} AS free WHERE free.id = ready.id
+        AND free.status = ready.status AND free.run_at <= %s FOR UPDATE SKIP LOCKED)
+    ORDER BY priority DESC, run_at, id
+    LIMIT (SELECT {limit})"""
+QUEUE_BRANCH = """    (SELECT id, priority, run_at, status FROM {job}
+        WHERE status IN ({ready}) AND run_at <= %s AND queue = %s{where}
+        ORDER BY priority DESC, run_at, id LIMIT (SELECT NULL::bigint))"""
 
 # A worker's turn in one statement: write the outcomes of its finished jobs and claim the next
 # ones. In autocommit that is one round trip and one commit where BEGIN, finish, claim, COMMIT
@@ -142,21 +174,40 @@ def claimed_fields(model: type[Job]) -> list[Any]:
     return [f for f in model._meta.concrete_fields if f.attname not in known]
 
 
+def in_list(name: str, count: int) -> str:
+    """``name IN (%s, ...)`` with ``count`` parameters."""
+    return f"{name} IN ({', '.join(['%s'] * count)})"
+
+
 @functools.lru_cache(maxsize=256)
 def claim_sql(
     model: type[Job], states: tuple[str, ...], queues: int, excluded: int, limit: int
 ) -> str:
-    """``CLAIM`` for one shape (ready states, how many queues, limit), built once."""
-    where = ""
-    if queues:
-        where += f" AND queue IN ({', '.join(['%s'] * queues)})"
-    if excluded:
-        where += f" AND NOT (queue IN ({', '.join(['%s'] * excluded)}))"
+    """``CLAIM`` for one shape (ready states, how many queues, limit), built once. Its
+    parameters are the claim's values, then those of ``claim_where_params``."""
+    names = {"job": quote(model._meta.db_table),
+             "ready": ", ".join(literal(s) for s in states), "limit": int(limit)}
+    where = f" AND NOT ({in_list('queue', excluded)})" if excluded else ""
+    if queues > 1:
+        branch = QUEUE_BRANCH.format(where=where, **names)
+        ready = READY_OF_QUEUES.format(
+            branches="\n    UNION ALL\n".join([branch] * queues), **names)
+    else:
+        ready = READY.format(where=(f" AND {in_list('queue', queues)}" if queues else "")
+                             + where, **names)
     return CLAIM.format(
-        job=quote(model._meta.db_table), ready=", ".join(literal(s) for s in states),
-        queues=where, limit=int(limit),
+        job=names["job"], ready=ready,
         columns=", ".join(quote(f.column) for f in claimed_fields(model)), **NAMES,
     )
+
+
+def claim_where_params(
+    now: Any, queues: Sequence[str], excluded: Sequence[str]
+) -> list[Any]:
+    """The parameters of ``claim_sql``'s selection of ready rows, in their order."""
+    if len(queues) > 1:
+        return [*(value for queue in queues for value in (now, queue, *excluded)), now]
+    return [now, *queues, *excluded]
 
 
 @functools.lru_cache(maxsize=8)
