@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections, models
 
+from . import store
 from .exceptions import InvalidJob
 from .hooks import Feature
 from .states import JobStatus
@@ -62,7 +63,7 @@ def dependency_ids(depends_on: Any) -> list[int]:
 def unfinished(manager: Any, ids: list[int]) -> bool:
     """Mark (and so lock) the dependencies, and say whether any has not completed; InvalidJob
     if one does not exist."""
-    manager.filter(pk__in=ids, has_dependents=False).update(has_dependents=True)
+    store.engine(manager.db).mark_has_dependents(ids)
     statuses = dict(manager.filter(pk__in=ids).values_list("pk", "status"))
     missing = [pk for pk in ids if pk not in statuses]
     if missing:
@@ -103,9 +104,7 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
     blocked = set(links.filter(job_id__in=candidates)
                   .exclude(depends_on__status=JobStatus.COMPLETED).values_list("job_id", flat=True))
     ready = [pk for pk in candidates if pk not in blocked]
-    return manager.filter(pk__in=ready, status=JobStatus.WAITING).update(
-        status=JobStatus.PENDING, run_at=now, updated_at=now
-    )
+    return store.engine(db).make_pending(ready, now)
 
 
 class Dependencies(Feature):

@@ -12,7 +12,7 @@ from django.db import models, transaction
 from .. import hooks, mariadb
 from ..lockedrows import locked
 from .verbs import Engine
-from .writes import PROCESSING, READY_STATES, claim_fields
+from .writes import READY_STATES, claim_fields
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -31,12 +31,7 @@ class RowLockEngine(Engine):
             jobs = hooks.admit(self.jobs, jobs, ready, limit, now)
             if not jobs:
                 return []
-            self.jobs.filter(pk__in=[j.pk for j in jobs]).update(**claim_fields(values))
-        for job in jobs:
-            job.status, job.lease_token = PROCESSING, values["lease_token"]
-            job.worker_id, job.leased_until = values["worker_id"], values["leased_until"]
-            job.started_at, job.updated_at = now, now
-            job.attempt += 1
+            self.mark_claimed(jobs, values)
         return jobs
 
     def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
