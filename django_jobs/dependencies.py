@@ -6,7 +6,7 @@ waits for the enqueue to commit) before reading its status. The finish transacti
 ``has_dependents`` makes pending the waiting jobs whose dependencies have all completed (the
 ``Dependencies`` hooks); it locks those waiting rows first, so two dependencies completing at
 once are counted one after the other. Each worker's heartbeat also sweeps waiting jobs
-(``JobManager.release_waiting``, which calls the ``release`` hook): a dependent enqueued while
+(the engine's ``release_waiting``, which calls the ``release`` hook): a dependent enqueued while
 its last dependency was already finishing (the finishing worker read ``has_dependents`` before
 it was set) is released there, within one heartbeat. A finish of a job without dependents
 costs nothing.

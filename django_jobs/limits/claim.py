@@ -1,6 +1,6 @@
 """Admission at claim time for job types with limits, under per-limit locks.
 
-``JobManager.claim`` selects its candidates as usual, then calls the ``admit`` hook
+The engine's claim selects its candidates as usual, then calls the ``admit`` hook
 (``Limits``, registered when the app starts). When none of them
 has a limit, ``admit`` returns them untouched without a query. Otherwise, in the claim's
 transaction:
