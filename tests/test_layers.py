@@ -207,6 +207,15 @@ def test_the_import_graph_has_no_cycle():
     assert not cyclic, f"import edges inside a cycle:\n{report}"
 
 
+def test_the_store_imports_no_engine_module():
+    """models.py, managers.py and store.py reach the engine only through ``store.engine``."""
+    graph = _graph()
+    store = ("django_jobs.models", "django_jobs.managers", "django_jobs.store")
+    found = sorted((a, b) for a in store for b in graph[a]
+                   if b == "django_jobs.engine" or b.startswith("django_jobs.engine."))
+    assert not found, f"the store imports the engine: {found}"
+
+
 def test_lower_layers_import_no_face():
     """Nothing below the faces imports admin, API, Tasks backend or command code."""
     new = sorted(face_imports(_graph()) - KNOWN_FACE_IMPORTS)
