@@ -192,6 +192,7 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     @staticmethod
     def transition(outcome: AttemptOutcome, now: datetime) -> Transition:
+        """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
         return transition_of(outcome, now)
 
     update_fields = staticmethod(update_fields)
