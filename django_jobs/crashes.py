@@ -120,7 +120,7 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         fields = {**engine.update_fields(change), "crashes": F("crashes") + 1}
         if not counts:
             fields["max_attempts"] = F("max_attempts") + 1
-        if not engine.fenced(job).update(**fields):
+        if not engine.write_fenced(job, fields):
             continue
         apply(outcome, change)
         job.crashes += 1

@@ -30,6 +30,10 @@ class LeaseVerbs:
         """The job's row, only while ``job`` still holds its lease."""
         return self.jobs.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING)
 
+    def write_fenced(self, job: Job, fields: dict[str, Any]) -> bool:
+        """Update the job's row with ``fields`` if ``job`` still holds its lease."""
+        return bool(self.fenced(job).update(**fields))
+
     def heartbeat(
         self, *, held: dict[int, uuid.UUID], lease_seconds: float
     ) -> tuple[set[int], set[int]]:

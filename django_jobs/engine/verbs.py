@@ -96,10 +96,19 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     def insert(self, job: Job) -> None:
         """One built job's INSERT, as ``save()`` does it."""
-        job.save(force_insert=True, using=self.db)
+        self.save_new(job)
 
     def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
         """The INSERT of built jobs sharing the values ``shared``."""
+        return self.bulk_insert(jobs)
+
+    def save_new(self, job: Job) -> None:
+        """``save()``'s INSERT on every database: for an insert that takes over the enqueue
+        (``unique.py`` catches the unique key's IntegrityError in a savepoint)."""
+        job.save(force_insert=True, using=self.db)
+
+    def bulk_insert(self, jobs: list[Job]) -> list[Job]:
+        """``bulk_create``'s INSERT on every database, any field differing from job to job."""
         return self.jobs.bulk_create(jobs)
 
     # Claim
