@@ -9,12 +9,13 @@ class DjangoJobsConfig(AppConfig):
     def ready(self) -> None:
         # checks, dbchecks: the system checks; execution:
         # notes the threads that open connections
-        from . import checks, dbchecks, execution, hooks  # noqa: F401
+        from . import checks, dbchecks, execution, hooks, store  # noqa: F401
         from .backends import setup as setup_tasks_backend
         from .callbacks import Callbacks
         from .control import FollowUps
         from .crashes import CrashCounting
         from .dependencies import Dependencies
+        from .engine import engine_for
         from .enqueueing import UniqueAndDependencies
         from .limits.claim import Limits
         from .registry import autodiscover
@@ -23,6 +24,8 @@ class DjangoJobsConfig(AppConfig):
             # API tokens are created and revoked there; schedules are paused and run there.
             from .api import admin as api_admin  # noqa: F401
             from .scheduling import admin as scheduling_admin  # noqa: F401
+
+        store.provide(engine_for)  # the store's verbs reach the engine through store.py
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
         # callbacks, then the follow-ups, then releases dependents (see hooks.py).

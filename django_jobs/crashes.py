@@ -99,14 +99,15 @@ def crash_outcome(job: Job, *, alone: bool, now: datetime) -> tuple[AttemptOutco
 
 
 def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
-    """Record the lost attempts of up to ``limit`` stale jobs (``JobManager.rescue``); call
+    """Record the lost attempts of up to ``limit`` stale jobs (the engine's ``rescue``); call
     inside a transaction. Every write is fenced on the old lease token."""
+    from .engine import engine_for
     from .engine.transition import apply
-    from .managers import _attempt_row, _update_fields  # the write path's own
     from .models import JobAttempt
 
+    engine = engine_for(manager.db)
     stale = manager.stale(now).order_by("leased_until")
-    if manager._db_has_skip_locked():
+    if engine.row_locks:
         stale = stale.select_for_update(skip_locked=True)
     jobs = list(stale[:limit])
     alone = alone_in_worker(manager, jobs) if jobs else set()
@@ -115,15 +116,15 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         outcome, counts = crash_outcome(job, alone=job.pk in alone, now=now)
         if not counts:  # one more attempt in the budget, decided on before the fields
             job.max_attempts += 1
-        change = manager._transition(outcome, now)
-        fields = {**_update_fields(change), "crashes": F("crashes") + 1}
+        change = engine.transition(outcome, now)
+        fields = {**engine.update_fields(change), "crashes": F("crashes") + 1}
         if not counts:
             fields["max_attempts"] = F("max_attempts") + 1
-        if not manager._fenced(job).update(**fields):
+        if not engine.write_fenced(job, fields):
             continue
         apply(outcome, change)
         job.crashes += 1
-        row = _attempt_row(outcome)
+        row = engine.attempt_row(outcome)
         row.outcome = JobAttempt.Outcome.LOST
         row.save(force_insert=True, using=manager.db)
         rescued.append(job)

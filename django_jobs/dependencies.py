@@ -6,7 +6,7 @@ waits for the enqueue to commit) before reading its status. The finish transacti
 ``has_dependents`` makes pending the waiting jobs whose dependencies have all completed (the
 ``Dependencies`` hooks); it locks those waiting rows first, so two dependencies completing at
 once are counted one after the other. Each worker's heartbeat also sweeps waiting jobs
-(``JobManager.release_waiting``, which calls the ``release`` hook): a dependent enqueued while
+(the engine's ``release_waiting``, which calls the ``release`` hook): a dependent enqueued while
 its last dependency was already finishing (the finishing worker read ``has_dependents`` before
 it was set) is released there, within one heartbeat. A finish of a job without dependents
 costs nothing.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections, models
 
+from . import store
 from .exceptions import InvalidJob
 from .hooks import Feature
 from .states import JobStatus
@@ -62,7 +63,7 @@ def dependency_ids(depends_on: Any) -> list[int]:
 def unfinished(manager: Any, ids: list[int]) -> bool:
     """Mark (and so lock) the dependencies, and say whether any has not completed; InvalidJob
     if one does not exist."""
-    manager.filter(pk__in=ids, has_dependents=False).update(has_dependents=True)
+    store.engine(manager.db).mark_has_dependents(ids)
     statuses = dict(manager.filter(pk__in=ids).values_list("pk", "status"))
     missing = [pk for pk in ids if pk not in statuses]
     if missing:
@@ -103,9 +104,7 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
     blocked = set(links.filter(job_id__in=candidates)
                   .exclude(depends_on__status=JobStatus.COMPLETED).values_list("job_id", flat=True))
     ready = [pk for pk in candidates if pk not in blocked]
-    return manager.filter(pk__in=ready, status=JobStatus.WAITING).update(
-        status=JobStatus.PENDING, run_at=now, updated_at=now
-    )
+    return store.engine(db).make_pending(ready, now)
 
 
 class Dependencies(Feature):

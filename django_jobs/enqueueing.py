@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from . import store
 from .dependencies import dependency_ids, link, unfinished
 from .hooks import Feature, Insert
 from .states import JobStatus
@@ -37,7 +38,7 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
         if rule is not None:
             created = insert_unique(manager, jobs, rule)
         else:
-            created = manager.bulk_create(jobs)
+            created = store.engine(manager.db).bulk_insert(jobs)
             for job in created:
                 job.duplicate = False
         if depends_on:

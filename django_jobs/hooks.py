@@ -1,7 +1,7 @@
 """Feature hooks: the points where features (unique keys, dependencies, limits, callbacks,
 follow-ups, crash counting) join the engine's verbs.
 
-The engine (``managers.py``) imports no feature. A feature subclasses ``Feature``, overrides
+The engine (``engine/``) imports no feature. A feature subclasses ``Feature``, overrides
 the points it joins (every default does nothing) and is registered once, when the app starts
 (``apps.py``). The engine calls the module functions below at each point; they ask the
 registered features in registration order. The points::

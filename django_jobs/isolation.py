@@ -1,6 +1,6 @@
 """Poison isolation: when the database refuses a batch of outcomes, write them one by one.
 
-A batch of outcomes is written in one statement (``JobManager.finish``, ``finish_and_claim``).
+A batch of outcomes is written in one statement (the engine's ``finish``, ``finish_and_claim``).
 If the database refuses that statement because of what one outcome holds (a value it cannot
 store, a constraint, a trigger), writing the same batch again would fail the same way for ever:
 the worker would claim nothing more and the refused job's attempt would never count. So a

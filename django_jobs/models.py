@@ -1,6 +1,7 @@
 """Jobs, their attempts, the live workers and queue pauses.
 
-Rows change only through the verbs in ``managers.py``; the methods here delegate to them.
+Rows change only through the engine's verbs (``engine/``); the methods here and those of
+``managers.py`` delegate to them.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class Periodic:
 
 class ReleaseWaiting:
     """The step that makes pending the waiting jobs no feature holds back any more (a job whose
-    dependencies all completed): ``JobManager.release_waiting``."""
+    dependencies all completed): ``Job.objects.release_waiting``."""
 
     def __call__(self, worker_id: str = "") -> None:
         from .models import Job

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
+from . import store
 from .exceptions import InvalidJob
 from .jsonvalues import NotStorable, storable_json
 from .states import JobStatus
@@ -130,7 +131,7 @@ def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:
     for _ in range(tries):
         try:
             with transaction.atomic(using=manager.db):
-                job.save(force_insert=True, using=manager.db)
+                store.engine(manager.db).save_new(job)
             job.duplicate = False  # type: ignore[attr-defined]  # not a field: set on returned jobs
             return job
         except IntegrityError:

@@ -23,7 +23,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from django_jobs.engine import postgres
+from django_jobs.engine import engine_for, postgres
 from django_jobs.engine import sql as statements
 from django_jobs.managers import READY_STATES
 from django_jobs.models import Job
@@ -218,7 +218,7 @@ def test_the_finish_finds_its_batch_by_primary_key(jobs_table, state):
     now = timezone.now()
     outcomes = [AttemptOutcome(job=Job(id=i, lease_token=token, attempt=1, status="processing"),
                                kind="completed", started_at=now, finished_at=now) for i in ids]
-    fields = [Job.objects._transition(outcome, now) for outcome in outcomes]
+    fields = [engine_for(Job.objects.db).transition(outcome, now) for outcome in outcomes]
     text = statements.finish_sql(Job)
     params = list(postgres.finish_params(outcomes, fields, now))
     for plan in (custom_plan(text, params), generic_plan(text, params)):

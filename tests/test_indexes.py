@@ -3,6 +3,7 @@
 import pytest
 from django.db import connection, transaction
 
+from django_jobs.engine import engine_for
 from django_jobs.models import LISTED_BY_STATUS, Job
 
 pytestmark = pytest.mark.django_db
@@ -79,7 +80,7 @@ def test_the_finish_finds_its_batch_by_primary_key_not_through_every_processing_
     now = timezone.now()
     outcomes = [AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
                 for job in batches[0]]
-    fields = [Job.objects._transition(outcome, now) for outcome in outcomes]
+    fields = [engine_for(Job.objects.db).transition(outcome, now) for outcome in outcomes]
     plan = generic_plan(sql.finish_sql(Job), postgres.finish_params(outcomes, fields, now))
     assert "django_jobs_lease_idx" not in plan
     assert "django_jobs_job_pkey" in plan

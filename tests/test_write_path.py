@@ -1,7 +1,8 @@
-"""The claim and finish write path (``JobManager.claim`` / ``.finish``) on SQLite and PostgreSQL.
+"""The claim and finish write path (``Job.objects.claim`` / ``.finish``) on SQLite and PostgreSQL.
 
 On PostgreSQL each is a single statement (``django_jobs/engine/postgres.py``); on SQLite the ORM
-paths in ``managers.py`` run. Both must give the same results, which is what these tests pin down.
+verbs of ``engine/verbs.py`` and ``engine/portable.py`` run. Both must give the same results,
+which is what these tests pin down.
 """
 
 import threading

@@ -1,4 +1,4 @@
-"""Admin actions: each calls a queryset verb from ``managers.py`` and says what it did.
+"""Admin actions: each calls a queryset verb (``engine/staff.py``) and says what it did.
 
 The verbs narrow to the rows they apply to; here we only count the selection by status first,
 so the message can name what was skipped and why ("3 jobs retried; 2 skipped: already

@@ -1,2 +1,46 @@
-"""The engine's parts that know no feature: the transition an outcome makes (``transition``),
-PostgreSQL's statements (``sql``) and how their rows become jobs (``pgrows``)."""
+"""The engine: the only code that writes jobs, as named verbs on one object per database.
+
+``engine_for(using)`` gives the database's engine, its class chosen once from the
+connection's vendor: ``PostgresEngine`` (``engine/postgres.py``: hand-written statements for
+enqueue, claim, finish and the turn), or the portable ORM implementation
+(``engine/verbs.py``, ``engine/staff.py``) with the claim of ``engine/portable.py``: row locks
+on MariaDB, none on SQLite. Its parts that know no database are the transition an outcome
+makes (``transition``) and what the writes put in the rows (``writes``).
+
+The store (``models.py``, ``managers.py``) does not import this package: the app's
+``ready()`` hands ``engine_for`` to ``store.py``, which the managers' verbs delegate to.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import connections
+
+if TYPE_CHECKING:
+    from .verbs import Engine
+
+_engines: dict[str, Engine] = {}
+
+
+def engine_for(using: str) -> Engine:
+    """The engine of database ``using``, made on first use and kept."""
+    engine = _engines.get(using)
+    if engine is None:
+        engine = _engines[using] = _engine_class(using)(using)
+    return engine
+
+
+def _engine_class(using: str) -> type[Engine]:
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        from .postgres import PostgresEngine
+
+        return PostgresEngine
+    from .portable import MariaDBEngine, RowLockEngine, WithoutRowLocksEngine
+
+    if connection.vendor == "mysql":
+        return MariaDBEngine
+    if connection.features.has_select_for_update_skip_locked:
+        return RowLockEngine
+    return WithoutRowLocksEngine

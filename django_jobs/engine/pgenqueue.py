@@ -1,9 +1,9 @@
 """``enqueue`` and ``enqueue_many`` on PostgreSQL, one round trip each (the statements are
 ``sql.insert_sql`` and ``sql.insert_many_sql``).
 
-Used by ``managers.py`` only, which calls them on PostgreSQL when no unique key or dependency
-needs more than an INSERT; other databases, and those cases, take ``save()`` and
-``bulk_create``. Each value is written as those would write it (tests/test_write_path.py,
+Used by ``PostgresEngine`` (``engine/postgres.py``) only, which calls them when no unique key
+or dependency needs more than an INSERT; other databases, and those cases, take ``save()``
+and ``bulk_create``. Each value is written as those would write it (tests/test_write_path.py,
 tests/test_fidelity.py and tests/test_bulk_insert.py hold them to it).
 """
 

@@ -1,9 +1,9 @@
-"""The engine's verbs on PostgreSQL, one statement and one round trip each: claim, finish and
-a worker's turn of both. The statements are in ``engine/sql.py``; the claimed rows become Jobs
-in ``engine/pgrows.py``; the enqueue INSERTs are in ``engine/pgenqueue.py``.
+"""The engine on PostgreSQL (``PostgresEngine``): the enqueue INSERTs, the claim, the finish
+and a worker's turn of both as hand-written statements, one round trip each; every other verb
+is the ORM's (``engine/verbs.py``). The statements are in ``engine/sql.py``; the claimed rows
+become Jobs in ``engine/pgrows.py``; the enqueue INSERTs are in ``engine/pgenqueue.py``.
 
-Used by ``managers.py`` only, which chooses these on PostgreSQL and the ORM elsewhere. What
-bounds a queue's throughput is commits per second, so a batch of jobs is claimed by one
+What bounds a queue's throughput is commits per second, so a batch of jobs is claimed by one
 statement and finished by one, and the worker runs a finish and the next claim as one
 (``docs/explanation-performance.md``).
 """
@@ -15,17 +15,113 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import connections, transaction
+from django.db.models.signals import post_save, pre_save
+from django.utils import timezone
 
+from .. import hooks
+from ..instances import varying
 from ..outcomes import micros
 from ..pgcursor import run
-from . import sql
+from ..states import Outcome
+from . import pgenqueue, sql
 from .pgrows import RowPlan, claimed_jobs
+from .portable import RowLockEngine
+from .transition import undone_on_error
+from .writes import READY_STATES, claim_values, written
 
 if TYPE_CHECKING:
     from ..models import Job
     from ..outcomes import AttemptOutcome
     from .transition import Transition
+
+
+class PostgresEngine(RowLockEngine):
+    """The ORM's verbs, with the hot ones as single statements. A claim that a feature admits
+    (concurrency and rate limits need the locked candidates first) and a finish with a snooze
+    take the ORM's path."""
+
+    def insert(self, job: Job) -> None:
+        """``pgenqueue.insert`` with what ``save()`` adds: pre/post_save for any receivers,
+        and a failed INSERT marking the caller's atomic block for rollback."""
+        sender, using = type(job), self.db
+        if pre_save.has_listeners(sender):
+            pre_save.send(sender=sender, instance=job, raw=False, using=using,
+                          update_fields=None)
+        with transaction.mark_for_rollback_on_error(using):
+            pgenqueue.insert(job, using)
+        if post_save.has_listeners(sender):
+            post_save.send(sender=sender, instance=job, created=True, update_fields=None,
+                           raw=False, using=using)
+
+    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+        """``bulk_create``'s INSERT, the values all jobs share sent once."""
+        with transaction.mark_for_rollback_on_error(self.db):
+            pgenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
+        return jobs
+
+    def claim(
+        self, *, worker_id: str, limit: int, lease_seconds: float,
+        queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
+    ) -> list[Job]:
+        if limit < 1 or hooks.limits_claims():
+            return super().claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
+                                 queues=queues, exclude_queues=exclude_queues)
+        now = timezone.now()
+        return claim(
+            self.jobs.model, ready_states=READY_STATES, now=now, queues=queues,
+            exclude_queues=exclude_queues, limit=limit, using=self.db,
+            values=claim_values(worker_id, now, lease_seconds),
+        )
+
+    def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
+        """The fenced updates and the attempt rows of a batch in one statement, in the
+        worker's transaction if it has one; a snooze takes the ORM's path."""
+        if any(outcome.kind == Outcome.SNOOZED for outcome in outcomes):
+            return super().finish(outcomes)
+        if not outcomes:
+            return []
+        now = timezone.now()
+        changes = [self.transition(outcome, now) for outcome in outcomes]
+        with undone_on_error() as applying, transaction.atomic(using=self.db, savepoint=False):
+            mine = finish(self.jobs.model, outcomes, changes, now, self.db)
+            done = written(outcomes, changes, mine, applying)
+            hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
+        return done
+
+    def finish_and_claim(
+        self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
+        lease_seconds: float, queues: Sequence[str] | None = None,
+        exclude_queues: Sequence[str] = (),
+    ) -> tuple[list[AttemptOutcome], list[Job]]:
+        """One statement in its own transaction when no outcome needs more than its own row
+        and attempt row written (no callback, dependents, follow-ups or snooze) and no limits
+        are registered; otherwise ``finish`` and ``claim`` in one transaction."""
+        if not (limit > 0 and self._plain_turn(outcomes)):
+            return super().finish_and_claim(
+                outcomes, worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
+                queues=queues, exclude_queues=exclude_queues)
+        if not outcomes:  # one statement: no BEGIN and COMMIT around it
+            return [], self.claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
+                                  queues=queues, exclude_queues=exclude_queues)
+        now = timezone.now()
+        changes = [self.transition(outcome, now) for outcome in outcomes]
+        mine, jobs = finish_and_claim(
+            self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,
+            queues=queues, exclude_queues=exclude_queues, limit=limit, using=self.db,
+            values=claim_values(worker_id, now, lease_seconds),
+        )
+        return written(outcomes, changes, mine), jobs
+
+    @staticmethod
+    def _plain_turn(outcomes: Sequence[AttemptOutcome]) -> bool:
+        """True if a turn may be the one statement (see ``finish_and_claim``)."""
+        if hooks.limits_claims():
+            return False
+        for outcome in outcomes:  # a loop, not any(): this runs for every job a worker ends
+            if outcome.kind == Outcome.SNOOZED or hooks.joins_finish(outcome.job):
+                return False
+        return True
 
 
 def claim_statement(

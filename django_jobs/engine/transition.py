@@ -1,7 +1,7 @@
 """What an attempt's outcome does to its job: a pure function of the job's counters, the
 outcome and the retry policy, with no query and no change to the job or the outcome.
 
-The write path (``managers.py``, ``engine/sql.py``) writes ``Transition.fields`` fenced on the
+The write path (``engine/verbs.py``, ``engine/sql.py``) writes ``Transition.fields`` fenced on the
 job's lease; only for the rows that write changed does it set the fields on the ``Job``
 instance and ``Transition.outcome`` as the outcome's kind (``apply``).
 """

@@ -1,6 +1,6 @@
 """Admission at claim time for job types with limits, under per-limit locks.
 
-``JobManager.claim`` selects its candidates as usual, then calls the ``admit`` hook
+The engine's claim selects its candidates as usual, then calls the ``admit`` hook
 (``Limits``, registered when the app starts). When none of them
 has a limit, ``admit`` returns them untouched without a query. Otherwise, in the claim's
 transaction:
@@ -29,6 +29,7 @@ from typing import Any
 from django.db import connections
 from django.db.models import Count, Q
 
+from .. import store
 from ..hooks import Feature
 from ..lockedrows import locked
 from ..states import JobStatus
@@ -154,12 +155,7 @@ def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], lim
         jobs = admit(manager, list(ready[:limit]), ready, limit, now)
         if not jobs:
             return []
-        manager.filter(pk__in=[j.pk for j in jobs]).update(**claim)
-    for job in jobs:
-        job.status, job.lease_token, job.worker_id = JobStatus.PROCESSING, claim["lease_token"], \
-            claim["worker_id"]
-        job.leased_until, job.started_at, job.updated_at = claim["leased_until"], now, now
-        job.attempt += 1
+        store.engine(manager.db).mark_claimed(jobs, claim)
     return jobs
 
 

@@ -1,0 +1,116 @@
+"""The engine's verbs on leases and waiting jobs: heartbeat, progress, rescue, release at
+shutdown, release of waiting jobs; and the writes of waiting jobs the dependencies feature
+asks for. Mixed into ``Engine`` (``engine/verbs.py``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .. import hooks
+from .writes import PENDING, PROCESSING, WAITING
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+
+class LeaseVerbs:
+    """``db`` is the engine's database, ``jobs`` the jobs' manager on it."""
+
+    db: str
+    jobs: Any
+
+    def fenced(self, job: Job) -> Any:
+        """The job's row, only while ``job`` still holds its lease."""
+        return self.jobs.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING)
+
+    def write_fenced(self, job: Job, fields: dict[str, Any]) -> bool:
+        """Update the job's row with ``fields`` if ``job`` still holds its lease."""
+        return bool(self.fenced(job).update(**fields))
+
+    def heartbeat(
+        self, *, held: dict[int, uuid.UUID], lease_seconds: float
+    ) -> tuple[set[int], set[int]]:
+        """Renew the leases of the jobs a worker holds (job id to lease token).
+
+        Returns the ids still held, and the ids of those with a cancel request.
+        """
+        if not held:
+            return set(), set()
+        now = timezone.now()
+        mine = self.jobs.filter(
+            status=PROCESSING, pk__in=list(held), lease_token__in=set(held.values())
+        )
+        with transaction.atomic(using=self.db):
+            mine.update(leased_until=now + timedelta(seconds=lease_seconds))
+            rows = list(mine.values_list("pk", "lease_token", "cancel_requested"))
+        still = {pk for pk, token, _ in rows if held.get(pk) == token}
+        return still, {pk for pk, token, cancel in rows if cancel and pk in still}
+
+    def record_progress(self, job: Job, fraction: float, message: str) -> bool:
+        """Store a running job's progress, fenced on its lease (``set_progress``)."""
+        progress = {"fraction": fraction, "message": message}
+        changed = self.fenced(job).update(progress=progress)
+        if changed:
+            job.progress = progress
+        return bool(changed)
+
+    def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
+        """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
+        counted apart from errors (the rescue hook of ``crashes.py``).
+
+        Any worker may run this at any time: every write is fenced on the old lease token,
+        so two rescuers never both record the same lost attempt.
+        """
+        now = now or timezone.now()
+        if not self.jobs.stale(now).exists():
+            # Almost every heartbeat: one read, in autocommit, that locks no row.
+            return []
+        with transaction.atomic(using=self.db):
+            return hooks.rescue(self.jobs, limit=limit, now=now)
+
+    def release(self, jobs: Sequence[Job]) -> int:
+        """Hand held jobs back to the queue at shutdown, without spending their attempt."""
+        from ..models import JobAttempt
+
+        now = timezone.now()
+        released = 0
+        with transaction.atomic(using=self.db):
+            for job in jobs:
+                if not self.fenced(job).update(
+                    status=PENDING, attempt=F("attempt") - 1, run_at=now, updated_at=now,
+                    leased_until=None, started_at=None,
+                ):
+                    continue
+                released += 1
+                JobAttempt.objects.using(self.db).create(
+                    job=job, number=job.attempt, worker_id=job.worker_id,
+                    started_at=job.started_at or now, finished_at=now,
+                    outcome=JobAttempt.Outcome.RELEASED,
+                )
+        return released
+
+    def release_waiting(self) -> int:
+        """Make pending the waiting jobs no feature holds back any more (the heartbeat's
+        sweep: dependencies all completed)."""
+        waiting = self.jobs.filter(status=WAITING)
+        if not waiting.exists():  # as rescue: one read that locks nothing, most heartbeats
+            return 0
+        with transaction.atomic(using=self.db):
+            return hooks.release(self.jobs, waiting, timezone.now())
+
+    def mark_has_dependents(self, ids: list[int]) -> None:
+        """Flag these jobs as depended on (which also locks their rows until commit)."""
+        self.jobs.filter(pk__in=ids, has_dependents=False).update(has_dependents=True)
+
+    def make_pending(self, ids: list[int], now: datetime) -> int:
+        """Waiting jobs among ``ids`` become pending, due now; returns how many."""
+        return self.jobs.filter(pk__in=ids, status=WAITING).update(
+            status=PENDING, run_at=now, updated_at=now
+        )

@@ -1,0 +1,119 @@
+"""The staff's verbs, as the admin, the API and commands call them on a queryset of jobs:
+retry, retry with a corrected payload, cancel, run now, discard, delete a batch; and pausing
+and resuming a queue. Each narrows to the rows it applies to and returns how many changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from .. import hooks
+from ..exceptions import InvalidJob
+from ..uniquekey import keep_key_if
+from ..validation import QUEUE_RE, check_payload
+from .writes import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING, retry_fields
+
+
+class StaffVerbs:
+    """Mixed into ``Engine``: ``db`` is its database, ``row_locks`` whether it has them."""
+
+    db: str
+    row_locks: bool
+
+    def retry(self, jobs: Any) -> int:
+        """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
+        return jobs.filter(status__in=(DEAD, FAILED, CANCELED)).update(**retry_fields())
+
+    def retry_with_payload(self, jobs: Any, payload: Any) -> int:
+        """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
+
+        Raises InvalidJob if the payload is not JSON-serialisable; changes nothing then.
+        """
+        payload = check_payload(payload)
+        return jobs.filter(status=DEAD).update(payload=payload, **retry_fields())
+
+    def cancel(self, jobs: Any) -> int:
+        """Pending and failed jobs become canceled; processing ones get a cancel request."""
+        now = timezone.now()
+        with transaction.atomic(using=jobs.db):
+            cancelable = jobs.filter(status__in=(*READY_STATES, WAITING))
+            hooked = hooks.hold_for_cancel(cancelable)  # read (and locked) for the features
+            waiting = cancelable.update(
+                status=CANCELED, updated_at=now, finished_at=now,
+                unique_key=keep_key_if(CANCELED),
+            )
+            running = jobs.filter(status=PROCESSING, cancel_requested=False).update(
+                cancel_requested=True, updated_at=now
+            )
+            for job in hooked:
+                job.__dict__.update(status=CANCELED, updated_at=now, finished_at=now)
+            hooks.ended(hooked, jobs.db)
+        return waiting + running
+
+    def run_now(self, jobs: Any) -> int:
+        """Scheduled (or backing-off) jobs become due now."""
+        now = timezone.now()
+        return jobs.filter(status__in=READY_STATES, run_at__gt=now).update(
+            run_at=now, updated_at=now
+        )
+
+    def delete_batch(self, jobs: Any, limit: int) -> int:
+        """Delete up to ``limit`` of these jobs (oldest first) and their attempts, in one short
+        transaction; returns how many jobs went. Rows another transaction holds are skipped."""
+        with transaction.atomic(using=jobs.db):
+            batch = jobs.order_by("created_at", "pk")
+            if self.row_locks:
+                batch = batch.select_for_update(skip_locked=True)
+            ids = list(batch.values_list("pk", flat=True)[:limit])
+            if not ids:
+                return 0
+            model = jobs.model
+            deleted = model._default_manager.using(jobs.db).filter(pk__in=ids).delete()[1]
+        return deleted.get(model._meta.label, 0)
+
+    def discard(self, jobs: Any) -> int:
+        """Delete jobs no worker holds (all but processing) with their attempts; returns jobs.
+
+        The rows are locked first on databases with row locks, so a worker cannot claim a
+        job between the check and the delete (claims skip locked rows).
+        """
+        deleted = 0
+        model = jobs.model
+        with transaction.atomic(using=jobs.db):
+            idle = jobs.exclude(status=PROCESSING).order_by()
+            if self.row_locks:
+                idle = idle.select_for_update()
+            ids = list(idle.values_list("pk", flat=True))
+            for start in range(0, len(ids), 1000):
+                chunk = model._default_manager.using(jobs.db).filter(
+                    pk__in=ids[start : start + 1000]
+                )
+                _, per_model = chunk.exclude(status=PROCESSING).only("pk").delete()
+                deleted += per_model.get(model._meta.label, 0)
+        return deleted
+
+    def pause(self, queue: str) -> bool:
+        """Stop workers claiming from ``queue``; True if it was running."""
+        return self._set_paused(queue, paused=True)
+
+    def resume(self, queue: str) -> bool:
+        """Let workers claim from ``queue`` again; True if it was paused."""
+        return self._set_paused(queue, paused=False)
+
+    def _set_paused(self, name: str, *, paused: bool) -> bool:
+        from ..models import QueueState
+
+        if not isinstance(name, str) or not QUEUE_RE.fullmatch(name):
+            raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {name!r}"})
+        states = QueueState.objects.db_manager(self.db)
+        now = timezone.now()
+        with transaction.atomic(using=self.db):
+            changed = states.filter(name=name).exclude(paused=paused).update(
+                paused=paused, changed_at=now
+            )
+            if not changed and paused and not states.filter(name=name).exists():
+                states.create(name=name, paused=True, changed_at=now)
+                changed = 1
+        return bool(changed)

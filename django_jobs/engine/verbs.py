@@ -1,0 +1,219 @@
+"""The engine's verbs on Django's ORM: the implementation every database shares.
+
+One ``Engine`` per database alias (``engine_for``). The worker's verbs are here (enqueue,
+claim, finish, the finish-and-claim turn, heartbeat, rescue, release); the staff's (retry,
+cancel, run now, discard, pause) are in ``engine/staff.py``. How a claim takes its rows
+depends on whether the database has row locks (``engine/portable.py``); PostgreSQL replaces
+the hot verbs with hand-written statements (``engine/postgres.py``).
+
+A snooze is a finish: the worker hands ``finish`` an outcome of kind ``snoozed``, whose
+transition makes the job pending again at the time it asked for, its attempt not counted.
+Features join these verbs through ``hooks.py``; each hook gets the jobs' manager (``jobs``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from .. import hooks
+from ..instances import build, build_many
+from ..signals import job_enqueued
+from ..validation import check_payload, enqueue_fields
+from .leases import LeaseVerbs
+from .staff import StaffVerbs
+from .transition import Apply, Transition, undone_on_error
+from .writes import (
+    COMPLETED,
+    PROCESSING,
+    attempt_row,
+    claim_fields,
+    claim_values,
+    split_plain_completions,
+    transition_of,
+    update_fields,
+)
+
+if TYPE_CHECKING:
+    from ..models import Job
+    from ..outcomes import AttemptOutcome
+
+
+class Engine(StaffVerbs, LeaseVerbs):
+    """The verbs on one database (``using``), through the ORM."""
+
+    row_locks = True  # SELECT ... FOR UPDATE SKIP LOCKED: claimers pass over each other's rows
+
+    def __init__(self, using: str) -> None:
+        self.db = using
+
+    @cached_property
+    def jobs(self) -> Any:
+        """``Job.objects`` on this database: what the verbs query, and what hooks get."""
+        from ..models import Job
+
+        return Job.objects.db_manager(self.db)
+
+    # Enqueue
+
+    def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
+        """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
+        insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
+        fields = enqueue_fields(type, **options)
+        job = build(self.jobs.model, {"payload": check_payload(payload), **fields})
+        if insert is not None:  # or the job holding the key
+            job = insert(self.jobs, [job])[0]
+            if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
+                return job
+        else:
+            self.insert(job)
+        if job_enqueued.has_listeners(self.jobs.model):
+            job_enqueued.send(sender=self.jobs.model, job=job)
+        return job
+
+    def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
+        """Insert one job per payload, all with the same options, in one statement."""
+        insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
+        fields = enqueue_fields(type, **options)
+        model = self.jobs.model
+        jobs = build_many(model, fields, "payload", (check_payload(p) for p in payloads))
+        if insert is not None:  # duplicates map to the job holding the key
+            created = insert(self.jobs, jobs)
+            new = [job for job in created if not job.duplicate]  # type: ignore[attr-defined]
+        else:
+            created = new = self.insert_many(jobs, fields)
+        if job_enqueued.has_listeners(model):
+            for job in dict.fromkeys(new):
+                job_enqueued.send(sender=model, job=job)
+        return created
+
+    def insert(self, job: Job) -> None:
+        """One built job's INSERT, as ``save()`` does it."""
+        self.save_new(job)
+
+    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+        """The INSERT of built jobs sharing the values ``shared``."""
+        return self.bulk_insert(jobs)
+
+    def save_new(self, job: Job) -> None:
+        """``save()``'s INSERT on every database: for an insert that takes over the enqueue
+        (``unique.py`` catches the unique key's IntegrityError in a savepoint)."""
+        job.save(force_insert=True, using=self.db)
+
+    def bulk_insert(self, jobs: list[Job]) -> list[Job]:
+        """``bulk_create``'s INSERT on every database, any field differing from job to job."""
+        return self.jobs.bulk_create(jobs)
+
+    # Claim
+
+    def claim(
+        self, *, worker_id: str, limit: int, lease_seconds: float,
+        queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
+    ) -> list[Job]:
+        """Take up to ``limit`` ready jobs for this worker, in one short transaction.
+
+        Highest priority first, then earliest run_at, then oldest: the order of the partial
+        ready indexes. How the rows are taken is ``take``'s (``engine/portable.py``).
+        """
+        if limit < 1:
+            return []
+        now = timezone.now()
+        ready = self.jobs.ready(queues, now)
+        if exclude_queues:
+            ready = ready.exclude(queue__in=exclude_queues)
+        values = claim_values(worker_id, now, lease_seconds, uuid.uuid4())
+        return self.take(ready, values, limit, now)
+
+    def take(self, ready: Any, values: dict[str, Any], limit: int, now: datetime) -> list[Job]:
+        """Mark up to ``limit`` rows of ``ready`` claimed with ``values``; return them."""
+        raise NotImplementedError
+
+    # Finish
+
+    def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
+        """Write the outcomes of attempts in one transaction; returns those that were written.
+
+        Every write is fenced on (id, lease_token, status=processing): a worker whose lease
+        was taken over cannot overwrite the newer attempt, and its outcome is dropped.
+        """
+        from ..models import JobAttempt
+
+        now = timezone.now()
+        done: list[AttemptOutcome] = []
+        with undone_on_error() as applying, transaction.atomic(using=self.db):
+            plain, other = split_plain_completions(outcomes)
+            for token, group in plain.items():
+                done += self._finish_group(group, token, now, applying)
+            for outcome in other:
+                change = self.transition(outcome, now)
+                if self.fenced(outcome.job).update(**update_fields(change)):
+                    applying(outcome, change)
+                    done.append(outcome)
+            JobAttempt.objects.using(self.db).bulk_create([attempt_row(o) for o in done])
+            hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
+        return done
+
+    def _finish_group(
+        self, group: list[AttemptOutcome], token: uuid.UUID | None, now: datetime,
+        applying: Apply,
+    ) -> list[AttemptOutcome]:
+        """Completions without a result sharing one lease token: one UPDATE for all."""
+        ids = [o.job.pk for o in group]
+        fenced = self.jobs.filter(pk__in=ids, lease_token=token, status=PROCESSING)
+        change = self.transition(group[0], now)  # the same for all: completed, no result
+        if any(o.job.unique_key is not None for o in group):  # the key kept where it guards
+            change = replace(change, keeps_key_check=True)
+        if fenced.update(**update_fields(change)) == len(group):
+            done = group
+        else:
+            mine = set(
+                self.jobs.filter(pk__in=ids, lease_token=token, status=COMPLETED, finished_at=now)
+                .values_list("pk", flat=True)
+            )
+            done = [o for o in group if o.job.pk in mine]
+        for outcome in done:
+            applying(outcome, change)
+        return done
+
+    def finish_and_claim(
+        self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
+        lease_seconds: float, queues: Sequence[str] | None = None,
+        exclude_queues: Sequence[str] = (),
+    ) -> tuple[list[AttemptOutcome], list[Job]]:
+        """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``limit`` jobs, in
+        one transaction. Returns the outcomes written and the jobs claimed."""
+        with transaction.atomic(using=self.db):
+            done = self.finish(outcomes) if outcomes else []
+            claimed = self.claim(
+                worker_id=worker_id, limit=limit, lease_seconds=lease_seconds, queues=queues,
+                exclude_queues=exclude_queues,
+            ) if limit > 0 else []
+        return done, claimed
+
+    # The parts of a write that features share (crashes.py, limits, dependencies)
+
+    @staticmethod
+    def transition(outcome: AttemptOutcome, now: datetime) -> Transition:
+        """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
+        return transition_of(outcome, now)
+
+    update_fields = staticmethod(update_fields)
+    attempt_row = staticmethod(attempt_row)
+
+    def mark_claimed(self, jobs: list[Job], values: dict[str, Any]) -> None:
+        """Write the claim (``values``: a claim's plain values) of these locked or admitted
+        jobs, and set it on them."""
+        self.jobs.filter(pk__in=[j.pk for j in jobs]).update(**claim_fields(values))
+        now = values["started_at"]
+        for job in jobs:
+            job.status, job.lease_token = PROCESSING, values["lease_token"]
+            job.worker_id, job.leased_until = values["worker_id"], values["leased_until"]
+            job.started_at, job.updated_at = now, now
+            job.attempt += 1
