@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 
 from django_jobs.models import Job
+from django_jobs.models import Worker as WorkerRow
 from tests.chaos.ledger import collect, count_runs, read_runs, verify
 from tests.chaos.scale import env_float, env_int, report
 from tests.conftest import wait_for
@@ -50,7 +51,9 @@ def test_kill_9_storm_with_replacement_workers_runs_every_job_once_modulo_lost_a
     def launch():
         nonlocal started
         started += 1
-        return start_worker("--concurrency", "4", "--worker-id", f"storm-{started}", *FAST)
+        worker = start_worker("--concurrency", "4", "--worker-id", f"storm-{started}", *FAST)
+        worker.worker_id = f"storm-{started}"
+        return worker
 
     workers = [launch() for _ in range(workers_wanted)]
     began = time.monotonic()
@@ -68,7 +71,12 @@ def test_kill_9_storm_with_replacement_workers_runs_every_job_once_modulo_lost_a
         time.sleep(interval)
     wall = time.monotonic() - began
 
-    for worker in workers:  # the survivors are not stuck: they stop cleanly
+    # The survivors are not stuck: they stop cleanly. A replacement started a moment ago may not
+    # have installed its signal handlers yet (it registers its row right after), and a SIGTERM
+    # before that ends it as Python's default would: wait for the rows first.
+    ids = [worker.worker_id for worker in workers]
+    wait_for(lambda: WorkerRow.objects.filter(pk__in=ids).count() == len(ids), timeout=60)
+    for worker in workers:
         worker.signal(signal.SIGTERM)
     for worker in workers:
         assert worker.wait(timeout=60) == 0, worker.output()[-2000:]
