@@ -48,27 +48,34 @@ def test_claim_marks_rows_processing_with_a_lease():
     assert claim() == []  # nothing left
 
 
-def test_concurrent_claimers_never_get_the_same_job():
-    """Eight threads, each with its own connection, claim until the queue is empty."""
-    jobs = Job.enqueue_many("noop", [{}] * 300)
-    taken: list[list[int]] = [[] for _ in range(8)]
+def claim_in_threads(threads: int, **options) -> list[list[int]]:
+    """Threads, each with its own connection, claiming 7 at a time until nothing is left: the
+    ids each one took."""
+    taken: list[list[int]] = [[] for _ in range(threads)]
     errors = []
 
     def claimer(i):
         try:
-            while got := claim(limit=7, worker=f"w{i}"):
+            while got := claim(limit=7, worker=f"w{i}", **options):
                 taken[i].extend(j.pk for j in got)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(8)]
-    for t in threads:
+    running = [threading.Thread(target=claimer, args=(i,)) for i in range(threads)]
+    for t in running:
         t.start()
-    for t in threads:
+    for t in running:
         t.join()
     assert errors == []
+    return taken
+
+
+def test_concurrent_claimers_never_get_the_same_job():
+    """Eight threads, each with its own connection, claim until the queue is empty."""
+    jobs = Job.enqueue_many("noop", [{}] * 300)
+    taken = claim_in_threads(8)
     every = [pk for part in taken for pk in part]
     assert len(every) == len(set(every)) == 300
     assert set(every) == {j.pk for j in jobs}
@@ -81,24 +88,7 @@ def test_concurrent_claimers_of_several_queues_never_get_the_same_job():
     those queues is claimed once, the third queue's are left."""
     for queue in ("a", "b", "c"):
         Job.enqueue_many("noop", [{}] * 150, queue=queue)
-    taken: list[list[int]] = [[], []]
-    errors = []
-
-    def claimer(i):
-        try:
-            while got := claim(limit=7, worker=f"w{i}", queues=["a", "b"]):
-                taken[i].extend(j.pk for j in got)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    taken = claim_in_threads(2, queues=["a", "b"])
     every = [pk for part in taken for pk in part]
     assert len(every) == len(set(every)) == 300
     assert set(every) == set(Job.objects.filter(queue__in=["a", "b"]).values_list("pk", flat=True))
