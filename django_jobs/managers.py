@@ -16,16 +16,11 @@ from django.db import models
 from django.utils import timezone
 
 from . import store
-from .states import JobStatus
+from .states import DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 
 if TYPE_CHECKING:
     from .models import Job
     from .outcomes import AttemptOutcome
-
-PENDING, PROCESSING, COMPLETED = JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED
-FAILED, DEAD, CANCELED = JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED
-WAITING = JobStatus.WAITING
-READY_STATES = (PENDING, FAILED)
 
 
 class JobQuerySet(models.QuerySet):

@@ -26,3 +26,10 @@ class Outcome(models.TextChoices):
     CANCELED = "canceled", "Canceled"  # stopped by a cancel request
     RELEASED = "released", "Released"  # handed back at shutdown; did not count
     SNOOZED = "snoozed", "Snoozed"  # the handler asked to run later; did not count
+
+
+# The members by their names, for modules that name states often; the states a claim takes.
+PENDING, PROCESSING, COMPLETED = JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED
+FAILED, DEAD, CANCELED = JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED
+WAITING = JobStatus.WAITING
+READY_STATES = (PENDING, FAILED)

@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from django_jobs.engine import engine_for, postgres
 from django_jobs.engine import sql as statements
-from django_jobs.managers import READY_STATES
 from django_jobs.models import Job
 from django_jobs.outcomes import AttemptOutcome
+from django_jobs.states import READY_STATES
 
 pytestmark = pytest.mark.django_db
 

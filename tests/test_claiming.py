@@ -302,7 +302,7 @@ def test_claim_query_is_served_by_a_partial_ready_index(queues, index):
     from django.db import connection
 
     from django_jobs.engine import postgres
-    from django_jobs.managers import READY_STATES
+    from django_jobs.states import READY_STATES
 
     if connection.vendor != "postgresql":
         pytest.skip("partial index plans are checked on PostgreSQL")

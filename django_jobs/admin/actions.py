@@ -17,7 +17,8 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.text import capfirst
 
-from ..managers import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, JobQuerySet
+from ..managers import JobQuerySet
+from ..states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
 
 RETRYABLE = (DEAD, FAILED, CANCELED)
 CANCELABLE = (PENDING, FAILED)

@@ -21,8 +21,8 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from ..exceptions import InvalidJob
-from ..managers import DEAD
 from ..models import Job
+from ..states import DEAD
 
 # The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
 # ModelAdmin they extend.

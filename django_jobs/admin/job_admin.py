@@ -9,8 +9,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from ..managers import READY_STATES
 from ..models import Job
+from ..states import READY_STATES
 from . import actions, display, search
 from .attempts import AttemptInline
 from .edit_payload import EditPayloadMixin

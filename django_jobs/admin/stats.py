@@ -16,8 +16,8 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from ..conf import jobs_settings
-from ..managers import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from ..models import Job, QueueState, Worker
+from ..states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from .paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS, planner_estimate
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)

@@ -14,8 +14,8 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
 from ..exceptions import InvalidJob
-from ..managers import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from ..models import Job, QueueState
+from ..states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from . import actions, stats
 
 # The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
