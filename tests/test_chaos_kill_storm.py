@@ -31,6 +31,18 @@ def unfinished() -> int:
     return Job.objects.filter(status__in=[S.PENDING, S.FAILED, S.PROCESSING]).count()
 
 
+def stop_and_verify(workers, jobs: int, log: str):
+    """The survivors are not stuck: SIGTERM stops each cleanly. Then every job ran, and ran
+    more than once only where a lost attempt is recorded (the ledger's figures)."""
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    for worker in workers:
+        assert worker.wait(timeout=60) == 0, worker.output()[-2000:]
+    figures = verify(collect(), read_runs(log))
+    assert figures.jobs == jobs
+    return figures
+
+
 def test_kill_9_storm_with_replacement_workers_runs_every_job_once_modulo_lost_attempts(
     start_worker, tmp_path
 ):
@@ -71,17 +83,12 @@ def test_kill_9_storm_with_replacement_workers_runs_every_job_once_modulo_lost_a
         time.sleep(interval)
     wall = time.monotonic() - began
 
-    # The survivors are not stuck: they stop cleanly. A replacement started a moment ago may not
-    # have installed its signal handlers yet (it registers its row right after), and a SIGTERM
-    # before that ends it as Python's default would: wait for the rows first.
+    # A replacement started a moment ago may not have installed its signal handlers yet (it
+    # registers its row right after), and a SIGTERM before that ends it as Python's default
+    # would: wait for the survivors' rows first.
     ids = [worker.worker_id for worker in workers]
     wait_for(lambda: WorkerRow.objects.filter(pk__in=ids).count() == len(ids), timeout=60)
-    for worker in workers:
-        worker.signal(signal.SIGTERM)
-    for worker in workers:
-        assert worker.wait(timeout=60) == 0, worker.output()[-2000:]
-    figures = verify(collect(), read_runs(log))
-    assert figures.jobs == jobs
+    figures = stop_and_verify(workers, jobs, log)
     # Otherwise the storm tested nothing: no kill landed on a worker holding a job.
     assert figures.interrupted_attempts > 0, f"no attempt was interrupted (seed {seed})"
     report(f"kill storm ({connection.vendor})", {
@@ -120,19 +127,18 @@ def test_freeze_storm_past_the_lease_runs_every_job_once_modulo_lost_attempts(
                 del frozen[index]
         awake = [i for i in range(len(workers)) if i not in frozen]
         if freezes < freezes_wanted and len(awake) > 1 and unfinished():
-            index = rng.choice(awake)
+            # A worker that holds jobs, where one does: freezing an idle one tests nothing.
+            holding = set(
+                Job.objects.filter(status=S.PROCESSING).values_list("worker_id", flat=True)
+            )
+            index = rng.choice([i for i in awake if f"frozen-{i}" in holding] or awake)
             workers[index].signal(signal.SIGSTOP)
             frozen[index] = now + frozen_for
             freezes += 1
         time.sleep(0.5)
     wall = time.monotonic() - began
 
-    for worker in workers:
-        worker.signal(signal.SIGTERM)
-    for worker in workers:
-        assert worker.wait(timeout=60) == 0, worker.output()[-2000:]
-    figures = verify(collect(), read_runs(log))
-    assert figures.jobs == jobs
+    figures = stop_and_verify(workers, jobs, log)
     assert figures.interrupted_attempts > 0, f"no lease ran out while frozen (seed {seed})"
     report(f"freeze storm ({connection.vendor})", {
         **figures.as_dict(), "workers": workers_wanted, "freezes": freezes,
