@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import models, transaction
+from django.db import models
 
 from .. import hooks, mariadb
 from ..lockedrows import locked
@@ -23,7 +23,7 @@ class RowLockEngine(Engine):
     each other's rows instead of waiting; features admit them (limits), then one UPDATE."""
 
     def take(self, ready: Any, values: dict[str, Any], limit: int, now: datetime) -> list[Job]:
-        with transaction.atomic(using=self.db):
+        with self.verb_atomic():
             jobs = self.lock_candidates(ready, limit)
             if not jobs:
                 return []
