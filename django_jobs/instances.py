@@ -13,6 +13,7 @@ import functools
 from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
 
+from django.db.models import DateField, Field
 from django.db.models.base import Model, ModelState
 from django.db.models.signals import post_init, pre_init
 
@@ -96,3 +97,12 @@ def _defaults(model: type[Model]) -> tuple[dict[str, Any], list[tuple[str, Any]]
         else:
             called.append((field.attname, field))
     return constants, called
+
+
+def plain_pre_save(field: Any) -> bool:
+    """True if ``field.pre_save`` only reads the attribute (Field's own, or a date field
+    that is neither auto_now nor auto_now_add): then a value ``build`` gave every instance
+    alike stays alike on save."""
+    if type(field).pre_save is Field.pre_save:
+        return True
+    return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add

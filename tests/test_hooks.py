@@ -2,6 +2,8 @@
 the real database, in their transactions, beside the features the app registers."""
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_jobs import hooks
@@ -122,6 +124,52 @@ def test_a_hook_that_raises_rolls_the_finish_back(add_feature):
     job.refresh_from_db()
     assert job.status == S.PROCESSING
     assert not Job.objects.filter(type="noop").exists()
+
+
+def test_a_turn_that_a_feature_joins_opens_no_savepoint(add_feature):
+    seen = []
+
+    class Audit(hooks.Feature):
+        def joins_finish(self, job):
+            return True
+
+        def after_finish(self, manager, written, now):
+            seen.extend(outcome.job.pk for outcome in written)
+
+    add_feature(Audit())
+    first, second = Job.enqueue("echo", {}), Job.enqueue("echo", {})
+    (claimed,) = claim(limit=1)
+    with CaptureQueriesContext(connection) as queries:
+        written, jobs = Job.objects.finish_and_claim(
+            [completed(claimed)], worker_id="w1", limit=1, lease_seconds=30)
+    assert [o.job.pk for o in written] == seen == [first.pk]
+    assert [j.pk for j in jobs] == [second.pk]
+    statements = [q["sql"].upper() for q in queries.captured_queries]
+    assert not [sql for sql in statements if "SAVEPOINT" in sql]
+
+
+def test_a_finish_in_the_callers_transaction_is_a_savepoint_the_caller_goes_on_after(
+        add_feature):
+    class Broken(hooks.Feature):
+        def joins_finish(self, job):
+            return True
+
+        def after_finish(self, manager, written, now):
+            raise RuntimeError("the feature failed")
+
+    add_feature(Broken())
+    job = Job.enqueue("echo", {})
+    (claimed,) = claim()
+    now = timezone.now()
+    snoozed = AttemptOutcome(job=claimed, kind="snoozed", started_at=now, finished_at=now,
+                             snooze_seconds=60)  # the ORM's finish on every database
+    with transaction.atomic():
+        with pytest.raises(RuntimeError, match="the feature failed"):
+            Job.objects.finish([snoozed])
+        Job.enqueue("noop", {})  # the caller's transaction goes on
+    job.refresh_from_db()
+    assert job.status == S.PROCESSING
+    assert Job.objects.filter(type="noop").count() == 1
 
 
 def test_a_feature_that_admits_nothing_leaves_every_job_ready(add_feature):

@@ -20,12 +20,12 @@ from django.db.models import (
     NOT_PROVIDED,
     BooleanField,
     CharField,
-    DateField,
     DateTimeField,
     Field,
     IntegerField,
 )
 
+from ..instances import plain_pre_save
 from ..pgcursor import run
 from .sql import insert_many_sql, insert_sql, quote
 
@@ -92,18 +92,10 @@ def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool, ty
     None may be left out (no database default would then fill it), and the class of value it
     sends as it is."""
     return [
-        (f.attname, f, _plain_pre_save(f), quote(f.column),
+        (f.attname, f, plain_pre_save(f), quote(f.column),
          getattr(f, "db_default", NOT_PROVIDED) is NOT_PROVIDED, _sent_as_is(f))
         for f in model._meta.concrete_fields if not f.primary_key
     ]
-
-
-def _plain_pre_save(field: Any) -> bool:
-    """True if ``field.pre_save`` only reads the attribute (Field's own, or a date field
-    that is neither auto_now nor auto_now_add)."""
-    if type(field).pre_save is Field.pre_save:
-        return True
-    return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add
 
 
 _INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str, bool, type | None]]] = {}
@@ -124,7 +116,7 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
     connection = connections[using]
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     per_job = [
-        f for f in fields if varying is None or f.attname in varying or not _plain_pre_save(f)
+        f for f in fields if varying is None or f.attname in varying or not plain_pre_save(f)
     ]
     shared = [f for f in fields if f not in per_job]
     first = jobs[0]

@@ -7,10 +7,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import models, transaction
+from django.db import connections, models, transaction
 
 from .. import hooks, mariadb
+from ..instances import varying
 from ..lockedrows import locked
+from . import mariadbenqueue
 from .verbs import Engine
 from .writes import READY_STATES, claim_fields
 
@@ -23,7 +25,7 @@ class RowLockEngine(Engine):
     each other's rows instead of waiting; features admit them (limits), then one UPDATE."""
 
     def take(self, ready: Any, values: dict[str, Any], limit: int, now: datetime) -> list[Job]:
-        with transaction.atomic(using=self.db):
+        with self.verb_atomic():
             jobs = self.lock_candidates(ready, limit)
             if not jobs:
                 return []
@@ -45,6 +47,18 @@ class MariaDBEngine(RowLockEngine):
 
     def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
         return mariadb.lock_ready(ready, limit)
+
+    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+        """On MariaDB ``bulk_create``'s INSERT with the values all jobs share sent once
+        (``engine/mariadbenqueue.py``); a failed INSERT marks the caller's atomic block for
+        rollback, as ``bulk_create``'s does. MySQL has no ``INSERT ... RETURNING``: it keeps
+        ``bulk_create``."""
+        connection: Any = connections[self.db]  # the MySQL backend's wrapper
+        if not connection.mysql_is_mariadb:
+            return super().insert_many(jobs, shared)
+        with transaction.mark_for_rollback_on_error(self.db):
+            mariadbenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
+        return jobs
 
 
 class WithoutRowLocksEngine(Engine):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from ..models import Job
     from ..outcomes import AttemptOutcome
 
+# The database whose worker's turn (``Engine.finish_and_claim``) this context is inside, if any
+_turn: ContextVar[str | None] = ContextVar("django_jobs_turn", default=None)
+
 
 class Engine(StaffVerbs, LeaseVerbs):
     """The verbs on one database (``using``), through the ORM."""
@@ -60,6 +64,13 @@ class Engine(StaffVerbs, LeaseVerbs):
         from ..models import Job
 
         return Job.objects.db_manager(self.db)
+
+    def verb_atomic(self) -> transaction.Atomic:
+        """The transaction of one verb (``finish``, a claim's ``take``). Inside another atomic
+        block it is a savepoint, so that a caller may catch the verb's error and go on; inside
+        the worker's turn it is not: the turn is one transaction that an error rolls back as a
+        whole, and a savepoint would cost two more round trips for each verb."""
+        return transaction.atomic(using=self.db, savepoint=_turn.get() != self.db)
 
     # Enqueue
 
@@ -147,7 +158,7 @@ class Engine(StaffVerbs, LeaseVerbs):
 
         now = timezone.now()
         done: list[AttemptOutcome] = []
-        with undone_on_error() as applying, transaction.atomic(using=self.db):
+        with undone_on_error() as applying, self.verb_atomic():
             plain, other = split_plain_completions(outcomes)
             for token, group in plain.items():
                 done += self._finish_group(group, token, now, applying)
@@ -188,13 +199,18 @@ class Engine(StaffVerbs, LeaseVerbs):
         exclude_queues: Sequence[str] = (),
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``limit`` jobs, in
-        one transaction. Returns the outcomes written and the jobs claimed."""
+        one transaction (no savepoint inside it: ``verb_atomic``). Returns the outcomes written
+        and the jobs claimed."""
         with transaction.atomic(using=self.db):
-            done = self.finish(outcomes) if outcomes else []
-            claimed = self.claim(
-                worker_id=worker_id, limit=limit, lease_seconds=lease_seconds, queues=queues,
-                exclude_queues=exclude_queues,
-            ) if limit > 0 else []
+            token = _turn.set(self.db)
+            try:
+                done = self.finish(outcomes) if outcomes else []
+                claimed = self.claim(
+                    worker_id=worker_id, limit=limit, lease_seconds=lease_seconds, queues=queues,
+                    exclude_queues=exclude_queues,
+                ) if limit > 0 else []
+            finally:
+                _turn.reset(token)
         return done, claimed
 
     # The parts of a write that features share (crashes.py, limits, dependencies)
