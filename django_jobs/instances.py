@@ -106,3 +106,14 @@ def plain_pre_save(field: Any) -> bool:
     if type(field).pre_save is Field.pre_save:
         return True
     return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add
+
+
+def insert_fields(model: Any, varying: Any = None) -> tuple[list[Any], list[Any]]:
+    """The fields a one-statement bulk INSERT writes (all but the primary key), and those of
+    them whose value it sends per job: the ``varying`` attnames (None: every field) and any
+    field whose ``pre_save`` gives each instance its own value (``auto_now``)."""
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    per_job = [
+        f for f in fields if varying is None or f.attname in varying or not plain_pre_save(f)
+    ]
+    return fields, per_job

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from django.db.models import BooleanField, Field, IntegerField
 
-from ..instances import plain_pre_save
+from ..instances import insert_fields
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -38,10 +38,7 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
         return
     model = type(jobs[0])
     connection = connections[using]
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    per_job = [
-        f for f in fields if varying is None or f.attname in varying or not plain_pre_save(f)
-    ]
+    fields, per_job = insert_fields(model, varying)
     first = jobs[0]
     quote = connection.ops.quote_name
     select, params = [], []

@@ -25,7 +25,7 @@ from django.db.models import (
     IntegerField,
 )
 
-from ..instances import plain_pre_save
+from ..instances import insert_fields, plain_pre_save
 from ..pgcursor import run
 from .sql import insert_many_sql, insert_sql, quote
 
@@ -114,10 +114,7 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
         return
     model = type(jobs[0])
     connection = connections[using]
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    per_job = [
-        f for f in fields if varying is None or f.attname in varying or not plain_pre_save(f)
-    ]
+    fields, per_job = insert_fields(model, varying)
     shared = [f for f in fields if f not in per_job]
     first = jobs[0]
     base = {f.column: _plain(f.pre_save(first, True)) for f in shared}
