@@ -57,6 +57,46 @@ def register(worker_id: str, queues: list[str], concurrency: int) -> None:
                 ",".join(queues) or "*", concurrency)
 
 
+class SignalWake:
+    """Wakes the worker's loop on behalf of a signal handler, taking no lock in the handler.
+
+    A Python signal handler runs in the main thread between two bytecodes, which may be inside
+    ``threading.Event.wait``, ``set`` or ``clear`` while that thread holds the event's lock: a
+    handler that called ``Event.set`` itself would wait on that lock for ever. The handler
+    writes a byte to a socket instead (no lock on the Python side), and a daemon thread that
+    reads the other end sets the event.
+    """
+
+    def __init__(self, wake: threading.Event) -> None:
+        self.wake = wake
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)
+        self._thread = threading.Thread(target=self._run, name="django-jobs-signals", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        """Safe from a signal handler: wake the loop soon."""
+        try:
+            self._writer.send(b"\0")
+        except OSError:  # the buffer is full (a wake-up is pending already) or closed
+            pass
+
+    def _run(self) -> None:
+        while True:
+            try:
+                data = self._reader.recv(64)
+            except OSError:
+                return
+            if not data:  # the writer was closed
+                return
+            self.wake.set()
+
+    def close(self) -> None:
+        self._writer.close()
+        self._thread.join(timeout=5)
+        self._reader.close()
+
+
 def install_signals(stop: Callable[..., Any]) -> dict[int, Any]:
     """Route the stop signals to ``stop`` (from the main thread only); returns the handlers
     they had, for ``restore_signals``."""

@@ -37,6 +37,8 @@ def shut_down(worker: Worker) -> None:
         worker.listener.stop()
     worker.safely(lambda: WorkerRow.objects.filter(pk=worker.worker_id).delete())
     restore_signals(worker.previous_handlers)
+    if worker.signal_wake is not None:
+        worker.signal_wake.close()
     worker.systemd.close()
     worker.tally.flush()
     logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)

@@ -25,7 +25,7 @@ from . import claimsize, solo, turn
 from .conf import jobs_settings
 from .deadlines import Running, enforce_deadlines
 from .heartbeat import heartbeat
-from .lifecycle import install_signals, register
+from .lifecycle import SignalWake, install_signals, register
 from .listener import Listener
 from .models import Job
 from .outage import Outages
@@ -77,6 +77,8 @@ class Worker:
         self.slots: list[Slot] = []
         self.stopping = False
         self.stop_deadline = 0.0
+        self.stop_announced = False
+        self.signal_wake: SignalWake | None = None  # from run() to shut_down
         self.claimed = 0
         self.processed = 0
         self.paused: set[str] = set()
@@ -92,6 +94,7 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
+        self.signal_wake = SignalWake(self.wake)
         self.previous_handlers = install_signals(self.stop)
         self.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
@@ -102,6 +105,7 @@ class Worker:
         try:
             while True:
                 if self.stopping or self._out_of_budget():
+                    self._announce_stop()
                     turn.finish_outcomes(self)  # otherwise turn.claim writes them
                 now = time.monotonic()
                 self.systemd.tick(now, self)
@@ -157,14 +161,26 @@ class Worker:
 
     def stop(self, *_args: object) -> None:
         """A stop signal: drain (claim nothing more, give the running jobs the shutdown
-        timeout); a second one leaves at once."""
+        timeout); a second one leaves at once.
+
+        It runs as a signal handler, in the main thread between any two bytecodes, so it only
+        sets plain attributes and pokes ``signal_wake``: no lock, no log line (the loop logs the
+        stop in ``_announce_stop``)."""
         if self.stopping:
             raise Abort
-        logger.info("worker %s: stopping; %d job(s) running", self.worker_id, len(self.running))
-        self.stopping = True
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
-        self.systemd.stopping(self)
-        self.wake.set()
+        self.stopping = True
+        if self.signal_wake is not None:
+            self.signal_wake.poke()
+        else:  # not running: no loop to wake, nor a lock it could hold
+            self.wake.set()
+
+    def _announce_stop(self) -> None:
+        if self.stopping and not self.stop_announced:
+            self.stop_announced = True
+            logger.info("worker %s: stopping; %d job(s) running", self.worker_id,
+                        len(self.running))
+            self.systemd.stopping(self)
 
     def start_slots(self, count: int) -> None:
         """Start ``count`` more slot threads (one replaces a thread abandoned at a timeout)."""

@@ -1,0 +1,62 @@
+"""A stop signal reaches the worker's loop wherever the main thread is when it lands."""
+
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from django_jobs.lifecycle import SignalWake
+from django_jobs.models import Job
+from django_jobs.worker import Worker, WorkerOptions
+from tests.conftest import wait_for
+
+FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
+
+
+def test_a_stop_that_lands_while_its_thread_holds_the_wake_lock_returns_and_wakes_the_loop():
+    """A signal handler runs between any two bytecodes of the main thread, also inside
+    ``Event.wait``/``clear`` while that thread holds the event's lock. ``stop`` must not wait
+    on that lock (it would wait for ever), yet the loop must be woken once the lock is free."""
+    worker = Worker(WorkerOptions())
+    worker.signal_wake = SignalWake(worker.wake)
+    returned = threading.Event()
+
+    def stop_inside_the_lock() -> None:
+        with worker.wake._cond:  # the lock Event.clear and the end of Event.wait hold
+            worker.stop()
+            returned.set()
+
+    threading.Thread(target=stop_inside_the_lock, daemon=True).start()
+    try:
+        assert returned.wait(10), "stop() waited on a lock its own thread held"
+        assert worker.stopping
+        assert worker.wake.wait(10), "the loop was not woken"
+    finally:
+        worker.signal_wake.close()
+
+
+def test_stop_outside_a_run_sets_the_wake_event():
+    worker = Worker(WorkerOptions())
+    worker.stop()
+    assert worker.stopping and worker.wake.is_set()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_sigterm_at_arbitrary_points_of_the_loop_always_ends_the_worker(start_worker):
+    """Workers turning ten times a second while jobs flow, each sent SIGTERM at its own
+    moment: every one drains and exits 0, and no job is lost or left held."""
+    workers = [start_worker("--concurrency", "2", *FAST) for _ in range(4)]
+    wait_for(lambda: all("started; queues" in w.output() for w in workers), timeout=60)
+    jobs = Job.enqueue_many("echo", [{"n": n} for n in range(200)])
+    for number, worker in enumerate(workers):
+        time.sleep(0.05 * number + random.random() / 10)
+        worker.signal(signal.SIGTERM)
+    for worker in workers:
+        assert worker.wait() == 0, worker.output()
+        assert "stopping;" in worker.output()
+    statuses = set(Job.objects.filter(pk__in=[j.pk for j in jobs])
+                   .values_list("status", flat=True))
+    assert statuses <= {Job.Status.COMPLETED, Job.Status.PENDING}
