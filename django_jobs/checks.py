@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from types import FrameType
 from typing import Any
 
 from django.conf import settings
@@ -42,15 +44,30 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
 
 @register(Tags.database)
 def check_migrated(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
-    """The jobs tables exist and are up to date (``check --database default``, ``migrate``).
+    """The jobs tables exist and are up to date (``check --database default``).
 
-    A warning, not an error: ``migrate`` runs the database checks before it migrates, and an
-    error would stop the very command that fixes it.
+    Quiet while ``manage.py migrate`` runs: it runs the database checks just before it applies
+    the very migrations this check asks for. A warning, not an error, so that it can never
+    stop ``migrate`` either.
     """
     using = jobs_database()
-    if not databases or using not in databases:
+    if not databases or using not in databases or migrate_is_running():
         return []
-    reason = problem(using)
-    if reason is None:
+    found = problem(using)
+    if found is None:
         return []
-    return [Warning(reason, id="django_jobs.W002", hint="run `manage.py migrate`")]
+    return [Warning(found.reason, id="django_jobs.W002", hint=found.hint)]
+
+
+def migrate_is_running() -> bool:
+    """True when called from inside the ``migrate`` command (or a site's subclass of it): a
+    method of it is on the stack, whether it runs the checks in ``execute`` (Django 5.2+) or
+    in ``handle``, and however the command was started."""
+    from django.core.management.commands.migrate import Command as Migrate
+
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("self"), Migrate):
+            return True
+        frame = frame.f_back
+    return False

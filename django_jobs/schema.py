@@ -10,14 +10,26 @@ from django.db import DatabaseError, connections, router
 from django.db.migrations.executor import MigrationExecutor
 
 APP_LABEL = "django_jobs"
+RUN_MIGRATE = "run `manage.py migrate`"
 
 
 class NotMigrated(Exception):
-    """The jobs tables are missing or behind the code: run ``manage.py migrate``."""
+    """The jobs tables are missing or behind the code: run ``manage.py migrate``.
+
+    ``reason`` says what is wrong and ``hint`` what to do (None when no command would help);
+    the message is both on one line, for a ``CommandError``."""
+
+    def __init__(self, reason: str, hint: str | None = RUN_MIGRATE) -> None:
+        super().__init__(f"{reason}: {hint}" if hint else reason)
+        self.reason = reason
+        self.hint = hint
 
 
 class Unreachable(NotMigrated):
     """The database could not be asked (down, refusing logins, a wrong address)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, hint=None)
 
 
 def jobs_database() -> str:
@@ -49,13 +61,13 @@ def require_migrated(using: str | None = None) -> None:
         shown = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         raise NotMigrated(f"database {using!r} is not migrated for django-jobs ({shown} not "
-                          f"applied): run `manage.py migrate`")
+                          f"applied)")
 
 
-def problem(using: str | None = None) -> str | None:
-    """One line saying why the jobs tables cannot be used on ``using``, or None if they can."""
+def problem(using: str | None = None) -> NotMigrated | None:
+    """Why the jobs tables cannot be used on ``using``, or None if they can."""
     try:
         require_migrated(using)
     except NotMigrated as exc:
-        return str(exc)
+        return exc
     return None

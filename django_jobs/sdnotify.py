@@ -3,8 +3,9 @@
 systemd passes a datagram socket in ``NOTIFY_SOCKET`` (a path, or an abstract name written with a
 leading ``@``) and, when the unit sets ``WatchdogSec=``, the interval in ``WATCHDOG_USEC``. The
 worker says ``READY=1`` once it can claim jobs, ``STATUS=...`` with its counts, ``WATCHDOG=1``
-from its loop at half the interval (a loop that stops turning stops the pings, and systemd
-restarts the worker), and ``STOPPING=1`` when it begins to shut down.
+from its loop at half the interval (the loop wakes for each ping, however long its poll interval
+and heartbeat; a loop that stops turning stops the pings, and systemd restarts the worker), and
+``STOPPING=1`` when it begins to shut down.
 
 The protocol is one ``sendto`` per message, so it is spoken here rather than through a library.
 Without ``NOTIFY_SOCKET`` every method does nothing; a failed send is logged at debug level and
@@ -14,6 +15,7 @@ never stops the worker.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
@@ -65,7 +67,7 @@ class Notifier:
         self.address = socket_address(value) if value else None
         self.watchdog_every = watchdog_interval(environ) if self.address else None
         self._sock: socket.socket | None = None
-        self._next_ping = 0.0
+        self._next_ping = math.inf  # pings begin at READY=1
         self._next_status = 0.0
         self._status = ""
         self._stopping_sent = False
@@ -106,6 +108,14 @@ class Notifier:
                 self._status = text
                 self.send(f"STATUS={text}")
             self._next_status = now + STATUS_EVERY_SECONDS
+
+    def next_ping_in(self, now: float) -> float:
+        """Seconds until the next WATCHDOG=1 is due (infinity without a watchdog, or before
+        READY=1): the loop sleeps no longer, so a poll interval or heartbeat longer than the
+        watchdog's never lets it fire on an idle worker."""
+        if self.address is None or self.watchdog_every is None:
+            return math.inf
+        return max(self._next_ping - now, 0.0)
 
     def stopping(self, worker: WorkerState | None = None) -> None:
         """The worker has begun to shut down (sent once)."""

@@ -199,14 +199,16 @@ class Worker:
 
     def _wait_time(self) -> float:
         """How long the loop may sleep: until the next poll, heartbeat, timeout, retry after
-        an outage, dispatch of a waiting job, or the end of the shutdown timeout."""
+        an outage, dispatch of a waiting job, systemd watchdog ping, or the end of the
+        shutdown timeout."""
+        now = time.monotonic()
         wait = self.options.poll_interval
         if self.stopping:
-            wait = min(wait, max(self.stop_deadline - time.monotonic(), 0.0))
+            wait = min(wait, max(self.stop_deadline - now, 0.0))
         deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
         if deadlines:
-            wait = min(wait, max(min(deadlines) - time.monotonic(), 0.0) + 0.05)
-        wait = min(wait, self.outages.wait(time.monotonic(), default=wait))
+            wait = min(wait, max(min(deadlines) - now, 0.0) + 0.05)
+        wait = min(wait, self.outages.wait(now, default=wait), self.systemd.next_ping_in(now))
         return min(wait, claimsize.next_tend(self.inbox), self.options.heartbeat_seconds)
 
     def safely(self, func: Callable[..., T], *args: Any) -> T | None:

@@ -2,6 +2,7 @@
 for a database that was never migrated (an empty SQLite file, an empty PostgreSQL database)."""
 
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -82,6 +83,36 @@ def test_the_system_check_warns_and_migrate_still_runs(tmp_path):
     after = manage("check", "--database", "default", env=env)
     assert after.returncode == 0 and "W002" not in after.stderr
     assert manage("jobs", "list", env=env).stdout == "no jobs\n"
+
+
+def test_the_warning_says_run_migrate_once(tmp_path):
+    env = {"JOBS_DB_NAME": str(tmp_path / "fresh.sqlite3"), "DJANGO_JOBS_TEST_DB": "sqlite"}
+    check = manage("check", "--database", "default", env=env)
+    assert check.stderr.count("run `manage.py migrate`") == 1, check.stderr
+    assert "HINT: run `manage.py migrate`" in check.stderr
+
+
+def test_the_example_projects_first_migrate_prints_no_warning(tmp_path):
+    """``manage.py migrate`` of the example project on a fresh SQLite file, as a newcomer runs
+    it: the migrations are applied and the not-migrated check, which migrate runs first, is
+    quiet."""
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "example_project", site,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.sqlite3*"))
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    result = subprocess.run([sys.executable, "manage.py", "migrate"], capture_output=True,
+                            text=True, cwd=site, env=env, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Applying django_jobs.0001_initial... OK" in result.stdout
+    assert (site / "db.sqlite3").is_file()
+    assert "W002" not in output and "System check identified" not in output, output
+    check = subprocess.run([sys.executable, "manage.py", "check", "--database", "default",
+                            "--fail-level", "WARNING"], capture_output=True, text=True,
+                           cwd=site, env=env, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The systemd units shipped in deploy/systemd: systemd itself finds nothing wrong with them."""
 
 import configparser
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,16 @@ def test_the_service_starts_runworker_with_options_it_accepts():
         [arg.replace("%H", "host").replace("%i", "1") for arg in argv[3:]]
     )
     assert options.concurrency == 8
+
+
+def test_the_docs_the_units_point_to_exist():
+    named = {
+        path
+        for unit in UNITS.iterdir()
+        for path in re.findall(r"docs/[\w./-]+\.md", unit.read_text())
+    }
+    assert named, "the units point to the deployment how-to"
+    assert [path for path in named if not (UNITS.parent.parent / path).is_file()] == []
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")

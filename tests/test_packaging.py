@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def dist(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("dist")
     source = tmp / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "django_jobs", source / "django_jobs",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -49,6 +50,30 @@ def test_sdist_and_wheel_build_and_pass_twine_check(dist):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("PASSED") == 2, result.stdout
+
+
+@pytest.mark.slow
+def test_sdist_and_wheel_carry_the_license(dist):
+    """The BSD-3-Clause text ships in both, and the metadata names it (PEP 639)."""
+    text = (ROOT / "LICENSE").read_text()
+    assert "BSD 3-Clause License" in text
+    (sdist,) = dist.glob(f"{DIST_NAME}-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        (member,) = [m for m in tar.getmembers() if m.name.endswith("/LICENSE")]
+        assert tar.extractfile(member).read().decode() == text
+        (pkg_info,) = [m for m in tar.getmembers() if m.name.count("/") == 1
+                       and m.name.endswith("/PKG-INFO")]
+        sdist_metadata = tar.extractfile(pkg_info).read().decode()
+    (wheel,) = dist.glob(f"{DIST_NAME}-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (license_name,) = [n for n in archive.namelist()
+                           if n.endswith(".dist-info/licenses/LICENSE")]
+        assert archive.read(license_name).decode() == text
+        (metadata_name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        wheel_metadata = archive.read(metadata_name).decode()
+    for metadata in (sdist_metadata, wheel_metadata):
+        assert "\nLicense-Expression: BSD-3-Clause\n" in metadata
+        assert "\nLicense-File: LICENSE\n" in metadata
 
 
 @pytest.mark.slow

@@ -110,3 +110,25 @@ def test_a_burst_worker_says_stopping_when_it_runs_out_of_jobs(start_worker, not
     lines = notify_socket.lines()
     assert lines[0] == "READY=1" and "STOPPING=1" in lines
     assert "WATCHDOG=1" not in lines  # no WATCHDOG_USEC: no pings
+
+
+def test_before_ready_no_ping_is_due():
+    notifier = Notifier({"NOTIFY_SOCKET": "@unused", "WATCHDOG_USEC": "400000"})
+    assert notifier.next_ping_in(0.0) == float("inf")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_an_idle_worker_pings_the_watchdog_between_long_polls_and_heartbeats(
+    start_worker, notify_socket
+):
+    """WatchdogSec=0.4 (a ping every 0.2 s) under a 60 s poll interval and heartbeat: the idle
+    loop wakes for each ping. A loop that slept until its next poll or heartbeat would send
+    one ping in the first 60 s; ten pings arrive well inside that window."""
+    env = {"NOTIFY_SOCKET": notify_socket.address, "WATCHDOG_USEC": "400000"}
+    worker = start_worker("--poll-interval", "60", "--heartbeat", "60", "--lease", "120",
+                          env=env)
+    wait_for(lambda: "READY=1" in notify_socket.lines(), timeout=60)
+    wait_for(lambda: notify_socket.lines().count("WATCHDOG=1") >= 10, timeout=45)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()
