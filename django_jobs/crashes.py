@@ -31,12 +31,10 @@ from .errors import error_dict
 from .hooks import Feature
 from .outcomes import AttemptOutcome
 from .registry import get_handler
-from .states import JobStatus, Outcome
+from .states import PROCESSING, JobStatus, Outcome
 
 if TYPE_CHECKING:
     from .models import Job
-
-PROCESSING = JobStatus.PROCESSING
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,12 @@ from .. import hooks
 from ..instances import varying
 from ..outcomes import micros
 from ..pgcursor import run
-from ..states import Outcome
+from ..states import READY_STATES, Outcome
 from . import pgenqueue, sql
 from .pgrows import RowPlan, claimed_jobs
 from .portable import RowLockEngine
 from .transition import undone_on_error
-from .writes import READY_STATES, claim_values, written
+from .writes import claim_values, written
 
 if TYPE_CHECKING:
     from ..models import Job

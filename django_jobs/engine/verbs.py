@@ -27,13 +27,12 @@ from django.utils import timezone
 from .. import hooks
 from ..instances import build, build_many
 from ..signals import job_enqueued
+from ..states import COMPLETED, PROCESSING
 from ..validation import check_payload, enqueue_fields
 from .leases import LeaseVerbs
 from .staff import StaffVerbs
 from .transition import Apply, Transition, undone_on_error
 from .writes import (
-    COMPLETED,
-    PROCESSING,
     attempt_row,
     claim_fields,
     claim_values,

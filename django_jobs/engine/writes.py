@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from ..registry import get_handler
 from ..retry import Backoff, as_backoff
-from ..states import JobStatus
+from ..states import COMPLETED, FAILED, PENDING, PROCESSING
 from ..uniquekey import keep_key_if
 from . import transition
 from .transition import Apply, Transition, apply
@@ -24,11 +24,6 @@ from .transition import Apply, Transition, apply
 if TYPE_CHECKING:
     from ..models import JobAttempt
     from ..outcomes import AttemptOutcome
-
-PENDING, PROCESSING, COMPLETED = JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED
-FAILED, DEAD, CANCELED = JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED
-WAITING = JobStatus.WAITING
-READY_STATES = (PENDING, FAILED)
 
 
 def backoff(type: str) -> Backoff:
