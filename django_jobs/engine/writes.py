@@ -32,10 +32,10 @@ def backoff(type: str) -> Backoff:
     return found.get_backoff() if found else as_backoff(None)
 
 
-def transition_of(outcome: AttemptOutcome, now: datetime) -> Transition:
+def transition_of(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 0) -> Transition:
     """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
     policy = backoff(outcome.job.type) if outcome.kind == FAILED else None
-    return transition.of(outcome, now, policy)
+    return transition.of(outcome, now, policy, extra_attempts)
 
 
 def update_fields(change: Transition) -> dict[str, Any]:
