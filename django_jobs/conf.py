@@ -6,6 +6,8 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from .states import CANCELED, COMPLETED, DEAD
+
 DEFAULTS: dict[str, Any] = {
     # Attempts a job gets when neither its handler nor the enqueue call says.
     "MAX_ATTEMPTS": 3,
@@ -62,7 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "CALLBACK_QUEUE": "default",
     # How long finished jobs are kept, by status (seconds, a timedelta, or None = for
     # ever), for ``manage.py prunejobs`` and the workers' automatic pruning.
-    "RETENTION": {"completed": 7 * 86400, "canceled": 7 * 86400, "dead": 30 * 86400},
+    "RETENTION": {COMPLETED: 7 * 86400, CANCELED: 7 * 86400, DEAD: 30 * 86400},
     # Seconds between automatic prune passes by each worker; None turns it off.
     "PRUNE_INTERVAL": None,
     # Rows deleted per prune transaction.

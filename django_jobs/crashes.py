@@ -31,12 +31,11 @@ from .errors import error_dict
 from .hooks import Feature
 from .outcomes import AttemptOutcome
 from .registry import get_handler
-from .states import JobStatus, Outcome
+from .states import PROCESSING, JobStatus, Outcome
 
 if TYPE_CHECKING:
+    from .engine.transition import Transition
     from .models import Job
-
-PROCESSING = JobStatus.PROCESSING
 
 
 @dataclass(frozen=True)
@@ -98,12 +97,47 @@ def crash_outcome(job: Job, *, alone: bool, now: datetime) -> tuple[AttemptOutco
                           finished_at=now), False
 
 
+def crash_change(
+    engine: Any, outcome: AttemptOutcome, *, counts: bool, now: datetime
+) -> tuple[Transition, dict[str, Any], dict[str, int]]:
+    """What the rescue of ``outcome``'s job writes, from the job as it was read, changing
+    nothing: the transition (decided on a budget one attempt larger when the lost attempt
+    does not count), the row's ``update()`` values (the counters as expressions on the row),
+    and the counters' new values, which the job instance takes once the write changed its row."""
+    job = outcome.job
+    extra = 0 if counts else 1
+    change = engine.transition(outcome, now, extra)
+    fields = {**engine.update_fields(change), "crashes": F("crashes") + 1}
+    counters = {"crashes": job.crashes + 1}
+    if extra:
+        fields["max_attempts"] = F("max_attempts") + extra
+        counters["max_attempts"] = job.max_attempts + extra
+    return change, fields, counters
+
+
+def rescue_one(engine: Any, job: Job, *, alone: bool, now: datetime) -> bool:
+    """Record the lost attempt of the stale ``job`` if it still holds the lease it was read
+    with (the write is fenced on that token); True if it did. The job instance changes only
+    then."""
+    from .engine.transition import apply
+    from .models import JobAttempt
+
+    outcome, counts = crash_outcome(job, alone=alone, now=now)
+    change, fields, counters = crash_change(engine, outcome, counts=counts, now=now)
+    if not engine.write_fenced(job, fields):
+        return False
+    apply(outcome, change)
+    job.__dict__.update(counters)
+    row = engine.attempt_row(outcome)
+    row.outcome = JobAttempt.Outcome.LOST
+    row.save(force_insert=True, using=engine.db)
+    return True
+
+
 def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
     """Record the lost attempts of up to ``limit`` stale jobs (the engine's ``rescue``); call
     inside a transaction. Every write is fenced on the old lease token."""
     from .engine import engine_for
-    from .engine.transition import apply
-    from .models import JobAttempt
 
     engine = engine_for(manager.db)
     stale = manager.stale(now).order_by("leased_until")
@@ -111,23 +145,7 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         stale = stale.select_for_update(skip_locked=True)
     jobs = list(stale[:limit])
     alone = alone_in_worker(manager, jobs) if jobs else set()
-    rescued: list[Job] = []
-    for job in jobs:
-        outcome, counts = crash_outcome(job, alone=job.pk in alone, now=now)
-        if not counts:  # one more attempt in the budget, decided on before the fields
-            job.max_attempts += 1
-        change = engine.transition(outcome, now)
-        fields = {**engine.update_fields(change), "crashes": F("crashes") + 1}
-        if not counts:
-            fields["max_attempts"] = F("max_attempts") + 1
-        if not engine.write_fenced(job, fields):
-            continue
-        apply(outcome, change)
-        job.crashes += 1
-        row = engine.attempt_row(outcome)
-        row.outcome = JobAttempt.Outcome.LOST
-        row.save(force_insert=True, using=manager.db)
-        rescued.append(job)
+    rescued = [job for job in jobs if rescue_one(engine, job, alone=job.pk in alone, now=now)]
     hooks.ended([job for job in rescued if job.status == JobStatus.DEAD], manager.db)
     return rescued
 

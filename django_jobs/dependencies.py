@@ -18,31 +18,16 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, models
+from django.db import connections
 
 from . import store
 from .exceptions import InvalidJob
 from .hooks import Feature
+from .models import JobDependency
 from .states import JobStatus
 
 if TYPE_CHECKING:
     from .outcomes import AttemptOutcome
-
-
-class JobDependency(models.Model):
-    """``job`` runs only after ``depends_on`` has completed."""
-
-    job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
-                            related_name="dependencies")
-    depends_on = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
-                                   related_name="dependents")
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["job", "depends_on"],
-                                               name="django_jobs_dependency_once")]
-
-    def __str__(self) -> str:
-        return f"{self.job_id} after {self.depends_on_id}"
 
 
 def dependency_ids(depends_on: Any) -> list[int]:

@@ -259,10 +259,26 @@ class QueueState(models.Model):
         return f"{self.name} ({'paused' if self.paused else 'running'})"
 
 
+class JobDependency(models.Model):
+    """``job`` runs only after ``depends_on`` has completed (``dependencies.py`` writes and
+    reads these rows)."""
+
+    job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
+                            related_name="dependencies")
+    depends_on = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
+                                   related_name="dependents")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "depends_on"],
+                                               name="django_jobs_dependency_once")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} after {self.depends_on_id}"
+
+
 # The models of the app that live in other modules, imported here so Django's app registry
-# finds them: the API's tokens and idempotency keys (apitokens.py), dependencies between
-# jobs, concurrency and rate limits, recurring schedules.
+# finds them: the API's tokens and idempotency keys (apitokens.py), concurrency and rate
+# limits, recurring schedules.
 from .apitokens import ApiToken, IdempotencyKey  # noqa: E402, F401
-from .dependencies import JobDependency  # noqa: E402, F401
 from .limits.models import LimitLock, LimitStart  # noqa: E402, F401
 from .scheduling.models import Schedule, ScheduleOccurrence  # noqa: E402, F401

@@ -3,8 +3,9 @@ prepared once per connection, timestamps loaded in C. Used by the engine's Postg
 (``engine/postgres.py``, ``engine/pgenqueue.py``) only.
 
 psycopg is imported only here and only when a PostgreSQL statement runs, so a site without it
-(SQLite only) imports django-jobs as before. Under psycopg2 the statements run on Django's own
-cursor, bound on the client, as they did before this module existed.
+(SQLite only) can import django-jobs. Under psycopg2 the statements run on Django's own
+cursor, bound on the client: the same statements, without the server-side parameters and the
+prepared statements.
 """
 
 from __future__ import annotations

@@ -95,8 +95,9 @@ def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
                                                       DEFAULT_STATES))
     bad = [s for s in states if s not in ALL_STATES]
     if bad or JobStatus.PENDING not in states:
-        raise InvalidJob({"unique_states": f"must name job states including 'pending' (from "
-                          f"{', '.join(ALL_STATES)}), not {list(states)!r}"})
+        raise InvalidJob({"unique_states": f"must name job states including "
+                          f"'{JobStatus.PENDING}' (from {', '.join(ALL_STATES)}), "
+                          f"not {list(states)!r}"})
     if JobStatus.PENDING in states and JobStatus.WAITING not in states:
         states = (JobStatus.WAITING, *states)
     if within is None and default is not None:

@@ -1,5 +1,6 @@
 """The overview page: counts per queue and type, the oldest ready job, workers, and pausing."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -130,3 +131,13 @@ def test_a_large_table_shows_the_planners_estimate_as_about(viewer, monkeypatch)
     total = viewer.get(OVERVIEW).context["completed_total"]
     assert total.estimated
     assert "about <strong>" in viewer.get(OVERVIEW).content.decode()
+
+
+@pytest.mark.django_db
+def test_the_dead_tile_opens_the_list_of_dead_jobs(viewer):
+    dead = make_job("dead")
+    make_job("failed")
+    html = viewer.get(OVERVIEW).content.decode()
+    href = re.search(r'<a class="dj-jobs-tile[^"]*" href="([^"]+)"', html).group(1)
+    shown = viewer.get(href).context["cl"].result_list
+    assert [job.public_id for job in shown] == [dead.public_id]

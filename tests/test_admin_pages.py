@@ -1,5 +1,6 @@
 """The job list, its filters and search, the read-only job page, and who may see them."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -83,6 +84,16 @@ def test_list_strip_counts_dead_processing_and_ready_jobs(viewer):
     summary = viewer.get(LIST).context["summary"]
     assert (summary["dead"], summary["processing"], summary["ready"]) == (2, 1, 1)
     assert summary["oldest_age"] >= timedelta(minutes=5)
+
+
+def test_the_strips_dead_and_processing_tiles_open_the_list_of_those_jobs(viewer):
+    dead, running = make_job("dead"), make_job("processing")
+    make_job("pending")
+    html = viewer.get(LIST).content.decode()
+    hrefs = re.findall(r'<a class="dj-jobs-tile[^"]*" href="([^"]+)"', html)
+    assert len(hrefs) == 2
+    assert [listed(viewer.get(LIST + href)) for href in hrefs] == [
+        {dead.public_id}, {running.public_id}]
 
 
 @pytest.mark.parametrize(

@@ -7,20 +7,20 @@ left out: they never run. Importing ``a.b.c`` also runs ``a/__init__.py`` and ``
 those implicit edges are left out too, so an edge is an import someone wrote.
 
 Layers point one way: models <- engine <- worker <- faces. The tests fail on any import
-cycle, and on any import of a face from below that is not listed as known debt (and on a
-listed one that is gone: delete it from the list, so the list only shrinks).
+cycle; on an import, by the store or anything it imports, of a feature, a face, the worker or
+the engine; on an engine module importing a worker module or a feature; on a worker module
+importing a face; on a module below the faces that no layer's list names; and on any import of
+a face from below that is not listed as known debt (and on a listed one that is gone: delete it
+from the list, so the list only shrinks).
 """
 
 from __future__ import annotations
 
-import ast
-from collections import deque
-from collections.abc import Iterator
 from pathlib import Path
 
 import django_jobs
 
-Edge = tuple[str, str]
+from .importgraph import Edge, cycle_through, cyclic_edges, import_graph
 
 # Faces: the admin, the JSON API, the django.tasks backend, management commands, and the admin
 # pages' template tags and ModelAdmins living beside a feature (``*.admin``).
@@ -40,146 +40,61 @@ WIRING = {"django_jobs.apps", "django_jobs"}
 # Imports of a face from below still to remove: none.
 KNOWN_FACE_IMPORTS: set[Edge] = set()
 
-
-def module_files(root: Path, package: str) -> dict[str, Path]:
-    """Each module of the package under ``root`` (migrations left out), by dotted name."""
-    found = {}
-    for path in sorted(root.rglob("*.py")):
-        if "migrations" in path.relative_to(root).parts:
-            continue
-        parts = [package, *path.relative_to(root).with_suffix("").parts]
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _import_statements(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    pending: list[ast.AST] = [tree]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            pending.extend(node.orelse)
-            continue
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node
-        pending.extend(ast.iter_child_nodes(node))
-
-
-def import_graph(root: Path, package: str) -> dict[str, set[str]]:
-    """For each module of the package, the modules of the package it imports."""
-    files = module_files(root, package)
-
-    def nearest_module(name: str) -> str | None:
-        while name and name not in files:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {}
-    for module, path in files.items():
-        here = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        targets: set[str] = set()
-        for node in _import_statements(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                base = node.module or ""
-                if node.level:
-                    anchor = here
-                    for _ in range(node.level - 1):
-                        anchor = anchor.rpartition(".")[0]
-                    base = f"{anchor}.{base}" if base else anchor
-                # ``from pkg import sub`` imports the module pkg.sub; ``from mod import name``
-                # imports mod.
-                submodules = [f"{base}.{alias.name}" for alias in node.names]
-                names = [name for name in submodules if name in files]
-                if len(names) < len(submodules):
-                    names.append(base)
-            for name in names:
-                if name == package or name.startswith(package + "."):
-                    target = nearest_module(name)
-                    if target is not None and target != module:
-                        targets.add(target)
-        graph[module] = targets
-    return graph
+# The layers below the faces, as docs/explanation-architecture.md draws them. A name stands for
+# the module and, if it is a package, every module in it.
+# The store: the tables and their managers, and the model modules of features (their tables,
+# which models.py imports so that Django's app registry finds them).
+STORE = (
+    "django_jobs.models",
+    "django_jobs.managers",
+    "django_jobs.store",
+    "django_jobs.apitokens",
+    "django_jobs.limits.models",
+    "django_jobs.scheduling.models",
+)
+# The engine: every write to the tables, and the statements and hooks it writes them with.
+ENGINE = (
+    "django_jobs.engine",
+    "django_jobs.hooks",
+    "django_jobs.uniquekey",
+    "django_jobs.lockedrows",
+    "django_jobs.mariadb",
+    "django_jobs.pgcursor",
+)
+# The worker: its loop and the steps the loop takes.
+WORKER = (
+    "django_jobs.worker", "django_jobs.turn", "django_jobs.outbox", "django_jobs.heartbeat",
+    "django_jobs.shutdown", "django_jobs.claimsize", "django_jobs.deadlines", "django_jobs.solo",
+    "django_jobs.threads", "django_jobs.execution", "django_jobs.isolation",
+    "django_jobs.outage", "django_jobs.periodic", "django_jobs.listener",
+    "django_jobs.lifecycle", "django_jobs.sdnotify", "django_jobs.worklog",
+    "django_jobs.exiting", "django_jobs.unknown",
+)
+# Policy and base modules, and helpers any layer may use (what a job's row, its JSON and its
+# errors look like; the database's connection helpers; checks and the test helpers).
+POLICY_AND_BASE = (
+    "django_jobs.retry", "django_jobs.registry", "django_jobs.validation",
+    "django_jobs.outcomes", "django_jobs.errors", "django_jobs.jsonvalues",
+    "django_jobs.jobjson", "django_jobs.jsonlog", "django_jobs.instances", "django_jobs.pooler",
+    "django_jobs.schema", "django_jobs.states", "django_jobs.conf", "django_jobs.signals",
+    "django_jobs.exceptions", "django_jobs.checks", "django_jobs.dbchecks",
+    "django_jobs.testing", "django_jobs.pytest_plugin",
+)
+# The features, which join the engine's verbs through hooks (their model modules are the
+# store's, their ModelAdmins faces).
+FEATURES = (
+    "django_jobs.unique", "django_jobs.enqueueing", "django_jobs.dependencies",
+    "django_jobs.limits", "django_jobs.callbacks", "django_jobs.control", "django_jobs.crashes",
+    "django_jobs.scheduling", "django_jobs.retention",
+)
 
 
-def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
-    """Tarjan's algorithm, iterative: the groups of modules that all reach one another."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    groups: list[set[str]] = []
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                group = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.add(member)
-                    if member == node:
-                        break
-                groups.append(group)
-    return groups
+def in_layer(module: str, layer: tuple[str, ...]) -> bool:
+    return module in layer or module.startswith(tuple(name + "." for name in layer))
 
 
-def cyclic_edges(graph: dict[str, set[str]]) -> set[Edge]:
-    """Every edge whose two ends lie on a common cycle."""
-    group_of = {m: i for i, group in enumerate(strongly_connected(graph)) for m in group}
-    return {(a, b) for a, targets in graph.items() for b in targets
-            if b in group_of and group_of[a] == group_of[b]}
-
-
-def cycle_through(graph: dict[str, set[str]], edge: Edge) -> list[str]:
-    """A shortest cycle using ``edge``: a, b, ..., a."""
-    a, b = edge
-    came_from: dict[str, str | None] = {b: None}
-    queue = deque([b])
-    while queue:
-        node = queue.popleft()
-        if node == a:
-            break
-        for nxt in sorted(graph.get(node, ())):
-            if nxt not in came_from:
-                came_from[nxt] = node
-                queue.append(nxt)
-    path = [a]
-    step: str | None = a
-    while step is not None and step != b:
-        step = came_from.get(step)
-        if step is not None:
-            path.append(step)
-    return [a, *reversed(path)]
+def is_feature(module: str) -> bool:
+    return in_layer(module, FEATURES) and not in_layer(module, STORE) and not is_face(module)
 
 
 def is_face(module: str) -> bool:
@@ -214,6 +129,66 @@ def test_the_store_imports_no_engine_module():
     found = sorted((a, b) for a in store for b in graph[a]
                    if b == "django_jobs.engine" or b.startswith("django_jobs.engine."))
     assert not found, f"the store imports the engine: {found}"
+
+
+def above_the_store(module: str) -> bool:
+    return (is_feature(module) or is_face(module) or in_layer(module, WORKER)
+            or in_layer(module, ENGINE) or module in WIRING)
+
+
+def edges_out_of_the_store(graph: dict[str, set[str]]) -> list[Edge]:
+    """From models.py, managers.py and store.py, through every module they import (at the top
+    or in a function), the imports that reach a module above the store."""
+    seen: set[str] = set()
+    out: set[Edge] = set()
+    pending = ["django_jobs.models", "django_jobs.managers", "django_jobs.store"]
+    while pending:
+        module = pending.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for target in graph.get(module, ()):
+            if above_the_store(target):
+                out.add((module, target))
+            else:
+                pending.append(target)
+    return sorted(out)
+
+
+def test_the_store_imports_no_feature_and_no_face():
+    """The store, and what it imports, imports no feature, face, worker or engine module: a
+    feature's table lives in the store (``JobDependency`` in models.py), and the feature
+    imports it."""
+    found = edges_out_of_the_store(_graph())
+    assert not found, "the store reaches above itself:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in found)
+
+
+def test_the_engine_imports_no_worker_module_and_no_feature():
+    """The engine is below the worker, and calls the features only through ``hooks.py``."""
+    graph = _graph()
+    found = sorted((a, b) for a, targets in graph.items() if in_layer(a, ENGINE)
+                   for b in targets if in_layer(b, WORKER) or is_feature(b))
+    assert not found, "the engine imports the worker or a feature:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in found)
+
+
+def test_the_worker_imports_no_face():
+    """The worker runs jobs; the faces (admin, API, Tasks backend, commands) sit above it."""
+    graph = _graph()
+    found = sorted((a, b) for a, targets in graph.items() if in_layer(a, WORKER)
+                   for b in targets if is_face(b) or b in WIRING)
+    assert not found, "the worker imports a face:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in found)
+
+
+def test_every_module_below_the_faces_is_in_a_named_layer():
+    """A new module is placed in a layer (or is policy or base, imported from anywhere), so the
+    tests above see it."""
+    known = STORE + ENGINE + WORKER + FEATURES + POLICY_AND_BASE
+    unplaced = sorted(m for m in _graph() if not in_layer(m, known) and not is_face(m)
+                      and m not in WIRING)
+    assert not unplaced, f"modules in no layer (add each to its list above): {unplaced}"
 
 
 def test_lower_layers_import_no_face():

@@ -126,6 +126,17 @@ def test_a_transition_changes_neither_the_job_nor_the_outcome(kind, attempt):
     assert outcome.kind == made.outcome and job.status == made.status
 
 
+def test_extra_attempts_given_by_the_same_write_are_counted_before_the_decision():
+    from django_jobs.engine.transition import of
+
+    job = Job(type="noop", attempt=3, max_attempts=3, status="processing")
+    outcome = AttemptOutcome(job=job, kind="failed", started_at=NOW, finished_at=NOW,
+                             error=ERROR)
+    assert of(outcome, NOW, TEN).status == "dead"
+    assert of(outcome, NOW, TEN, extra_attempts=1).status == "failed"
+    assert job.max_attempts == 3
+
+
 # The write path: a fence that fails leaves the instance and the outcome as they were.
 
 def _claim(limit=10):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db.models import Count, Min, Q
 from django.utils import timezone
@@ -21,7 +22,8 @@ from ..states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, REA
 from .paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS, planner_estimate
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
-COLUMNS = (PENDING, "scheduled", PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
+SCHEDULED = "scheduled"  # a column, not a state: pending jobs due later
+COLUMNS = (PENDING, SCHEDULED, PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
 RECENT = timedelta(hours=24)
 
 
@@ -37,7 +39,7 @@ class Row:
     def add(self, status: str, n: int, due: int, oldest: datetime | None) -> None:
         if status == PENDING:
             self.counts[PENDING] += due
-            self.counts["scheduled"] += n - due
+            self.counts[SCHEDULED] += n - due
         else:
             self.counts[status] += n
         if status in READY_STATES and oldest and (
@@ -47,6 +49,11 @@ class Row:
 
     def cells(self) -> list[int]:
         return [self.counts[c] for c in COLUMNS]
+
+
+def status_query(status: str) -> str:
+    """The job list's query string that filters on ``status``, for the tiles' links."""
+    return urlencode({"status__exact": status})
 
 
 def summary(now: datetime | None = None) -> dict[str, Any]:
@@ -63,6 +70,8 @@ def summary(now: datetime | None = None) -> dict[str, Any]:
     return {
         "dead": Job.objects.filter(status=DEAD).count(),
         "processing": Job.objects.filter(status=PROCESSING).count(),
+        "dead_query": status_query(DEAD),
+        "processing_query": status_query(PROCESSING),
         "ready": ready["n"],
         "oldest": ready["oldest"],
         "oldest_age": now - ready["oldest"] if ready["oldest"] else None,
@@ -113,6 +122,7 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
         "oldest_ready": oldest,
         "oldest_ready_age": now - oldest if oldest else None,
         "dead": sum(r.counts[DEAD] for r in queues.values()),
+        "dead_query": status_query(DEAD),
         "completed_total": completed_total(),
         "workers": workers(now),
     }

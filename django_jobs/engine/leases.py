@@ -14,7 +14,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .. import hooks
-from .writes import PENDING, PROCESSING, WAITING
+from ..states import PENDING, PROCESSING, WAITING
 
 if TYPE_CHECKING:
     from ..models import Job

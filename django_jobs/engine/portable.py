@@ -12,9 +12,10 @@ from django.db import connections, models, transaction
 from .. import hooks, mariadb
 from ..instances import varying
 from ..lockedrows import locked
+from ..states import READY_STATES
 from . import mariadbenqueue
 from .verbs import Engine
-from .writes import READY_STATES, claim_fields
+from .writes import claim_fields
 
 if TYPE_CHECKING:
     from ..models import Job

@@ -21,14 +21,15 @@ from django.utils import timezone
 
 from .. import hooks
 from ..instances import varying
+from ..lockedrows import locked_in_order
 from ..outcomes import micros
 from ..pgcursor import run
-from ..states import Outcome
+from ..states import READY_STATES, Outcome
 from . import pgenqueue, sql
 from .pgrows import RowPlan, claimed_jobs
 from .portable import RowLockEngine
 from .transition import undone_on_error
-from .writes import READY_STATES, claim_values, written
+from .writes import claim_values, written
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -40,6 +41,11 @@ class PostgresEngine(RowLockEngine):
     """The ORM's verbs, with the hot ones as single statements. A claim that a feature admits
     (concurrency and rate limits need the locked candidates first) and a finish with a snooze
     take the ORM's path."""
+
+    def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
+        """The ready rows read as the plain claim reads them, in the ready index's order
+        (``lockedrows.locked_in_order``)."""
+        return locked_in_order(ready, limit)
 
     def insert(self, job: Job) -> None:
         """``pgenqueue.insert`` with what ``save()`` adds: pre/post_save for any receivers,

@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from .. import hooks
 from ..exceptions import InvalidJob
+from ..states import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING
 from ..uniquekey import keep_key_if
 from ..validation import QUEUE_RE, check_payload
-from .writes import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING, retry_fields
+from .writes import retry_fields
 
 
 class StaffVerbs:

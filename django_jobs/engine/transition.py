@@ -83,11 +83,16 @@ def transition(
     return Transition(status, outcome, fields, has_unique_key)
 
 
-def of(outcome: AttemptOutcome, now: datetime, backoff: Backoff | None = None) -> Transition:
-    """The transition of ``outcome``'s job (reads them, changes neither)."""
+def of(
+    outcome: AttemptOutcome, now: datetime, backoff: Backoff | None = None,
+    extra_attempts: int = 0,
+) -> Transition:
+    """The transition of ``outcome``'s job (reads them, changes neither). ``extra_attempts``
+    are added to the job's ``max_attempts`` before the decision: the attempts the same write
+    gives the job (a lost attempt that does not count gives one)."""
     job = outcome.job
     return transition(
-        attempt=job.attempt, max_attempts=job.max_attempts,
+        attempt=job.attempt, max_attempts=job.max_attempts + extra_attempts,
         has_unique_key=job.unique_key is not None, kind=outcome.kind,
         permanent=outcome.permanent, error=outcome.error, result=outcome.result,
         snooze_seconds=outcome.snooze_seconds, backoff=backoff, now=now,

@@ -27,13 +27,12 @@ from django.utils import timezone
 from .. import hooks
 from ..instances import build, build_many
 from ..signals import job_enqueued
+from ..states import COMPLETED, PROCESSING
 from ..validation import check_payload, enqueue_fields
 from .leases import LeaseVerbs
 from .staff import StaffVerbs
 from .transition import Apply, Transition, undone_on_error
 from .writes import (
-    COMPLETED,
-    PROCESSING,
     attempt_row,
     claim_fields,
     claim_values,
@@ -216,9 +215,10 @@ class Engine(StaffVerbs, LeaseVerbs):
     # The parts of a write that features share (crashes.py, limits, dependencies)
 
     @staticmethod
-    def transition(outcome: AttemptOutcome, now: datetime) -> Transition:
-        """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
-        return transition_of(outcome, now)
+    def transition(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 0) -> Transition:
+        """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing.
+        ``extra_attempts``: attempts the same write adds to the job's ``max_attempts``."""
+        return transition_of(outcome, now, extra_attempts)
 
     update_fields = staticmethod(update_fields)
     attempt_row = staticmethod(attempt_row)

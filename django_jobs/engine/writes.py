@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from ..registry import get_handler
 from ..retry import Backoff, as_backoff
-from ..states import JobStatus
+from ..states import COMPLETED, FAILED, PENDING, PROCESSING
 from ..uniquekey import keep_key_if
 from . import transition
 from .transition import Apply, Transition, apply
@@ -25,11 +25,6 @@ if TYPE_CHECKING:
     from ..models import JobAttempt
     from ..outcomes import AttemptOutcome
 
-PENDING, PROCESSING, COMPLETED = JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED
-FAILED, DEAD, CANCELED = JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED
-WAITING = JobStatus.WAITING
-READY_STATES = (PENDING, FAILED)
-
 
 def backoff(type: str) -> Backoff:
     """The retry policy of jobs of ``type``: its handler's, or the settings'."""
@@ -37,10 +32,10 @@ def backoff(type: str) -> Backoff:
     return found.get_backoff() if found else as_backoff(None)
 
 
-def transition_of(outcome: AttemptOutcome, now: datetime) -> Transition:
+def transition_of(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 0) -> Transition:
     """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
     policy = backoff(outcome.job.type) if outcome.kind == FAILED else None
-    return transition.of(outcome, now, policy)
+    return transition.of(outcome, now, policy, extra_attempts)
 
 
 def update_fields(change: Transition) -> dict[str, Any]:

@@ -26,12 +26,10 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from django.db import connections
 from django.db.models import Count, Q
 
 from .. import store
 from ..hooks import Feature
-from ..lockedrows import locked
 from ..states import JobStatus
 from . import HASHED, MISSING, Limit, RateLimit, limited_types, scope, value_of
 from .models import LimitLock, LimitStart
@@ -45,7 +43,8 @@ def admit(manager: Any, jobs: list[Any], ready: Any, limit: int, now: datetime) 
     if not any(job.type in rules for job in jobs):
         return jobs
     db = manager.db
-    row_locks = connections[db].features.has_select_for_update_skip_locked
+    engine = store.engine(db)
+    row_locks = engine.row_locks
     scopes = {scope(lim.name(j.type), value_of(j.payload, lim.key))
               for j in jobs for lim in rules.get(j.type, ())}
     _lock(db, sorted(scopes), now, row_locks)
@@ -57,7 +56,7 @@ def admit(manager: Any, jobs: list[Any], ready: Any, limit: int, now: datetime) 
         for condition in _shut_out(refused, rules, usage):
             more = more.exclude(condition)
         room = limit - len(admitted)
-        candidates = locked(more, room) if row_locks else list(more[:room])
+        candidates = engine.lock_candidates(more, room) if row_locks else list(more[:room])
         extra, _ = _admit(candidates, rules, usage, scopes, room)
         admitted += extra
     _record_starts(db, admitted, rules, touched, now)
