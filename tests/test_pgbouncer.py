@@ -133,7 +133,8 @@ def test_sigterm_through_pgbouncer_lets_the_running_job_finish(start_worker, tmp
 @pytest.mark.parametrize("outage", ["refused", "stopped"])
 def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker, outage):
     """Mid-drain, the pooler drops every connection and refuses new ones (``refused``), or its
-    process stops and comes back on the same port (``stopped``), for a few seconds."""
+    process stops and comes back on the same port (``stopped``), for a few seconds: every job
+    runs once, and each worker finishes the batches it claimed itself."""
     jobs = Job.enqueue_many("slow", [{"seconds": 0.02} for _ in range(300)])
     with pgbouncer("transaction") as bouncer:
         workers = [start_worker("--concurrency", "4", "--poll-interval", "0.1",
@@ -156,6 +157,10 @@ def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker, 
             worker.signal(signal.SIGTERM)
             assert worker.wait() == 0, worker.output()
     assert not Job.objects.exclude(status=S.COMPLETED).exists()
+    # No batch was left in processing by a live worker: one whose lease ran out would have
+    # been rescued by the heartbeat, with an attempt ended as lost before the completed one.
+    others = JobAttempt.objects.exclude(outcome="completed")
+    assert not others.exists(), list(others.values_list("job_id", "worker_id", "outcome"))
     completed = JobAttempt.objects.filter(outcome="completed")
     assert completed.count() == 300
     assert set(completed.values_list("job__public_id", flat=True)) == {j.public_id for j in jobs}
