@@ -32,7 +32,12 @@ def free_port() -> int:
 
 
 class PgBouncer:
-    """One pgbouncer process: ``pool_mode`` transaction or session, trust authentication."""
+    """One pgbouncer process: ``pool_mode`` transaction or session, trust authentication.
+
+    Everything else is PgBouncer's default, ``ignore_startup_parameters`` included (none): a
+    client that sends a startup parameter PgBouncer does not track, such as ``options``, is
+    refused at login, as it would be by a site's stock PgBouncer.
+    """
 
     def __init__(self, pool_mode: str, *, server_port: int = 5432, **settings: Any) -> None:
         if BINARY is None:
@@ -44,7 +49,7 @@ class PgBouncer:
             "listen_addr": "127.0.0.1", "listen_port": self.port, "unix_socket_dir": "",
             "auth_type": "trust", "auth_file": self.dir / "users.txt", "pool_mode": pool_mode,
             "admin_users": "postgres", "max_client_conn": 200, "default_pool_size": 20,
-            "ignore_startup_parameters": "extra_float_digits,options", **settings,
+            **settings,
         }
         if os.geteuid() == 0:  # pgbouncer refuses to run as root
             if not user_exists("postgres"):

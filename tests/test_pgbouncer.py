@@ -38,21 +38,46 @@ def db_name() -> str:
     return connection.settings_dict["NAME"]
 
 
+# What a worker logs, once, on finding out what the pooler keeps (pooler.py, listener.py).
+POOLER_LINES = {
+    "transaction": ["reached through a connection pooler: statements are sent unprepared",
+                    "notifications do not arrive"],
+    "session": ["reached through a connection pooler", "statements are prepared"],
+}
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_four_workers_drain_through_pgbouncer_each_job_exactly_once(start_worker, mode):
-    jobs = Job.enqueue_many("record", [{} for _ in range(500)])
-    with pgbouncer(mode) as bouncer:
-        workers = [start_worker("--burst", "--concurrency", "4", "--worker-id", f"w{i}",
+    """2,000 jobs, four workers of four threads: each worker finds out what the pooler keeps
+    and says so once (not once per thread or connection), and no job runs twice."""
+    jobs = Job.enqueue_many("record", [{} for _ in range(2000)])
+    # A session pooler lends each client connection a server connection for as long as it is
+    # open: the pool must hold every worker's --concurrency + 2. A transaction pooler shares
+    # the harness's 20 among the workers' 24.
+    sized = {"default_pool_size": 4 * (4 + 2) + 2} if mode == "session" else {}
+    with pgbouncer(mode, **sized) as bouncer:
+        workers = [start_worker("--concurrency", "4", "--worker-id", f"w{i}",
                                 env=bouncer.env()) for i in range(4)]
+        wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() == 2000, timeout=300)
+        # The notification probe ends a few seconds after start, perhaps after the drain.
+        wait_for(lambda: all(line in worker.output() for worker in workers
+                             for line in POOLER_LINES[mode]), timeout=60)
         for worker in workers:
-            assert worker.wait(timeout=300) == 0, worker.output()
-    assert Job.objects.filter(status=S.COMPLETED).count() == 500
-    assert Execution.objects.count() == 500
+            worker.signal(signal.SIGTERM)
+            assert worker.wait(timeout=60) == 0, worker.output()
+    assert Job.objects.filter(status=S.COMPLETED).count() == 2000
+    assert Execution.objects.count() == 2000
     assert set(Execution.objects.values_list("job_public_id", flat=True)) == {
         job.public_id for job in jobs}
-    assert JobAttempt.objects.count() == 500
+    assert JobAttempt.objects.count() == 2000
     for worker in workers:
-        assert "Traceback" not in worker.output() and "already exists" not in worker.output()
+        output = worker.output()
+        assert "Traceback" not in output and "already exists" not in output, output
+        assert "does not keep prepared statements" not in output, output
+        for line in POOLER_LINES[mode]:
+            assert output.count(line) == 1, (line, output)
+        if mode == "session":
+            assert "notifications do not arrive" not in output, output
     assert len(set(Job.objects.values_list("worker_id", flat=True))) > 1
 
 
@@ -108,7 +133,8 @@ def test_sigterm_through_pgbouncer_lets_the_running_job_finish(start_worker, tmp
 @pytest.mark.parametrize("outage", ["refused", "stopped"])
 def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker, outage):
     """Mid-drain, the pooler drops every connection and refuses new ones (``refused``), or its
-    process stops and comes back on the same port (``stopped``), for a few seconds."""
+    process stops and comes back on the same port (``stopped``), for a few seconds: every job
+    runs once, and each worker finishes the batches it claimed itself."""
     jobs = Job.enqueue_many("slow", [{"seconds": 0.02} for _ in range(300)])
     with pgbouncer("transaction") as bouncer:
         workers = [start_worker("--concurrency", "4", "--poll-interval", "0.1",
@@ -131,6 +157,10 @@ def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker, 
             worker.signal(signal.SIGTERM)
             assert worker.wait() == 0, worker.output()
     assert not Job.objects.exclude(status=S.COMPLETED).exists()
+    # No batch was left in processing by a live worker: one whose lease ran out would have
+    # been rescued by the heartbeat, with an attempt ended as lost before the completed one.
+    others = JobAttempt.objects.exclude(outcome="completed")
+    assert not others.exists(), list(others.values_list("job_id", "worker_id", "outcome"))
     completed = JobAttempt.objects.filter(outcome="completed")
     assert completed.count() == 300
     assert set(completed.values_list("job__public_id", flat=True)) == {j.public_id for j in jobs}
