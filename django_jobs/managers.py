@@ -102,12 +102,14 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         return store.engine(self.db).enqueue_many(type, payloads, **options)
 
     def claim(self, *, worker_id: str, limit: int, lease_seconds: float,
-              queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = ()
-              ) -> list[Job]:
-        """Take up to ``limit`` ready jobs for this worker, in claim order."""
+              queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
+              lease_token: uuid.UUID | None = None) -> list[Job]:
+        """Take up to ``limit`` ready jobs for this worker, in claim order; ``lease_token``
+        is the claim's (a new one if None)."""
         return store.engine(self.db).claim(worker_id=worker_id, limit=limit,
                                            lease_seconds=lease_seconds, queues=queues,
-                                           exclude_queues=exclude_queues)
+                                           exclude_queues=exclude_queues,
+                                           lease_token=lease_token)
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
         """Write the outcomes of attempts (a snooze among them), fenced on each job's lease;
@@ -117,12 +119,12 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
     def finish_and_claim(
         self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
         lease_seconds: float, queues: Sequence[str] | None = None,
-        exclude_queues: Sequence[str] = (),
+        exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``limit`` jobs."""
         return store.engine(self.db).finish_and_claim(
             outcomes, worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-            queues=queues, exclude_queues=exclude_queues)
+            queues=queues, exclude_queues=exclude_queues, lease_token=lease_token)
 
     def heartbeat(self, *, held: dict[int, uuid.UUID], lease_seconds: float
                   ) -> tuple[set[int], set[int]]:
@@ -136,6 +138,11 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
     def release(self, jobs: Sequence[Job]) -> int:
         """Hand held jobs back to the queue at shutdown, without spending their attempt."""
         return store.engine(self.db).release(jobs)
+
+    def release_claim(self, lease_token: uuid.UUID) -> int:
+        """Hand back the jobs still held under one claim's lease token (a claim whose reply
+        never reached the worker), without spending their attempt."""
+        return store.engine(self.db).release_claim(lease_token)
 
     def release_waiting(self) -> int:
         """Make pending the waiting jobs no feature holds back any more."""

@@ -2,8 +2,8 @@
 error): nothing it holds is lost, and nothing of it is left behind.
 
 The outcomes that came in are written (one last try, even during an outage); the jobs still
-running or waiting for a thread are handed back to the queue, their attempt unspent, for
-another worker to run; the slot threads and the listener are stopped; the worker's row is
+running or waiting for a thread, and those of a claim whose reply was lost (``turn.py``), are
+handed back to the queue, their attempt unspent, for another worker to run; the slot threads and the listener are stopped; the worker's row is
 removed; the process's signal handlers are restored; the summary of finished jobs is logged.
 """
 
@@ -28,6 +28,7 @@ def shut_down(worker: Worker) -> None:
     worker.systemd.stopping(worker)
     worker.outages.retry_now()
     turn.finish_outcomes(worker)
+    worker.safely(turn.release_in_doubt, worker)
     if worker.running:
         released = worker.safely(Job.objects.release, [r.job for r in worker.running.values()])
         logger.warning("worker %s: handed back %s unfinished job(s)", worker.worker_id, released)

@@ -5,12 +5,19 @@ One commit per turn instead of two: commits per second are what bound a queue's 
 (docs/explanation-performance.md). An outcome the write could not make (the database is
 away: ``outage.py``) waits in the outbox for a later turn; a batch the database refuses is
 written outcome by outcome (``isolation.py``).
+
+A turn that fails may still have committed: the connection can drop after the COMMIT reached
+the server and before its reply came back (a pooler or the network cut it). The claim's lease
+token is chosen here, before the statement is sent, so that such a claim is in doubt rather
+than lost: its token is kept, and the next turn (or the shutdown) hands back whatever is still
+held under it, instead of leaving those jobs in ``processing`` until their lease runs out.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 from . import solo
@@ -32,6 +39,7 @@ def claim(worker: Worker) -> int:
     """Write the outcomes that came in and claim what ``claimsize.py`` says, in one
     transaction (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``);
     hand the claimed jobs out. Returns how many jobs were claimed."""
+    release_in_doubt(worker)
     worker.outbox.gather()
     outcomes = worker.outbox.take()
     worker.sizer.observe(outcomes)
@@ -44,19 +52,36 @@ def claim(worker: Worker) -> int:
         return 0
     limit, lease, paused = max(free, 0), worker.options.lease_seconds, sorted(worker.paused)
     queues = list(worker.options.queues) or None
+    token = uuid.uuid4()
     try:
         written, jobs = Job.objects.finish_and_claim(outcomes, worker_id=worker.worker_id,
-            limit=limit, lease_seconds=lease, queues=queues, exclude_queues=paused)
+            limit=limit, lease_seconds=lease, queues=queues, exclude_queues=paused,
+            lease_token=token)
     except BaseException as exc:
         if outcomes and refused(exc):  # one outcome the database will not take: isolate it
             settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
             return claim(worker)
         worker.outbox.put_back(outcomes)
+        if limit > 0:
+            worker.in_doubt.append(token)
         raise
     record(worker, outcomes, written)
     worker.claimed += len(jobs)
     worker.hand_out(solo.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None)))
     return len(jobs)
+
+
+def release_in_doubt(worker: Worker) -> None:
+    """Hand back the jobs of claims whose reply never came (see the module's docstring);
+    raises, keeping the tokens, while the database is still away."""
+    while worker.in_doubt:
+        released = Job.objects.release_claim(worker.in_doubt[0])
+        worker.in_doubt.pop(0)
+        if released:
+            logger.warning(
+                "worker %s: handed back %d job(s) of a claim whose reply was lost",
+                worker.worker_id, released,
+            )
 
 
 def finish_outcomes(worker: Worker) -> None:
@@ -87,14 +112,16 @@ def settle(
 def record(
     worker: Worker, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]
 ) -> None:
-    """After the write: free the slots, count, log and signal what was written (an outcome
-    not ``written`` lost its lease to another worker)."""
+    """After the write: free the slots, count, log and signal what was written. An outcome
+    not ``written`` found its job no longer under its lease: taken over by another worker, or
+    written already by a turn whose reply was lost (the outcome was sent again)."""
     for outcome in outcomes:
         worker.running.pop(outcome.job.id, None)
     lost = len(outcomes) - len(written)
     if lost:
         logger.warning(
-            "worker %s: %d outcome(s) dropped: lease taken over", worker.worker_id, lost
+            "worker %s: %d outcome(s) not written: the lease was taken over, or a turn whose "
+            "reply was lost wrote them already", worker.worker_id, lost
         )
     worker.processed += len(written)
     send = job_finished.has_listeners(Job)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -80,6 +81,7 @@ class Worker:
         self.stop_announced = False
         self.signal_wake: SignalWake | None = None  # from run() to shut_down
         self.claimed = 0
+        self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
         self.processed = 0
         self.paused: set[str] = set()
         self.listener: Listener | None = None

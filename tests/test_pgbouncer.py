@@ -159,9 +159,13 @@ def test_outage_behind_pgbouncer_is_logged_once_and_loses_nothing(start_worker, 
     assert not Job.objects.exclude(status=S.COMPLETED).exists()
     # No batch was left in processing by a live worker: one whose lease ran out would have
     # been rescued by the heartbeat, with an attempt ended as lost before the completed one.
-    others = JobAttempt.objects.exclude(outcome="completed")
+    # A claim whose reply the pooler cut off is handed back by its worker (released).
+    A = JobAttempt.Outcome
+    others = JobAttempt.objects.exclude(outcome__in=[A.COMPLETED, A.RELEASED])
     assert not others.exists(), list(others.values_list("job_id", "worker_id", "outcome"))
-    completed = JobAttempt.objects.filter(outcome="completed")
+    if JobAttempt.objects.filter(outcome=A.RELEASED).exists():
+        assert any("of a claim whose reply was lost" in w.output() for w in workers)
+    completed = JobAttempt.objects.filter(outcome=A.COMPLETED)
     assert completed.count() == 300
     assert set(completed.values_list("job__public_id", flat=True)) == {j.public_id for j in jobs}
     for worker in workers:

@@ -96,6 +96,14 @@ class LeaseVerbs:
                 )
         return released
 
+    def release_claim(self, lease_token: uuid.UUID) -> int:
+        """Hand back the jobs still held under ``lease_token``: a claim the database made but
+        whose reply never reached the worker (the connection dropped after the commit was
+        sent), so no thread runs them and no heartbeat renews them. Their attempt is unspent,
+        as at shutdown."""
+        held = list(self.jobs.filter(lease_token=lease_token, status=PROCESSING))
+        return self.release(held) if held else 0
+
     def release_waiting(self) -> int:
         """Make pending the waiting jobs no feature holds back any more (the heartbeat's
         sweep: dependencies all completed)."""

@@ -11,6 +11,7 @@ statement and finished by one, and the worker runs a finish and the next claim a
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -69,15 +70,17 @@ class PostgresEngine(RowLockEngine):
     def claim(
         self, *, worker_id: str, limit: int, lease_seconds: float,
         queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
+        lease_token: uuid.UUID | None = None,
     ) -> list[Job]:
         if limit < 1 or hooks.limits_claims():
             return super().claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                                 queues=queues, exclude_queues=exclude_queues)
+                                 queues=queues, exclude_queues=exclude_queues,
+                                 lease_token=lease_token)
         now = timezone.now()
         return claim(
             self.jobs.model, ready_states=READY_STATES, now=now, queues=queues,
             exclude_queues=exclude_queues, limit=limit, using=self.db,
-            values=claim_values(worker_id, now, lease_seconds),
+            values=claim_values(worker_id, now, lease_seconds, lease_token),
         )
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
@@ -98,7 +101,7 @@ class PostgresEngine(RowLockEngine):
     def finish_and_claim(
         self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
         lease_seconds: float, queues: Sequence[str] | None = None,
-        exclude_queues: Sequence[str] = (),
+        exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """One statement in its own transaction when no outcome needs more than its own row
         and attempt row written (no callback, dependents, follow-ups or snooze) and no limits
@@ -106,16 +109,17 @@ class PostgresEngine(RowLockEngine):
         if not (limit > 0 and self._plain_turn(outcomes)):
             return super().finish_and_claim(
                 outcomes, worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                queues=queues, exclude_queues=exclude_queues)
+                queues=queues, exclude_queues=exclude_queues, lease_token=lease_token)
         if not outcomes:  # one statement: no BEGIN and COMMIT around it
             return [], self.claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                                  queues=queues, exclude_queues=exclude_queues)
+                                  queues=queues, exclude_queues=exclude_queues,
+                                  lease_token=lease_token)
         now = timezone.now()
         changes = [self.transition(outcome, now) for outcome in outcomes]
         mine, jobs = finish_and_claim(
             self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,
             queues=queues, exclude_queues=exclude_queues, limit=limit, using=self.db,
-            values=claim_values(worker_id, now, lease_seconds),
+            values=claim_values(worker_id, now, lease_seconds, lease_token),
         )
         return written(outcomes, changes, mine), jobs
 

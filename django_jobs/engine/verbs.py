@@ -126,6 +126,7 @@ class Engine(StaffVerbs, LeaseVerbs):
     def claim(
         self, *, worker_id: str, limit: int, lease_seconds: float,
         queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
+        lease_token: uuid.UUID | None = None,
     ) -> list[Job]:
         """Take up to ``limit`` ready jobs for this worker, in one short transaction.
 
@@ -138,7 +139,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         ready = self.jobs.ready(queues, now)
         if exclude_queues:
             ready = ready.exclude(queue__in=exclude_queues)
-        values = claim_values(worker_id, now, lease_seconds, uuid.uuid4())
+        values = claim_values(worker_id, now, lease_seconds, lease_token)
         return self.take(ready, values, limit, now)
 
     def take(self, ready: Any, values: dict[str, Any], limit: int, now: datetime) -> list[Job]:
@@ -195,7 +196,7 @@ class Engine(StaffVerbs, LeaseVerbs):
     def finish_and_claim(
         self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
         lease_seconds: float, queues: Sequence[str] | None = None,
-        exclude_queues: Sequence[str] = (),
+        exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``limit`` jobs, in
         one transaction (no savepoint inside it: ``verb_atomic``). Returns the outcomes written
@@ -206,7 +207,7 @@ class Engine(StaffVerbs, LeaseVerbs):
                 done = self.finish(outcomes) if outcomes else []
                 claimed = self.claim(
                     worker_id=worker_id, limit=limit, lease_seconds=lease_seconds, queues=queues,
-                    exclude_queues=exclude_queues,
+                    exclude_queues=exclude_queues, lease_token=lease_token,
                 ) if limit > 0 else []
             finally:
                 _turn.reset(token)
