@@ -24,6 +24,12 @@ def _job_databases(aliases: Iterable[str]) -> list[str]:
     return [alias for alias in aliases if router.allow_migrate_model(alias, Job)]
 
 
+def server_version(connection: Any) -> tuple[bool, tuple[int, ...]]:
+    """Whether a MySQL-backend connection's server is MariaDB, and its version, as Django's
+    backend read them from the server (``SELECT VERSION()``, once per connection object)."""
+    return connection.mysql_is_mariadb, connection.mysql_version
+
+
 def has_skip_locked(is_mariadb: bool, version: tuple[int, ...]) -> bool:
     """Whether a MariaDB or MySQL server of this version has SELECT ... FOR UPDATE SKIP LOCKED."""
     return version >= ((10, 6) if is_mariadb else (8, 0, 1))
@@ -67,7 +73,7 @@ def check_skip_locked(app_configs: Any = None, databases: Iterable[str] | None =
         connection: Any = connections[alias]  # the MySQL backend's wrapper, once vendor says so
         if connection.vendor != "mysql":
             continue
-        mariadb, version_parts = connection.mysql_is_mariadb, connection.mysql_version
+        mariadb, version_parts = server_version(connection)
         if has_skip_locked(mariadb, version_parts):
             continue
         name = "MariaDB" if mariadb else "MySQL"
