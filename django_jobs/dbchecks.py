@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register, run_checks
 from django.db import connections, router
 from django.db.utils import ConnectionHandler
 
@@ -41,9 +41,12 @@ def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     return vendor_problems(connections)
 
 
-def vendor_problems(handler: ConnectionHandler) -> list[CheckMessage]:
+def vendor_problems(handler: ConnectionHandler,
+                    aliases: Iterable[str] | None = None) -> list[CheckMessage]:
+    """E020 and W020 for the job databases among ``aliases`` (all of ``handler``'s by default);
+    reads the settings only, connects to nothing."""
     problems: list[CheckMessage] = []
-    for alias in _job_databases(handler):
+    for alias in _job_databases(handler if aliases is None else aliases):
         vendor = handler[alias].vendor
         if vendor not in SUPPORTED_VENDORS:
             problems.append(Error(
@@ -85,3 +88,10 @@ def check_skip_locked(app_configs: Any = None, databases: Iterable[str] | None =
             id="django_jobs.E021",
         ))
     return problems
+
+
+def database_checks(using: str) -> list[CheckMessage]:
+    """Every check tagged ``database`` (``manage.py check --database using``: SKIP LOCKED,
+    migrations, Django's own), on ``using`` only, without those the site silenced."""
+    return [problem for problem in run_checks(tags=[Tags.database], databases=[using])
+            if not problem.is_silenced()]

@@ -1,12 +1,20 @@
 """System checks on the job database: unsupported backends and servers without SKIP LOCKED."""
 
+import os
+import subprocess
+import sys
+
 import pytest
+from django.conf import settings
 from django.core.checks import Error
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.utils import ConnectionHandler
 
 from django_jobs import dbchecks
 from django_jobs.dbchecks import check_skip_locked, has_skip_locked, vendor_problems
+from django_jobs.models import Job, Worker
+from tests.conftest import ROOT
 
 on_mysql_backend = pytest.mark.skipif(connection.vendor != "mysql",
                                       reason="the SKIP LOCKED check is for MariaDB and MySQL")
@@ -78,3 +86,34 @@ def test_the_version_seam_reads_the_real_server():
     assert mariadb is ("mariadb" in text.lower())
     assert text.startswith(".".join(str(part) for part in version))
 
+
+@on_mysql_backend
+@pytest.mark.django_db
+def test_runworker_refuses_a_server_without_skip_locked_before_it_claims(monkeypatch):
+    job = Job.enqueue("echo")
+    monkeypatch.setattr(dbchecks, "server_version", lambda conn: (True, (10, 5, 27)))
+    with pytest.raises(CommandError) as refused:
+        call_command("runworker", "--burst", verbosity=0)  # adds no log handler here
+    assert str(refused.value) == (
+        "django_jobs.E021: MariaDB 10.5.27 (DATABASES['default']) has no SELECT ... FOR UPDATE "
+        "SKIP LOCKED, which django-jobs claims jobs with (upgrade to MariaDB 10.6+ or MySQL "
+        "8.0.1+)")
+    job.refresh_from_db()
+    assert job.status == Job.Status.PENDING and not Worker.objects.exists()
+
+
+@on_mysql_backend
+@pytest.mark.django_db(transaction=True)
+def test_runworker_logs_a_database_check_warning_and_runs():
+    # A session without strict mode: Django's own database check (mysql.W002) warns about it.
+    job = Job.enqueue("echo")
+    env = {**os.environ, "JOBS_DB_NAME": str(settings.DATABASES["default"]["NAME"]),
+           "DJANGO_JOBS_TEST_MARIADB_INIT": "SET sql_mode=''"}
+    result = subprocess.run(
+        [sys.executable, "-m", "django", "runworker", "--burst", "--settings=tests.settings"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert " WARNING mysql.W002: " in result.stderr
+    job.refresh_from_db()
+    assert job.status == Job.Status.COMPLETED
