@@ -218,3 +218,18 @@ def test_mariadb_refusals_are_told_apart_from_outages():
     finally:
         holder.close()
         connection.close()  # the killed one: the next query opens a new one
+
+
+@pytest.mark.parametrize("shape", ["dict", "list"])
+def test_an_error_whose_details_hold_themselves_is_stored(shape):
+    """Cut to a depth every database's JSON takes (MariaDB refuses 32 levels)."""
+    looped: dict | list = {} if shape == "dict" else []
+    if isinstance(looped, dict):
+        looped["me"] = looped
+    else:
+        looped.append(looped)
+    error = error_dict(type="T", message="m", details={"loop": looped})
+    job = Job.enqueue("echo")
+    Job.objects.filter(pk=job.pk).update(error=error)
+    job.refresh_from_db()
+    assert job.error == error
