@@ -11,7 +11,7 @@ from django.db import connection
 
 from django_jobs.errors import error_dict, storable, storable_text
 from django_jobs.models import Job, JobAttempt
-from tests.conftest import on_postgres, wait_for
+from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 S = Job.Status
@@ -37,15 +37,24 @@ WHEN json_extract(NEW.result, '$.refuse_me') IS NOT NULL
 BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END
 """
 SQLITE_DROP = "DROP TRIGGER IF EXISTS test_refuse_marked"
+MARIADB_TRIGGER = """
+CREATE TRIGGER test_refuse_marked BEFORE UPDATE ON django_jobs_job FOR EACH ROW
+BEGIN
+    IF JSON_EXISTS(NEW.result, '$.refuse_me') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test trigger';
+    END IF;
+END
+"""
+MARIADB_DROP = "DROP TRIGGER IF EXISTS test_refuse_marked"
+TRIGGERS = {"postgresql": (PG_TRIGGER, PG_DROP), "sqlite": (SQLITE_TRIGGER, SQLITE_DROP),
+            "mysql": (MARIADB_TRIGGER, MARIADB_DROP)}
 
 
 @pytest.fixture
 def refusing_database():
     """A trigger that makes the database refuse any result holding the key ``refuse_me``:
     a refusal no validation in Python can foresee."""
-    if connection.vendor == "mysql":
-        pytest.skip("the refusing trigger is written for PostgreSQL and SQLite only")
-    create, drop = (PG_TRIGGER, PG_DROP) if on_postgres() else (SQLITE_TRIGGER, SQLITE_DROP)
+    create, drop = TRIGGERS[connection.vendor]
     with connection.cursor() as cursor:
         cursor.execute(create)
     yield
