@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register, run_checks
 from django.db import connections, router
 from django.db.utils import ConnectionHandler
 
@@ -22,6 +22,12 @@ def _job_databases(aliases: Iterable[str]) -> list[str]:
     from .models import Job
 
     return [alias for alias in aliases if router.allow_migrate_model(alias, Job)]
+
+
+def server_version(connection: Any) -> tuple[bool, tuple[int, ...]]:
+    """Whether a MySQL-backend connection's server is MariaDB, and its version, as Django's
+    backend read them from the server (``SELECT VERSION()``, once per connection object)."""
+    return connection.mysql_is_mariadb, connection.mysql_version
 
 
 def has_skip_locked(is_mariadb: bool, version: tuple[int, ...]) -> bool:
@@ -35,9 +41,12 @@ def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[CheckM
     return vendor_problems(connections)
 
 
-def vendor_problems(handler: ConnectionHandler) -> list[CheckMessage]:
+def vendor_problems(handler: ConnectionHandler,
+                    aliases: Iterable[str] | None = None) -> list[CheckMessage]:
+    """E020 and W020 for the job databases among ``aliases`` (all of ``handler``'s by default);
+    reads the settings only, connects to nothing."""
     problems: list[CheckMessage] = []
-    for alias in _job_databases(handler):
+    for alias in _job_databases(handler if aliases is None else aliases):
         vendor = handler[alias].vendor
         if vendor not in SUPPORTED_VENDORS:
             problems.append(Error(
@@ -67,7 +76,7 @@ def check_skip_locked(app_configs: Any = None, databases: Iterable[str] | None =
         connection: Any = connections[alias]  # the MySQL backend's wrapper, once vendor says so
         if connection.vendor != "mysql":
             continue
-        mariadb, version_parts = connection.mysql_is_mariadb, connection.mysql_version
+        mariadb, version_parts = server_version(connection)
         if has_skip_locked(mariadb, version_parts):
             continue
         name = "MariaDB" if mariadb else "MySQL"
@@ -79,3 +88,10 @@ def check_skip_locked(app_configs: Any = None, databases: Iterable[str] | None =
             id="django_jobs.E021",
         ))
     return problems
+
+
+def database_checks(using: str) -> list[CheckMessage]:
+    """Every check tagged ``database`` (``manage.py check --database using``: SKIP LOCKED,
+    migrations, Django's own), on ``using`` only, without those the site silenced."""
+    return [problem for problem in run_checks(tags=[Tags.database], databases=[using])
+            if not problem.is_silenced()]

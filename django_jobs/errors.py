@@ -20,8 +20,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 # hundreds of megabytes must not become a row the database refuses or a page the admin chokes on.
 ERROR_TEXT_LIMIT = 65_536
 # How deep ``details`` may nest before the rest is written as its repr (a structure that holds
-# itself would otherwise never end).
-DETAILS_DEPTH_LIMIT = 32
+# itself would otherwise never end). MariaDB's JSON check refuses a document nested 32 levels
+# or more, and the error object and ``details`` itself are two levels: 30 keeps every error
+# within 31.
+DETAILS_DEPTH_LIMIT = 30
 # The most JSON text ``details`` may take.
 DETAILS_LIMIT = 4 * ERROR_TEXT_LIMIT
 _ENCODER = DjangoJSONEncoder()

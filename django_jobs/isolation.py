@@ -30,6 +30,21 @@ logger = logging.getLogger("django_jobs.worker")
 # (shutdown), system error.
 TRANSIENT_CLASSES = frozenset({"08", "40", "53", "55", "57", "58"})
 
+# MariaDB and MySQL: mysqlclient gives no SQLSTATE, only the server's error number, and raises
+# OperationalError for most numbers, a trigger's SIGNAL (1644) included. The numbers that say
+# the server is away or busy, as the classes above do: out of memory or threads (1037, 1038,
+# 1041, 1135, 1206), too many connections (1040, 1203), a login or handshake refused (1042,
+# 1043, 1045, 1129, 1130), shutting down (1053, 1077-1079), the network (1152, 1154-1161), a
+# lock wait timeout or deadlock (1205, 1213), read-only during a failover (1290, 1836), a
+# statement interrupted or timed out (1317, 1969, 3024), the connection killed (1927) or timed
+# out idle (4031). Below 1000 an operating system error; 2000-2999 the client library's own
+# (the server gone, the connection lost).
+MYSQL_TRANSIENT = frozenset({
+    1037, 1038, 1040, 1041, 1042, 1043, 1045, 1053, 1077, 1078, 1079, 1129, 1130, 1135, 1152,
+    1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161, 1203, 1205, 1206, 1213, 1290, 1317, 1836,
+    1927, 1969, 3024, 4031,
+})
+
 
 def refused(exc: BaseException) -> bool:
     """True if ``exc`` means the database (or the driver, encoding the statement) will not take
@@ -42,7 +57,19 @@ def refused(exc: BaseException) -> bool:
     state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
     if state:
         return state[:2] not in TRANSIENT_CLASSES
+    number = mysql_error_number(cause)
+    if number is not None:
+        server = 1000 <= number < 2000 or number >= 3000  # not the OS's, not the client's
+        return server and number not in MYSQL_TRANSIENT
     return not isinstance(exc, OperationalError)  # SQLite's "database is locked", lost links
+
+
+def mysql_error_number(cause: BaseException | None) -> int | None:
+    """The server's or client library's error number of a mysqlclient error, else None."""
+    if cause is None or not type(cause).__module__.startswith("MySQLdb"):
+        return None
+    number = cause.args[0] if cause.args else None
+    return number if isinstance(number, int) else None
 
 
 def finish_isolating(outcomes: Sequence[AttemptOutcome]) -> tuple[list, list]:

@@ -113,19 +113,20 @@ def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:
 
     Returns one job per input, in order; a job found rather than inserted has
     ``duplicate = True``. Each insert runs in its own savepoint: a conflict on the unique
-    constraint (PostgreSQL waits for a concurrent inserter to commit or roll back) is caught
+    constraint (the database waits for a concurrent inserter to commit or roll back) is caught
     and the holder of the key is read; if the holder released the key meanwhile, try again.
+
+    The keys are inserted in sorted order, whatever the caller's: an insert holds its key's
+    index entry until the transaction ends, so two transactions inserting overlapping keys in
+    opposite orders would each wait for a key the other holds, and the database would abort
+    one of them as a deadlock. In one order, the second waits for the first and then finds
+    its keys taken.
     """
-    result: list[Job] = []
-    seen: dict[str | None, Job] = {}
+    first: dict[str | None, Job] = {}  # each key's first job in the caller's order
     for job in jobs:
-        if job.unique_key in seen:
-            result.append(seen[job.unique_key])
-            continue
-        found = _insert_one(manager, job)
-        seen[job.unique_key] = found
-        result.append(found)
-    return result
+        first.setdefault(job.unique_key, job)
+    found = {key: _insert_one(manager, first[key]) for key in sorted(first, key=str)}
+    return [found[job.unique_key] for job in jobs]
 
 
 def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:

@@ -1,5 +1,5 @@
 """Test settings: SQLite file by default, PostgreSQL with DJANGO_JOBS_TEST_DB=postgres, MariaDB
-with DJANGO_JOBS_TEST_DB=mariadb.
+with DJANGO_JOBS_TEST_DB=mariadb, an unsupported backend with DJANGO_JOBS_TEST_DB=unsupported.
 
 Subprocess workers started by the tests read JOBS_DB_NAME to open the test database.
 """
@@ -40,11 +40,19 @@ elif ENGINE == "mariadb":
                 # snapshot its transaction started with.
                 "isolation_level": "read committed",
                 "charset": "utf8mb4",
+                # A test's subprocess may run one more statement on connecting (a session's
+                # sql_mode, say).
+                **({"init_command": os.environ["DJANGO_JOBS_TEST_MARIADB_INIT"]}
+                   if os.environ.get("DJANGO_JOBS_TEST_MARIADB_INIT") else {}),
             },
             "TEST": {"NAME": f"test_django_jobs{SUFFIX}", "CHARSET": "utf8mb4",
                      "COLLATION": "utf8mb4_unicode_ci"},
         }
     }
+elif ENGINE == "unsupported":
+    # Django's dummy backend, standing in for a database django-jobs was not built for (a
+    # test's subprocess only: it cannot run a query).
+    DATABASES = {"default": {"ENGINE": "django.db.backends.dummy"}}
 else:
     sqlite_file = str(BASE / "artifacts" / f"test_django_jobs{SUFFIX}.sqlite3")
     DATABASES = {

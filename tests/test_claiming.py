@@ -1,5 +1,6 @@
 """Claim order, concurrent claims, leases, fencing, rescue, release and the verbs."""
 
+import os
 import threading
 from datetime import timedelta
 
@@ -9,6 +10,7 @@ from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from django_jobs.mariadb import CANDIDATES_PER_SLOT
 from django_jobs.models import Job, JobAttempt
 from django_jobs.outcomes import AttemptOutcome
 from tests.conftest import requires_postgres
@@ -82,7 +84,6 @@ def test_concurrent_claimers_never_get_the_same_job():
     assert sum(1 for part in taken if part) > 1  # the work really was shared
 
 
-@requires_postgres
 def test_concurrent_claimers_of_several_queues_never_get_the_same_job():
     """Two claimers given the same two queues, claiming until those are empty: every job of
     those queues is claimed once, the third queue's are left."""
@@ -95,6 +96,25 @@ def test_concurrent_claimers_of_several_queues_never_get_the_same_job():
     assert set(Job.objects.ready().values_list("queue", flat=True)) == {"c"}
 
 
+def free_ready_rows() -> set[int]:
+    """The pending rows no transaction holds a lock on, as another connection sees them."""
+    found: list[set[int]] = []
+
+    def read():
+        try:
+            with transaction.atomic(), connections["default"].cursor() as cursor:
+                cursor.execute("SELECT id FROM django_jobs_job WHERE status = %s "
+                               "FOR UPDATE SKIP LOCKED", [S.PENDING])
+                found.append({row[0] for row in cursor.fetchall()})
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    thread.join()
+    return found[0]
+
+
 @requires_postgres
 def test_a_claim_from_several_queues_locks_one_row_of_each_other_queue_at_most():
     """The claim merges one walk per queue and locks the rows it passes: beyond the rows it
@@ -102,30 +122,29 @@ def test_a_claim_from_several_queues_locks_one_row_of_each_other_queue_at_most()
     Another connection sees which ready rows are locked."""
     for queue in ("a", "b", "c"):
         Job.enqueue_many("noop", [{}] * 20, queue=queue)
-
-    def free_ready_rows() -> set[int]:
-        found: list[set[int]] = []
-
-        def read():
-            try:
-                with transaction.atomic(), connections["default"].cursor() as cursor:
-                    cursor.execute("SELECT id FROM django_jobs_job WHERE status = 'pending' "
-                                   "FOR UPDATE SKIP LOCKED")
-                    found.append({row[0] for row in cursor.fetchall()})
-            finally:
-                connections.close_all()
-
-        thread = threading.Thread(target=read)
-        thread.start()
-        thread.join()
-        return found[0]
-
     with transaction.atomic():
         got = claim(limit=5, queues=["a", "b", "c"])
         ready = set(Job.objects.ready().values_list("pk", flat=True))
         held = ready - free_ready_rows()
     assert len(got) == 5 and len(ready) == 55
     assert 0 < len(held) <= 2
+
+
+@pytest.mark.skipif(os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite") != "mariadb",
+                    reason="MariaDB's claim (django_jobs/mariadb.py)")
+def test_a_claim_from_several_queues_on_mariadb_locks_only_candidates_of_those_queues():
+    """MariaDB's claim reads a few claims' worth of candidates of its queues without locks and
+    locks those (``mariadb.lock_ready``): until its transaction ends it may hold the
+    candidates it did not take, never a row beyond them or of a queue it was not given."""
+    for queue in ("a", "b", "c"):
+        Job.enqueue_many("noop", [{}] * 20, queue=queue)
+    with transaction.atomic():
+        got = claim(limit=5, queues=["a", "b"])
+        ready = set(Job.objects.ready().values_list("pk", flat=True))
+        held = ready - free_ready_rows()
+    assert len(got) == 5 and len(ready) == 55
+    assert 0 < len(held) <= 5 * (CANDIDATES_PER_SLOT - 1)
+    assert set(Job.objects.filter(pk__in=held).values_list("queue", flat=True)) <= {"a", "b"}
 
 
 def test_expired_lease_is_rescued_as_a_lost_attempt_and_retried():

@@ -142,3 +142,17 @@ def test_a_database_that_cannot_be_reached_is_one_line():
     assert result.returncode == 1 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("CommandError: cannot read database 'default'")
+
+
+def test_runworker_refuses_an_unsupported_backend_in_one_line():
+    env = {"DJANGO_JOBS_TEST_DB": "unsupported"}
+    checked = manage("runworker", "--burst", env=env)  # Django's checks before the command
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr
+    assert "SystemCheckError" in checked.stderr
+    assert "(django_jobs.E020) django-jobs does not support the 'unknown' database" in (
+        checked.stderr)
+    skipped = manage("runworker", "--burst", "--skip-checks", env=env)  # the worker's own
+    assert skipped.returncode == 1 and "Traceback" not in skipped.stderr
+    assert skipped.stderr.strip().splitlines() == [
+        "CommandError: django_jobs.E020: django-jobs does not support the 'unknown' database "
+        "of DATABASES['default'] (use PostgreSQL, SQLite, MariaDB 10.6+ or MySQL 8.0.1+)"]

@@ -11,7 +11,7 @@ from django.db import connection
 
 from django_jobs.errors import error_dict, storable, storable_text
 from django_jobs.models import Job, JobAttempt
-from tests.conftest import on_postgres, wait_for
+from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 S = Job.Status
@@ -37,15 +37,24 @@ WHEN json_extract(NEW.result, '$.refuse_me') IS NOT NULL
 BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END
 """
 SQLITE_DROP = "DROP TRIGGER IF EXISTS test_refuse_marked"
+MARIADB_TRIGGER = """
+CREATE TRIGGER test_refuse_marked BEFORE UPDATE ON django_jobs_job FOR EACH ROW
+BEGIN
+    IF JSON_EXISTS(NEW.result, '$.refuse_me') THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test trigger';
+    END IF;
+END
+"""
+MARIADB_DROP = "DROP TRIGGER IF EXISTS test_refuse_marked"
+TRIGGERS = {"postgresql": (PG_TRIGGER, PG_DROP), "sqlite": (SQLITE_TRIGGER, SQLITE_DROP),
+            "mysql": (MARIADB_TRIGGER, MARIADB_DROP)}
 
 
 @pytest.fixture
 def refusing_database():
     """A trigger that makes the database refuse any result holding the key ``refuse_me``:
     a refusal no validation in Python can foresee."""
-    if connection.vendor == "mysql":
-        pytest.skip("the refusing trigger is written for PostgreSQL and SQLite only")
-    create, drop = (PG_TRIGGER, PG_DROP) if on_postgres() else (SQLITE_TRIGGER, SQLITE_DROP)
+    create, drop = TRIGGERS[connection.vendor]
     with connection.cursor() as cursor:
         cursor.execute(create)
     yield
@@ -174,3 +183,62 @@ def test_error_parts_are_capped():
     assert len(error["message"]) < 70_000 and error["message"].endswith("characters cut]")
     assert list(error["details"]) == ["truncated"] and len(error["details"]["truncated"]) < 270_000
 
+
+def _error_of(sql: str, using=None):
+    """The Django error a statement raises on ``using`` (the test's connection by default)."""
+    from django.db import DatabaseError
+
+    with (using or connection).cursor() as cursor:
+        try:
+            cursor.execute(sql)
+        except DatabaseError as exc:
+            return exc
+    raise AssertionError(f"{sql!r} raised nothing")
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="MariaDB's error numbers")
+def test_mariadb_refusals_are_told_apart_from_outages():
+    """Real errors of the MariaDB server: what a trigger or a constraint refuses is a refusal;
+    a lock wait timeout and a lost connection are outages, whose outcomes are written later."""
+    from django.db import connections
+
+    from django_jobs.isolation import refused as is_refusal
+
+    signal_error = _error_of("SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no'")
+    assert signal_error.__cause__.args[0] == 1644 and is_refusal(signal_error)
+    job = Job.enqueue("echo")
+    constraint = _error_of(f"UPDATE django_jobs_job SET result = 'not json' WHERE id = {job.pk}")
+    assert is_refusal(constraint)
+
+    holder = connections.create_connection("default")  # a second connection, this thread's
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute(f"SELECT id FROM django_jobs_job WHERE id = {job.pk} FOR UPDATE")
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        waited = _error_of(f"SELECT id FROM django_jobs_job WHERE id = {job.pk} FOR UPDATE")
+        assert waited.__cause__.args[0] == 1205 and not is_refusal(waited)
+        holder.rollback()
+        with holder.cursor() as cursor:
+            cursor.execute(f"KILL {connection.connection.thread_id()}")
+        lost = _error_of("SELECT 1")
+        assert lost.__cause__.args[0] in (2006, 2013) and not is_refusal(lost)
+    finally:
+        holder.close()
+        connection.close()  # the killed one: the next query opens a new one
+
+
+@pytest.mark.parametrize("shape", ["dict", "list"])
+def test_an_error_whose_details_hold_themselves_is_stored(shape):
+    """Cut to a depth every database's JSON takes (MariaDB refuses 32 levels)."""
+    looped: dict | list = {} if shape == "dict" else []
+    if isinstance(looped, dict):
+        looped["me"] = looped
+    else:
+        looped.append(looped)
+    error = error_dict(type="T", message="m", details={"loop": looped})
+    job = Job.enqueue("echo")
+    Job.objects.filter(pk=job.pk).update(error=error)
+    job.refresh_from_db()
+    assert job.error == error

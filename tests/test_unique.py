@@ -11,6 +11,7 @@ from django_jobs import InvalidJob
 from django_jobs.models import Job
 from django_jobs.outcomes import AttemptOutcome
 from django_jobs.unique import Rule
+from tests.conftest import requires_row_locks
 
 
 def claim_one(job):
@@ -207,3 +208,51 @@ def test_eight_concurrent_enqueue_many_calls_on_the_same_keys_make_one_job_per_k
     assert errors == []
     assert len(found) == 8 and len({tuple(pks) for pks in found}) == 1
     assert Job.objects.filter(type="unique_customer").count() == 2
+
+
+@requires_row_locks
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_many_of_overlapping_keys_in_opposite_orders_never_deadlocks():
+    """Two threads, each with its own connection, enqueue the same keys in one transaction
+    each, one in the reverse order of the other, round after round. Each insert of a key
+    waits for the transaction holding it; were the keys inserted in the caller's order, each
+    thread would wait for a key the other holds and the database would abort one as a
+    deadlock. Inserted in the order of their keys, one waits for the other and then finds its
+    jobs."""
+    rounds, keys = 20, 20
+    barrier = threading.Barrier(2, timeout=60)
+    found: dict[str, list[list[tuple[int, int]]]] = {"up": [], "down": []}
+    errors: list[BaseException] = []
+
+    def enqueue_rounds(direction: str) -> None:
+        try:
+            for r in range(rounds):
+                ids = [r * keys + n for n in range(keys)]
+                if direction == "down":
+                    ids.reverse()
+                barrier.wait()
+                with transaction.atomic():
+                    jobs = Job.enqueue_many("unique_customer",
+                                            [{"customer_id": i} for i in ids])
+                found[direction].append(
+                    [(job.payload["customer_id"], job.pk) for job in jobs])
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=enqueue_rounds, args=(d,)) for d in ("up", "down")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [e for e in errors if not isinstance(e, threading.BrokenBarrierError)] == []
+    assert errors == []
+    for up, down in zip(found["up"], found["down"], strict=True):
+        assert [i for i, _ in up] == sorted(i for i, _ in up)  # the caller's order is kept
+        assert [i for i, _ in down] == sorted((i for i, _ in down), reverse=True)
+        assert dict(up) == dict(down)  # both calls return the same job for each key
+    made = sorted(job.payload["customer_id"] for job in Job.objects.filter(type="unique_customer"))
+    assert made == list(range(rounds * keys))  # one job per key

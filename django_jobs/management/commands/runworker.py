@@ -8,13 +8,16 @@ import re
 import sys
 from typing import Any
 
+from django.core.checks import CheckMessage
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from django_jobs.claimsize import PREFETCH_HORIZON_SECONDS
 from django_jobs.conf import jobs_settings
+from django_jobs.dbchecks import database_checks, vendor_problems
 from django_jobs.exiting import exit_without_stray_threads
 from django_jobs.lifecycle import bound_network_waits
-from django_jobs.schema import NotMigrated, Unreachable, require_migrated
+from django_jobs.schema import NotMigrated, Unreachable, jobs_database, require_migrated
 from django_jobs.validation import QUEUE_RE
 from django_jobs.worker import Worker, WorkerOptions
 
@@ -24,6 +27,8 @@ from django_jobs.worker import Worker, WorkerOptions
 # the connections alone exceed PostgreSQL's default max_connections (100) several times over:
 # run more worker processes instead.
 MAX_CONCURRENCY = 500
+
+logger = logging.getLogger("django_jobs")
 
 
 def positive_int(text: str) -> int:
@@ -81,6 +86,18 @@ def queue_list(text: str) -> list[str]:
     return names
 
 
+def refuse_or_warn(problems: list[CheckMessage], *, warn: bool) -> None:
+    """Raise one CommandError line for the errors among ``problems``; log the rest if
+    ``warn``."""
+    errors = [p for p in problems if p.is_serious()]
+    if errors:
+        raise CommandError("; ".join(
+            f"{p.id}: {p.msg}" + (f" ({p.hint})" if p.hint else "") for p in errors))
+    if warn:
+        for problem in problems:
+            logger.warning("%s: %s", problem.id, problem.msg)
+
+
 class Command(BaseCommand):
     help = "Run a worker that claims and runs jobs until stopped (SIGTERM/SIGINT/SIGHUP drain it)."
 
@@ -134,13 +151,19 @@ class Command(BaseCommand):
         if worker_options.lease_seconds <= worker_options.heartbeat_seconds:
             raise CommandError("--lease must be longer than --heartbeat")
         bound_network_waits()
+        self._configure_logging(options["verbosity"])
+        using = jobs_database()
+        # The settings' checks (E020, W020) ran before handle() unless --skip-checks; they need
+        # no connection, so a backend django-jobs cannot use is refused before one is opened.
+        refuse_or_warn(vendor_problems(connections, [using]), warn=options["skip_checks"])
         try:
-            require_migrated()
+            require_migrated(using)
         except Unreachable:
             pass  # an outage, not a mistake: the worker waits for the database and says so once
         except NotMigrated as exc:
             raise CommandError(str(exc)) from None
-        self._configure_logging(options["verbosity"])
+        else:  # the database-tagged checks, which a command's own checks leave out (E021)
+            refuse_or_warn(database_checks(using), warn=True)
         processed = Worker(worker_options).run()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker finished: {processed} job(s) run")
@@ -151,7 +174,6 @@ class Command(BaseCommand):
 
     def _configure_logging(self, verbosity: int) -> None:
         """Print the worker's lines to stderr unless the site's LOGGING already routes them."""
-        logger = logging.getLogger("django_jobs")
         if logger.handlers or verbosity == 0:
             return
         handler = logging.StreamHandler(sys.stderr)
