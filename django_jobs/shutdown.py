@@ -3,8 +3,9 @@ error): nothing it holds is lost, and nothing of it is left behind.
 
 The outcomes that came in are written (one last try, even during an outage); the jobs still
 running or waiting for a thread, and those of a claim whose reply was lost (``turn.py``), are
-handed back to the queue, their attempt unspent, for another worker to run; the slot threads and the listener are stopped; the worker's row is
-removed; the process's signal handlers are restored; the summary of finished jobs is logged.
+handed back to the queue, their attempt unspent, for another worker to run; the slot threads
+and the listener are stopped; the worker's row is removed; the process's signal handlers are
+restored; the summary of finished jobs is logged.
 """
 
 from __future__ import annotations
