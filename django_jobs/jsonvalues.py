@@ -1,14 +1,16 @@
 """What a job's payload and result may hold: one rule, checked before anything is written.
 
 A value is storable if ``json.dumps`` accepts it with ``allow_nan=False`` (no NaN or infinity,
-no datetimes, sets or other objects) and no string or key in it holds what PostgreSQL cannot
+no datetimes, sets or other objects), no string or key in it holds what PostgreSQL cannot
 store: a NUL character (``\\u0000``) or a lone surrogate (``\\ud800``-``\\udfff``, half of a
-UTF-16 pair). SQLite would keep both, but the rule is the same on every database, so a job
-means the same wherever it is written. See docs/explanation-guarantees.md, "What a payload
-can hold".
+UTF-16 pair), and its arrays and objects nest at most MAX_NESTING levels (MariaDB's JSON check
+refuses deeper ones). SQLite would keep all of these, PostgreSQL the deep ones, but the rule is
+the same on every database, so a job means the same wherever it is written. See
+docs/explanation-guarantees.md, "What a payload can hold".
 
-The check is one ``json.dumps`` in C and two scans of its text; the value is walked in Python
-only to say where a NUL or a surrogate is, once one was found.
+The check is one ``json.dumps`` in C and a few scans of its text; the value is walked in
+Python only to say where a NUL or a surrogate is, once one was found, or to measure its
+nesting when the text holds more brackets than MAX_NESTING.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+# How deep arrays and objects may nest: MariaDB's JSON check takes 31 levels and refuses 32.
+MAX_NESTING = 31
 # How much of a key or of a path an error message quotes.
 QUOTED_KEY = 40
 QUOTED_PATH = 200
@@ -56,10 +60,31 @@ def storable_json(value: Any, max_bytes: int | None = None, limit_name: str = ""
         if where is not None:
             raise NotStorable(f"holds a NUL character (\\u0000){where}: "
                               "the database cannot store it")
+    if text.count("[") + text.count("{") > MAX_NESTING:  # each level opens one at least
+        depth = nesting(value)
+        if depth > MAX_NESTING:
+            raise NotStorable(f"nests arrays and objects {depth} levels deep, more than "
+                              f"{MAX_NESTING}: the database cannot store it")
     if max_bytes is not None and size > max_bytes:
         raise NotStorable(f"is {size} bytes of JSON, more than {limit_name or 'the limit'} "
                           f"({max_bytes} bytes)")
     return text
+
+
+def nesting(value: Any) -> int:
+    """How many levels of arrays and objects ``value`` nests (0 for a scalar)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((part, depth + 1) for part in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((part, depth + 1) for part in item)
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
 
 
 def _has_nul(text: str) -> bool:

@@ -140,7 +140,7 @@ def _schemas() -> dict[str, Any]:
         "type": _type_schema(),
         "payload": {**_ref("StorableJson"),
                     "description": "Any JSON value; an object by convention. No NUL and no lone "
-                                   "surrogate in any string, nested at most 64 levels."},
+                                   "surrogate in any string, nested at most 31 levels."},
         "priority": {"anyOf": [*PRIORITY["anyOf"], {"type": "null"}]},
         "delay": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_DELAY_MS,
                   "description": "Milliseconds to wait before the job may run."},
