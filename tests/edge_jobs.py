@@ -1,5 +1,6 @@
 """Fixture handlers for hostile outcomes, crashes, stray threads and rolling deploys."""
 
+import ctypes
 import os
 import signal
 import threading
@@ -72,10 +73,13 @@ def stray_thread(payload):
 
 @handler("crash_exit", max_attempts=1, max_crashes=2)
 def crash_exit(payload):
-    """Kills its own worker process, as a segfault or the OOM killer would."""
+    """Kills its own worker process: ``os._exit`` (the default), ``"sigkill"`` as the OOM
+    killer does, or ``"segfault"``, a real one (a read of address 0 in C code)."""
     time.sleep(payload.get("after", 0.3))
     if payload.get("how") == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if payload.get("how") == "segfault":
+        ctypes.string_at(0)
     os._exit(1)
 
 
