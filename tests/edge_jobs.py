@@ -1,11 +1,38 @@
 """Fixture handlers for hostile outcomes, crashes, stray threads and rolling deploys."""
 
+import ctypes
 import os
 import signal
 import threading
 import time
 
 from django_jobs import current_job, handler
+from django_jobs.signals import job_started
+
+# A worker started with DJANGO_JOBS_TEST_CLAIM_LOG=<path> appends a line per job it starts:
+# the job's id, attempt number and the lease token of the claim that took it. Jobs claimed in
+# one batch share one token (docs/explanation-guarantees.md), so the log shows which jobs a
+# worker claimed together.
+CLAIM_LOG = os.environ.get("DJANGO_JOBS_TEST_CLAIM_LOG")
+
+
+def note_claim(sender, job, attempt, **kwargs):
+    with open(CLAIM_LOG, "a") as log:  # one short write per line, in append mode
+        log.write(f"{job.public_id} {attempt} {job.lease_token}\n")
+
+
+def read_claim_log(path):
+    """{(job id, attempt): lease token} from a claim log."""
+    claims = {}
+    with open(path) as log:
+        for line in log:
+            public_id, attempt, token = line.split()
+            claims[public_id, int(attempt)] = token
+    return claims
+
+
+if CLAIM_LOG:
+    job_started.connect(note_claim, dispatch_uid="tests.edge_jobs.note_claim")
 
 # Strings PostgreSQL cannot store: a NUL, a lone surrogate (and a pair of surrogates written as
 # two code points, which is not UTF-8 either).
@@ -72,10 +99,13 @@ def stray_thread(payload):
 
 @handler("crash_exit", max_attempts=1, max_crashes=2)
 def crash_exit(payload):
-    """Kills its own worker process, as a segfault or the OOM killer would."""
+    """Kills its own worker process: ``os._exit`` (the default), ``"sigkill"`` as the OOM
+    killer does, or ``"segfault"``, a real one (a read of address 0 in C code)."""
     time.sleep(payload.get("after", 0.3))
     if payload.get("how") == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if payload.get("how") == "segfault":
+        ctypes.string_at(0)
     os._exit(1)
 
 

@@ -4,6 +4,8 @@ A worker that dies takes every job it held down with it; the rescue must give th
 their attempt back, run each alone, and quarantine the job that keeps killing its worker.
 """
 
+import signal
+
 import pytest
 
 from django_jobs.models import Job, JobAttempt
@@ -36,14 +38,19 @@ def keep_workers_running(start_worker, jobs, *args, timeout=90.0):
     return codes
 
 
-@pytest.mark.parametrize("how", ["exit", "sigkill"])
+# How the culprit kills its worker, and the exit status the process then has.
+DEATHS = {"exit": 1, "sigkill": -signal.SIGKILL, "segfault": -signal.SIGSEGV}
+
+
+@pytest.mark.parametrize("how", list(DEATHS))
 def test_innocent_jobs_that_shared_a_crash_complete_and_the_culprit_is_quarantined(
     start_worker, how
 ):
     culprit = Job.enqueue("crash_exit", {"how": how, "after": 0.3})  # max_crashes=2
     innocents = [Job.enqueue("innocent", {"seconds": 2.0}) for _ in range(3)]  # max_attempts=1
     first = start_worker("--concurrency", "4", *FAST)  # claims all four in one batch
-    assert first.wait(timeout=60) != 0  # killed by the culprit, the innocents still running
+    # Killed by the culprit, the innocents still running, and died the way it was told to.
+    assert first.wait(timeout=60) == DEATHS[how], first.output()
     shared = set(Job.objects.filter(status=S.PROCESSING).values_list("pk", flat=True))
     assert shared == {culprit.pk, *(j.pk for j in innocents)}
 
@@ -63,7 +70,8 @@ def test_innocent_jobs_that_shared_a_crash_complete_and_the_culprit_is_quarantin
     assert culprit.error["message"].startswith("killed its worker 2 times (max_crashes 2)")
     lost = list(culprit.attempts.filter(outcome=OUT.LOST).values_list("error", flat=True))
     assert [e["details"]["alone"] for e in lost] == [False, True]
-    assert len(codes) >= 1 and all(code != 0 for code in codes)  # the second crash's worker
+    assert DEATHS[how] in codes  # the worker of the second crash died the same way
+    assert all(code != 0 for code in codes)
 
 
 def test_a_job_that_crashes_alone_goes_dead_only_after_max_crashes(start_worker):

@@ -12,6 +12,7 @@ from django.db import connection
 from django_jobs.errors import error_dict, storable, storable_text
 from django_jobs.models import Job, JobAttempt
 from tests.conftest import wait_for
+from tests.edge_jobs import read_claim_log
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 S = Job.Status
@@ -62,7 +63,9 @@ def refusing_database():
         cursor.execute(drop)
 
 
-def test_hostile_outcomes_in_one_batch_with_ordinary_jobs(start_worker, refusing_database):
+def test_hostile_outcomes_in_one_batch_with_ordinary_jobs(
+    start_worker, refusing_database, tmp_path
+):
     ordinary = [Job.enqueue("echo", {"n": n}) for n in range(8)]
     hostile = {}
     for kind in KINDS:
@@ -71,13 +74,26 @@ def test_hostile_outcomes_in_one_batch_with_ordinary_jobs(start_worker, refusing
         ordinary.append(Job.enqueue("echo", {"after": kind}))
     refused = Job.enqueue("refused_result")
     unprintable = Job.enqueue("unprintable_error")
-    # ``--burst`` leaves jobs whose retry is due later (reference-runworker.md): a burst worker
-    # can end a moment before the last retry comes due, so burst workers run until none is left.
+    everyone = [*ordinary, *hostile.values(), refused, unprintable]
+    log = tmp_path / "claims.log"
+    env = {"DJANGO_JOBS_TEST_CLAIM_LOG": str(log)}
+    # A first claim takes as many jobs as the worker has threads: one thread per job, so the
+    # first batch holds them all. ``--burst`` leaves jobs whose retry is due later
+    # (reference-runworker.md): a burst worker can end a moment before the last retry comes
+    # due, so burst workers run until none is left.
+    concurrency = str(len(everyone))
     for _ in range(20):
-        worker = start_worker("--burst", "--concurrency", "4", *FAST)
+        worker = start_worker("--burst", "--concurrency", concurrency, *FAST, env=env)
         assert worker.wait(timeout=120) == 0, worker.output()
         if not Job.objects.exclude(status__in=[S.COMPLETED, S.DEAD]).exists():
             break
+
+    # The first attempt of every job, hostile and ordinary, came from one claim.
+    claims = read_claim_log(log)
+    first_claims = {claims[job.public_id, 1] for job in everyone}
+    assert len(first_claims) == 1, claims
+    assert set(claims) == set(JobAttempt.objects.filter(job__in=everyone).values_list(
+        "job__public_id", "number"))  # the log holds every attempt, and only those
 
     for job in ordinary:
         job.refresh_from_db()
@@ -115,12 +131,15 @@ def test_hostile_outcomes_in_one_batch_with_ordinary_jobs(start_worker, refusing
 
 
 def test_refused_outcome_spends_attempts_until_dead_and_others_keep_running(
-    start_worker, refusing_database
+    start_worker, refusing_database, tmp_path
 ):
     """A long-running worker is not jammed: it goes on claiming after each refusal."""
     refused = Job.enqueue("refused_result", max_attempts=3)
     later = [Job.enqueue("echo", {"n": n}, priority="low") for n in range(20)]
-    worker = start_worker("--concurrency", "2", *FAST)  # not --burst: the retries come due later
+    log = tmp_path / "claims.log"
+    # Not --burst: the retries come due later. The first claim takes two jobs, one per thread:
+    # the refused job and the first ordinary one.
+    worker = start_worker("--concurrency", "2", *FAST, env={"DJANGO_JOBS_TEST_CLAIM_LOG": str(log)})
     wait_for(lambda: Job.objects.filter(pk=refused.pk, status=S.DEAD).exists()
              and not Job.objects.exclude(status__in=[S.DEAD, S.COMPLETED]).exists(), timeout=120)
     worker.signal(signal.SIGTERM)
@@ -130,6 +149,9 @@ def test_refused_outcome_spends_attempts_until_dead_and_others_keep_running(
     assert refused.attempts.count() == 3
     assert Job.objects.filter(pk__in=[j.pk for j in later], status=S.COMPLETED).count() == 20
     assert "the database refused a batch" in worker.output()
+    claims = read_claim_log(log)
+    batch_mates = [job for job in later if claims[job.public_id, 1] == claims[refused.public_id, 1]]
+    assert batch_mates == [later[0]]  # its batch held an ordinary job, which completed
 
 
 def assert_storable(error):
