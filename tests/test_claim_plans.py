@@ -199,7 +199,7 @@ def test_the_claim_walks_the_ready_index_in_order(jobs_table, state):
         for queues, excluded in SELECTIONS:
             sql, params = claim_sql(size, queues, excluded)
             for name, plan_of in (("custom", custom_plan), ("generic", generic_plan)):
-                found = claim_faults(plan_of(sql, params))
+                found = claim_faults(plan_of(sql, params), len(queues or ()) or 1)
                 if found:
                     faults[f"{name} plan, n={size}, queues={queues}, exclude={excluded}"] = found
     assert faults == {}
