@@ -19,6 +19,8 @@ class DjangoJobsConfig(AppConfig):
         from .enqueueing import UniqueAndDependencies
         from .limits.claim import Limits
         from .registry import autodiscover
+        from .retention import Retention
+        from .scheduling.ticker import Schedules
 
         if apps.is_installed("django.contrib.admin"):
             # API tokens are created and revoked there; schedules are paused and run there.
@@ -28,9 +30,10 @@ class DjangoJobsConfig(AppConfig):
         store.provide(engine_for)  # the store's verbs reach the engine through store.py
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
-        # callbacks, then the follow-ups, then releases dependents (see hooks.py).
+        # callbacks, then the follow-ups, then releases dependents; a heartbeat enqueues due
+        # recurring jobs, then prunes (see hooks.py).
         for feature in (Callbacks(), FollowUps(), Dependencies(), UniqueAndDependencies(),
-                        Limits(), CrashCounting()):
+                        Limits(), CrashCounting(), Schedules(), Retention()):
             hooks.register(feature)
 
         setup_tasks_backend()  # the django.tasks backend: task: job types, task_finished

@@ -9,9 +9,9 @@ those implicit edges are left out too, so an edge is an import someone wrote.
 Layers point one way: models <- engine <- worker <- faces. The tests fail on any import
 cycle; on an import, by the store or anything it imports, of a feature, a face, the worker or
 the engine; on an engine module importing a worker module or a feature; on a worker module
-importing a face; on a module below the faces that no layer's list names; and on any import of
-a face from below that is not listed as known debt (and on a listed one that is gone: delete it
-from the list, so the list only shrinks).
+importing a face or a feature; on a module below the faces that no layer's list names; and on
+any import of a face from below that is not listed as known debt (and on a listed one that is
+gone: delete it from the list, so the list only shrinks).
 """
 
 from __future__ import annotations
@@ -179,6 +179,16 @@ def test_the_worker_imports_no_face():
     found = sorted((a, b) for a, targets in graph.items() if in_layer(a, WORKER)
                    for b in targets if is_face(b) or b in WIRING)
     assert not found, "the worker imports a face:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in found)
+
+
+def test_the_worker_imports_no_feature():
+    """The worker runs the features' work on its heartbeat through ``hooks.periodic_steps``:
+    recurring jobs and pruning are registered by the app, not imported by ``periodic.py``."""
+    graph = _graph()
+    found = sorted((a, b) for a, targets in graph.items() if in_layer(a, WORKER)
+                   for b in targets if is_feature(b))
+    assert not found, "the worker imports a feature:\n" + "\n".join(
         f"  {a} -> {b}" for a, b in found)
 
 
