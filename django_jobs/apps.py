@@ -7,7 +7,7 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # checks, dbchecks: the system checks; execution:
+        # checks, dbchecks, scheduling.checks: the system checks; execution:
         # notes the threads that open connections
         from . import checks, dbchecks, execution, hooks, store  # noqa: F401
         from .backends import setup as setup_tasks_backend
@@ -20,6 +20,7 @@ class DjangoJobsConfig(AppConfig):
         from .limits.claim import Limits
         from .registry import autodiscover
         from .retention import Retention
+        from .scheduling import checks as scheduling_checks  # noqa: F401
         from .scheduling.ticker import Schedules
 
         if apps.is_installed("django.contrib.admin"):
