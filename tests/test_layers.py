@@ -3,8 +3,8 @@
 The graph is built from the source with ``ast``: every ``import`` and ``from ... import``
 anywhere in a module (at the top or inside a function), relative imports resolved, with an
 edge to each module of the package a statement names. Imports under ``if TYPE_CHECKING:`` are
-left out: they never run. Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``;
-those implicit edges are left out too, so an edge is an import someone wrote.
+left out: they never run. Importing ``django_jobs.a.b`` also runs ``django_jobs/a/__init__.py``,
+so it is an edge to ``django_jobs.a`` too (but not from inside ``a``, nor to the root).
 
 Layers point one way: models <- engine <- worker <- faces. The tests fail on any import
 cycle; on an import, by the store or anything it imports, of a feature, a face, the worker or
@@ -43,7 +43,8 @@ KNOWN_FACE_IMPORTS: set[Edge] = set()
 # The layers below the faces, as docs/explanation-architecture.md draws them. A name stands for
 # the module and, if it is a package, every module in it.
 # The store: the tables and their managers, and the model modules of features (their tables,
-# which models.py imports so that Django's app registry finds them).
+# which models.py imports so that Django's app registry finds them). The packages holding those
+# are the store's too (``in_store``): importing ``limits.models`` runs ``limits/__init__.py``.
 STORE = (
     "django_jobs.models",
     "django_jobs.managers",
@@ -93,8 +94,15 @@ def in_layer(module: str, layer: tuple[str, ...]) -> bool:
     return module in layer or module.startswith(tuple(name + "." for name in layer))
 
 
+def in_store(module: str) -> bool:
+    """A store module, or a package holding one (``django_jobs.limits``): loading the models
+    runs that package's ``__init__.py``, so what it imports the store imports."""
+    return in_layer(module, STORE) or (
+        module not in WIRING and any(name.startswith(module + ".") for name in STORE))
+
+
 def is_feature(module: str) -> bool:
-    return in_layer(module, FEATURES) and not in_layer(module, STORE) and not is_face(module)
+    return in_layer(module, FEATURES) and not in_store(module) and not is_face(module)
 
 
 def is_face(module: str) -> bool:
@@ -223,7 +231,8 @@ def test_nothing_below_the_faces_imports_the_package_root():
 
 def test_the_graph_sees_every_kind_of_import(tmp_path):
     """Module-level, function-level, relative and ``from pkg import module`` imports are
-    edges; imports under TYPE_CHECKING and of other packages are not."""
+    edges, and so is the ``__init__.py`` of a package an import runs (but the root's, and from
+    inside the package); imports under TYPE_CHECKING and of other packages are not."""
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     files = {
@@ -234,6 +243,7 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
         "d.py": "from . import a, missing\nimport pkg.sub.e\n",
         "sub/__init__.py": "",
         "sub/e.py": "from ..a import thing\nfrom .. import b\n",
+        "sub/f.py": "from .e import thing\n",
     }
     for name, text in files.items():
         (pkg / name).write_text(text)
@@ -243,9 +253,10 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
         "pkg.a": {"pkg.b"},
         "pkg.b": {"pkg.c"},
         "pkg.c": set(),
-        "pkg.d": {"pkg.a", "pkg", "pkg.sub.e"},
+        "pkg.d": {"pkg.a", "pkg", "pkg.sub.e", "pkg.sub"},
         "pkg.sub": set(),
         "pkg.sub.e": {"pkg.a", "pkg.b"},
+        "pkg.sub.f": {"pkg.sub.e"},
     }
     assert cyclic_edges(graph) == set()
     graph["pkg.c"].add("pkg.a")
