@@ -12,7 +12,7 @@ from .exceptions import (
     Snooze,
     UnknownJobType,
 )
-from .limits import ConcurrencyLimit, RateLimit
+from .limits.rules import ConcurrencyLimit, RateLimit
 from .registry import handler
 from .retry import ExponentialBackoff, FixedSchedule
 from .unique import Unique

@@ -7,7 +7,7 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # checks, dbchecks: the system checks; execution:
+        # checks, dbchecks, scheduling.checks: the system checks; execution:
         # notes the threads that open connections
         from . import checks, dbchecks, execution, hooks, store  # noqa: F401
         from .backends import setup as setup_tasks_backend
@@ -19,6 +19,9 @@ class DjangoJobsConfig(AppConfig):
         from .enqueueing import UniqueAndDependencies
         from .limits.claim import Limits
         from .registry import autodiscover
+        from .retention import Retention
+        from .scheduling import checks as scheduling_checks  # noqa: F401
+        from .scheduling.ticker import Schedules
 
         if apps.is_installed("django.contrib.admin"):
             # API tokens are created and revoked there; schedules are paused and run there.
@@ -28,9 +31,10 @@ class DjangoJobsConfig(AppConfig):
         store.provide(engine_for)  # the store's verbs reach the engine through store.py
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
-        # callbacks, then the follow-ups, then releases dependents (see hooks.py).
+        # callbacks, then the follow-ups, then releases dependents; a heartbeat enqueues due
+        # recurring jobs, then prunes (see hooks.py).
         for feature in (Callbacks(), FollowUps(), Dependencies(), UniqueAndDependencies(),
-                        Limits(), CrashCounting()):
+                        Limits(), CrashCounting(), Schedules(), Retention()):
             hooks.register(feature)
 
         setup_tasks_backend()  # the django.tasks backend: task: job types, task_finished

@@ -4,8 +4,9 @@ queue healthy while it runs.
 It renews the leases of the jobs the worker holds (a job whose lease runs out is rescued by
 another worker) and interrupts those with a cancel request; rescues the jobs of workers that
 died; reads which queues are paused; refreshes the worker's own row and removes the rows of
-workers long silent; and runs the periodic steps (``periodic.py``: recurring jobs, pruning,
-the release of waiting jobs). Any worker may do each of these: the database decides.
+workers long silent; and runs the periodic steps (``periodic.py``: the features' steps, such
+as recurring jobs and pruning, then the release of waiting jobs). Any worker may do each of
+these: the database decides.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """Feature hooks: the points where features (unique keys, dependencies, limits, callbacks,
-follow-ups, crash counting) join the engine's verbs.
+follow-ups, crash counting, recurring jobs, pruning) join the engine's verbs and the worker's
+heartbeat.
 
-The engine (``engine/``) imports no feature. A feature subclasses ``Feature``, overrides
-the points it joins (every default does nothing) and is registered once, when the app starts
-(``apps.py``). The engine calls the module functions below at each point; they ask the
-registered features in registration order. The points::
+The engine (``engine/``) and the worker import no feature. A feature subclasses ``Feature``,
+overrides the points it joins (every default does nothing) and is registered once, when the
+app starts (``apps.py``). The engine (the worker, for ``periodic_steps``) calls the module
+functions below at each point; they ask the registered features in registration order. The
+points::
 
     Point                     Verb            Called
     ------------------------  --------------  ------------------------------------------------
@@ -21,9 +23,12 @@ registered features in registration order. The points::
                                               that ended outside a finish (cancel, rescue)
     release                   heartbeat       waiting jobs a feature no longer holds back
     rescue                    heartbeat       the lost attempts of jobs whose lease expired
+    periodic_steps            heartbeat       work a worker does on each heartbeat (recurring
+                                              jobs, pruning), outside any verb
 
 A hook runs inside the verb's transaction: what it writes commits or rolls back with the
-verb's own write. Hooks that write jobs do so through the engine's verbs.
+verb's own write (a periodic step is the exception: it runs in no transaction of the worker's).
+Hooks that write jobs do so through the engine's verbs.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ if TYPE_CHECKING:
 
 # Takes over an enqueue's insert: (manager, jobs built) -> one job per input, in order.
 Insert = Callable[[Any, list["Job"]], list["Job"]]
+# Work on a worker's heartbeat: called with the worker's id; every worker runs it, so it is
+# idempotent across workers (the database decides).
+Step = Callable[[str], object]
 
 
 class Feature:
@@ -93,6 +101,12 @@ class Feature:
         """Record the lost attempts of up to ``limit`` stale jobs, in the caller's transaction;
         returns the jobs rescued, or None to leave the rescue to the next feature."""
         return None
+
+    def periodic_steps(self) -> Sequence[Step]:
+        """The steps a worker runs on each of its heartbeats for this feature, made once per
+        worker: a step may keep state from one heartbeat to the next (when it next has work,
+        for one) and skips the heartbeats it has nothing to do on."""
+        return ()
 
 
 _features: list[Feature] = []
@@ -188,3 +202,17 @@ def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
         if rescued is not None:
             return rescued
     return []
+
+
+def periodic_steps(made: dict[Feature, Sequence[Step]]) -> list[Step]:
+    """The heartbeat steps of the features registered, in their order. ``made`` is one
+    worker's: a feature's steps are made the first time the worker asks and kept, and those of
+    a feature no longer registered are dropped."""
+    for gone in [feature for feature in made if feature not in _features]:
+        del made[gone]
+    steps: list[Step] = []
+    for feature in _features:
+        if feature not in made:
+            made[feature] = tuple(feature.periodic_steps())
+        steps.extend(made[feature])
+    return steps

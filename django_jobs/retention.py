@@ -3,6 +3,7 @@
 Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``. Each batch
 is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
 are outside the claim index: pruning never blocks a claim and never holds a lock for long.
+Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from . import hooks
 from .conf import jobs_settings
 from .states import JobStatus
 
@@ -130,3 +132,12 @@ class AutoPruner:
         if any(counts.values()):
             logger.info("worker %s: pruned %s", worker_id,
                         ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+
+
+class Retention(hooks.Feature):
+    """Pruning by the workers: each runs an ``AutoPruner`` on its heartbeat."""
+
+    name = "retention"
+
+    def periodic_steps(self) -> tuple[hooks.Step, ...]:
+        return (AutoPruner(),)

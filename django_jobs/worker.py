@@ -86,7 +86,7 @@ class Worker:
         self.paused: set[str] = set()
         self.listener: Listener | None = None
         self.previous_handlers: dict[int, object] = {}  # of the stop signals
-        self.periodic = Periodic()  # recurring jobs and automatic pruning
+        self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
         self.solo: Job | None = None  # a job that was in a crash, to run alone (solo.py)
         self.solo_started = False
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere

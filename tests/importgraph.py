@@ -3,9 +3,11 @@ holds ``django_jobs`` to its layers with it).
 
 Every ``import`` and ``from ... import`` anywhere in a module (at the top or inside a function)
 is an edge, relative imports resolved, to each module of the package a statement names.
-Imports under ``if TYPE_CHECKING:`` are left out: they never run. Importing ``a.b.c`` also runs
-``a/__init__.py`` and ``a/b/__init__.py``; those implicit edges are left out too, so an edge is
-an import someone wrote.
+Imports under ``if TYPE_CHECKING:`` are left out: they never run. Importing ``pkg.a.b.c`` also
+runs ``pkg/a/__init__.py`` and ``pkg/a/b/__init__.py``, so such an import is an edge to those
+packages too (a feature's code in the ``__init__.py`` of a package holding a model module runs
+whenever the models load). Two are left out: the edge from a module inside the package (its
+package ran before it), and the edge to the root package ``pkg``, which every import runs first.
 """
 
 from __future__ import annotations
@@ -84,8 +86,21 @@ def import_graph(root: Path, package: str) -> dict[str, set[str]]:
                     target = nearest_module(name)
                     if target is not None and target != module:
                         targets.add(target)
+                        targets.update(_packages_run(target, module, package, files))
         graph[module] = targets
     return graph
+
+
+def _packages_run(target: str, importer: str, package: str, files: dict[str, Path]) -> set[str]:
+    """The packages whose ``__init__.py`` importing ``target`` runs, for ``importer``: those
+    above it, but the root package and the packages ``importer`` is inside."""
+    run = set()
+    parent = target.rpartition(".")[0]
+    while parent and parent != package:
+        if parent in files and not (importer + ".").startswith(parent + "."):
+            run.add(parent)
+        parent = parent.rpartition(".")[0]
+    return run
 
 
 def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

@@ -9,6 +9,9 @@ from django.utils import timezone
 from django_jobs import hooks
 from django_jobs.models import Job
 from django_jobs.outcomes import AttemptOutcome
+from django_jobs.periodic import Periodic
+
+from .helpers import run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Job.Status
@@ -39,8 +42,13 @@ def claim(limit=10):
 def test_the_app_registers_its_features_in_the_order_their_hooks_run():
     assert [feature.name for feature in hooks.registered()] == [
         "callbacks", "follow-ups", "dependencies", "unique and dependencies", "limits",
-        "crash counting",
+        "crash counting", "schedules", "retention",
     ]
+
+
+def test_a_heartbeat_runs_the_schedules_then_pruning_then_the_release_of_waiting_jobs():
+    assert [type(step).__name__ for step in Periodic().steps()] == [
+        "Ticker", "AutoPruner", "ReleaseWaiting"]
 
 
 def test_a_feature_takes_its_own_enqueue_option_and_the_insert(add_feature):
@@ -207,3 +215,59 @@ def test_ended_gets_the_jobs_a_feature_held_for_the_cancel_as_canceled(add_featu
     other = Job.enqueue("noop", {})
     assert Job.objects.filter(pk__in=[echo.pk, other.pk]).cancel() == 2
     assert ended == [(echo.pk, S.CANCELED)]
+
+
+def test_a_features_periodic_step_runs_on_a_workers_heartbeat_until_it_is_unregistered(
+        add_feature):
+    beats = []
+
+    class Beat(hooks.Feature):
+        def periodic_steps(self):
+            return [beats.append]
+
+    feature = add_feature(Beat())
+    run_burst(worker_id="w-beat")  # a burst worker beats once before its first claim
+    assert beats and set(beats) == {"w-beat"}
+    hooks.unregister(feature)
+    seen = len(beats)
+    run_burst(worker_id="w-beat")
+    assert len(beats) == seen
+
+
+def test_a_worker_makes_a_features_steps_once_and_keeps_them_between_heartbeats(add_feature):
+    made = []
+
+    class Counter:
+        def __init__(self):
+            self.beats = 0
+            made.append(self)
+
+        def __call__(self, worker_id):
+            self.beats += 1
+
+    class Counting(hooks.Feature):
+        def periodic_steps(self):
+            return [Counter()]
+
+    add_feature(Counting())
+    one, other = Periodic(), Periodic()
+    one("w1")
+    one("w1")
+    other("w2")
+    assert [counter.beats for counter in made] == [2, 1]
+
+
+def test_a_failing_step_is_logged_and_the_heartbeat_goes_on(add_feature, caplog):
+    ran = []
+
+    def broken(worker_id):
+        raise ValueError("bad setting")
+
+    class Steps(hooks.Feature):
+        def periodic_steps(self):
+            return [broken, ran.append]
+
+    add_feature(Steps())
+    Periodic()("w1")
+    assert ran == ["w1"]
+    assert "worker w1: broken failed" in caplog.text

@@ -3,15 +3,15 @@
 The graph is built from the source with ``ast``: every ``import`` and ``from ... import``
 anywhere in a module (at the top or inside a function), relative imports resolved, with an
 edge to each module of the package a statement names. Imports under ``if TYPE_CHECKING:`` are
-left out: they never run. Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``;
-those implicit edges are left out too, so an edge is an import someone wrote.
+left out: they never run. Importing ``django_jobs.a.b`` also runs ``django_jobs/a/__init__.py``,
+so it is an edge to ``django_jobs.a`` too (but not from inside ``a``, nor to the root).
 
 Layers point one way: models <- engine <- worker <- faces. The tests fail on any import
 cycle; on an import, by the store or anything it imports, of a feature, a face, the worker or
 the engine; on an engine module importing a worker module or a feature; on a worker module
-importing a face; on a module below the faces that no layer's list names; and on any import of
-a face from below that is not listed as known debt (and on a listed one that is gone: delete it
-from the list, so the list only shrinks).
+importing a face or a feature; on a module below the faces that no layer's list names; and on
+any import of a face from below that is not listed as known debt (and on a listed one that is
+gone: delete it from the list, so the list only shrinks).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ KNOWN_FACE_IMPORTS: set[Edge] = set()
 # The layers below the faces, as docs/explanation-architecture.md draws them. A name stands for
 # the module and, if it is a package, every module in it.
 # The store: the tables and their managers, and the model modules of features (their tables,
-# which models.py imports so that Django's app registry finds them).
+# which models.py imports so that Django's app registry finds them). The packages holding those
+# are the store's too (``in_store``): importing ``limits.models`` runs ``limits/__init__.py``.
 STORE = (
     "django_jobs.models",
     "django_jobs.managers",
@@ -93,8 +94,15 @@ def in_layer(module: str, layer: tuple[str, ...]) -> bool:
     return module in layer or module.startswith(tuple(name + "." for name in layer))
 
 
+def in_store(module: str) -> bool:
+    """A store module, or a package holding one (``django_jobs.limits``): loading the models
+    runs that package's ``__init__.py``, so what it imports the store imports."""
+    return in_layer(module, STORE) or (
+        module not in WIRING and any(name.startswith(module + ".") for name in STORE))
+
+
 def is_feature(module: str) -> bool:
-    return in_layer(module, FEATURES) and not in_layer(module, STORE) and not is_face(module)
+    return in_layer(module, FEATURES) and not in_store(module) and not is_face(module)
 
 
 def is_face(module: str) -> bool:
@@ -182,6 +190,16 @@ def test_the_worker_imports_no_face():
         f"  {a} -> {b}" for a, b in found)
 
 
+def test_the_worker_imports_no_feature():
+    """The worker runs the features' work on its heartbeat through ``hooks.periodic_steps``:
+    recurring jobs and pruning are registered by the app, not imported by ``periodic.py``."""
+    graph = _graph()
+    found = sorted((a, b) for a, targets in graph.items() if in_layer(a, WORKER)
+                   for b in targets if is_feature(b))
+    assert not found, "the worker imports a feature:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in found)
+
+
 def test_every_module_below_the_faces_is_in_a_named_layer():
     """A new module is placed in a layer (or is policy or base, imported from anywhere), so the
     tests above see it."""
@@ -213,7 +231,8 @@ def test_nothing_below_the_faces_imports_the_package_root():
 
 def test_the_graph_sees_every_kind_of_import(tmp_path):
     """Module-level, function-level, relative and ``from pkg import module`` imports are
-    edges; imports under TYPE_CHECKING and of other packages are not."""
+    edges, and so is the ``__init__.py`` of a package an import runs (but the root's, and from
+    inside the package); imports under TYPE_CHECKING and of other packages are not."""
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     files = {
@@ -224,6 +243,7 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
         "d.py": "from . import a, missing\nimport pkg.sub.e\n",
         "sub/__init__.py": "",
         "sub/e.py": "from ..a import thing\nfrom .. import b\n",
+        "sub/f.py": "from .e import thing\n",
     }
     for name, text in files.items():
         (pkg / name).write_text(text)
@@ -233,9 +253,10 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
         "pkg.a": {"pkg.b"},
         "pkg.b": {"pkg.c"},
         "pkg.c": set(),
-        "pkg.d": {"pkg.a", "pkg", "pkg.sub.e"},
+        "pkg.d": {"pkg.a", "pkg", "pkg.sub.e", "pkg.sub"},
         "pkg.sub": set(),
         "pkg.sub.e": {"pkg.a", "pkg.b"},
+        "pkg.sub.f": {"pkg.sub.e"},
     }
     assert cyclic_edges(graph) == set()
     graph["pkg.c"].add("pkg.a")

@@ -31,8 +31,8 @@ from django.db.models import Count, Q
 from .. import store
 from ..hooks import Feature
 from ..states import JobStatus
-from . import HASHED, MISSING, Limit, RateLimit, limited_types, scope, value_of
 from .models import LimitLock, LimitStart
+from .rules import HASHED, MISSING, Limit, RateLimit, limited_types, scope, value_of
 
 Usage = dict[tuple[str, Limit], Counter[str]]
 

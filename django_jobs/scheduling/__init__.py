@@ -1,8 +1,8 @@
 """Recurring jobs declared in ``DJANGO_JOBS["SCHEDULES"]``, enqueued by any worker.
 
-``config`` reads and checks the setting, ``models`` holds each schedule's state and one row per
-occurrence (unique per schedule and time: the exactly-once guarantee), ``ticker`` enqueues due
-occurrences on a worker's heartbeat, ``admin`` lists them with pause and run-now actions.
+``config`` reads and checks the setting, ``checks`` is its system check (registered by the
+app's ``ready()``), ``models`` holds each schedule's state and one row per occurrence (unique
+per schedule and time: the exactly-once guarantee), ``ticker`` enqueues due occurrences on a
+worker's heartbeat (the ``Schedules`` feature), ``admin`` lists them with pause and run-now
+actions. This file imports nothing: loading the models runs no code of the feature.
 """
-
-from . import checks  # noqa: F401  (registers the system check of the SCHEDULES setting)

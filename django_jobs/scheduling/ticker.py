@@ -4,7 +4,8 @@ Every worker computes the same occurrence times from the same setting. For each 
 it inserts a ``ScheduleOccurrence`` row and the job in one transaction; the unique constraint on
 (schedule, at) lets exactly one worker's insert through, and a loser's savepoint rolls back its
 job with it. No worker is special, none needs a lock, and a crash between the two inserts is
-impossible because they commit together.
+impossible because they commit together. The ``Schedules`` feature gives each worker a
+``Ticker`` for its heartbeat.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from .. import hooks
 from ..exceptions import InvalidJob
 from .config import ScheduleSpec, schedules
 from .models import Schedule, ScheduleOccurrence
@@ -31,6 +33,15 @@ class Ticker:
         if not specs:
             return 0
         return tick(specs, now or timezone.now(), worker_id)
+
+
+class Schedules(hooks.Feature):
+    """Recurring jobs: every worker runs a ``Ticker`` on its heartbeat."""
+
+    name = "schedules"
+
+    def periodic_steps(self) -> tuple[hooks.Step, ...]:
+        return (Ticker(),)
 
 
 def tick(specs: dict[str, ScheduleSpec], now: datetime, worker_id: str = "") -> int:
