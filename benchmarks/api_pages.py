@@ -8,7 +8,8 @@ re-created) with the rows of ``benchmarks/admin_pages.py`` (90% completed, 5% de
 2% pending, 1% canceled; five types, three queues; one job every two seconds), then gets each
 page of ``GET /api/jobs`` with Django's test client and a real ``read`` token, as a client
 does. The deep pages are reached as a client reaches them: the first page's ``next``, followed
-nine times, is the 10th page; that page's ``previous`` is the way back.
+nine times, is the 10th page; that page's ``previous`` is the way back. A cursor half way down
+the table (the one a ``next`` link names for the job there) pages both ways from the middle.
 
 For each page: the statements it sends (``CaptureQueriesContext``), the median time over the
 repeats after one warm-up, and two ratios, both measured in this run: against the bare SQL of
@@ -82,7 +83,21 @@ def urls() -> dict[str, str]:
         back = _link(url, "previous")
         if back:
             pages[f"9th page (10th's previous){suffix}"] = back
+    # A cursor half way down the list, as its ``next`` names the job there: both directions.
+    middle = _middle_cursor()
+    pages["page from half way down (next)"] = "/api/jobs?" + urlencode({"cursor": middle})
+    pages["page from half way down (previous)"] = "/api/jobs?" + urlencode(
+        {"cursor": "n" + middle[1:]})
     return pages
+
+
+def _middle_cursor() -> str:
+    from django_jobs.api.pagination import OLDER, Cursor
+    from django_jobs.models import Job
+
+    jobs = Job.objects.order_by("-created_at", "-pk")
+    job = jobs[jobs.count() // 2]
+    return Cursor(OLDER, job.created_at, job.pk).encode()
 
 
 def _link(url: str, which: str) -> str | None:
