@@ -3,7 +3,8 @@
     DJANGO_JOBS_TEST_DB=postgres python benchmarks/admin_pages.py [--rows 10000,1000000]
     DJANGO_JOBS_TEST_DB=mariadb python benchmarks/admin_pages.py  # benchmarks/admin_mariadb.py
 
-Fills a scratch database (``django_jobs_bench_admin``, dropped and re-created) with a
+Fills a scratch database (``django_jobs_bench_admin``, ``BENCH_DB_NAME``; dropped and
+re-created) with a
 server-side ``INSERT ... SELECT generate_series``, then renders each admin page with Django's
 test client. Two baselines are measured in the same run, on the same data:
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DB_NAME = "django_jobs_bench_admin"
+DB_NAME = os.environ.get("BENCH_DB_NAME", "django_jobs_bench_admin")
 os.environ.setdefault("DJANGO_JOBS_TEST_DB", "postgres")
 os.environ["JOBS_DB_NAME"] = DB_NAME
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
@@ -148,18 +149,34 @@ def _week_ago() -> str:
     return quote((timezone.now() - timedelta(days=7)).isoformat())
 
 
-def run(rows_list: list[int], repeat: int) -> list[dict]:
-    from django.contrib.auth.models import Group, User
+def recreate() -> None:
+    """Drop and re-create the scratch database ``DB_NAME`` and migrate it."""
     from django.core.management import call_command
     from django.db import connection
-    from django.test import Client
-    from django.test.utils import override_settings
 
     if connection.vendor == "mysql":
         admin_mariadb.recreate_database(DB_NAME)
     else:
         recreate_database(DB_NAME)
     call_command("migrate", verbosity=0)
+
+
+def raw_page() -> None:
+    """The bare SQL of one list page: the database's floor for any list."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM django_jobs_job ORDER BY created_at DESC, id DESC LIMIT 50")
+        cursor.fetchall()
+
+
+def run(rows_list: list[int], repeat: int) -> list[dict]:
+    from django.contrib.auth.models import Group, User
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import override_settings
+
+    recreate()
     user = User.objects.create_superuser("bench", "bench@example.com", "pw")
     for name in ("ops", "support", "billing"):
         Group.objects.create(name=name)
@@ -173,12 +190,6 @@ def run(rows_list: list[int], repeat: int) -> list[dict]:
             fill(filled + 1, rows)
             filled = rows
             print(f"filled {rows:,} rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-
-            def raw_page() -> None:
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT * FROM django_jobs_job ORDER BY created_at DESC, "
-                                   "id DESC LIMIT 50")
-                    cursor.fetchall()
 
             _, raw, _ = measure(raw_page, repeat)
             group_q, group, _ = measure(lambda: client.get("/admin/auth/group/"), repeat)

@@ -1,5 +1,7 @@
 """The jobs table's list indexes serve the lists they are for (PostgreSQL plans)."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
 
@@ -90,3 +92,46 @@ def test_rescue_reads_the_lease_index(postgres):
     from django.utils import timezone
 
     assert "django_jobs_lease_idx" in plan_of(Job.objects.stale(timezone.now()))
+
+
+def sent_page_query(get) -> tuple[str, tuple]:
+    """The statement ``get()`` sends that reads one page of jobs in order."""
+    sent: list[tuple[str, tuple]] = []
+
+    def log(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(log):
+        get()
+    [page] = [(sql, params) for sql, params in sent
+              if 'FROM "django_jobs_job"' in sql and "ORDER BY" in sql and "LIMIT" in sql]
+    return page
+
+
+@pytest.mark.parametrize("status", [None, "dead"], ids=["all", "by status"])
+@pytest.mark.parametrize("direction", ["next", "previous"])
+def test_an_api_cursor_page_starts_its_index_scan_at_the_cursor(postgres, status, direction):
+    """Read as a filter alone, the (created_at, id) pair makes the scan walk every row from
+    the list's end to the cursor: 160 ms for a cursor half way down a million rows."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from django.utils import timezone
+
+    from .api_support import Api, make_token
+
+    now = timezone.now()
+    Job.objects.bulk_create(Job(type="echo", status="dead", created_at=now - timedelta(seconds=n))
+                            for n in range(30))
+    api = Api(make_token("read"))
+    params = {"limit": 5, **({"status": status} if status else {})}
+    second = api.get("/api/jobs", **params, cursor=parse_qs(urlsplit(
+        api.get("/api/jobs", **params).json()["next"]).query)["cursor"][0])
+    cursor = parse_qs(urlsplit(second.json()[direction]).query)["cursor"][0]
+    sql, values = sent_page_query(lambda: api.get("/api/jobs", **params, cursor=cursor))
+    with transaction.atomic(), connection.cursor() as db:
+        db.execute("SET LOCAL enable_seqscan = off")
+        db.execute(f"EXPLAIN {sql}", values)
+        plan = "\n".join(row[0] for row in db.fetchall())
+    [condition] = [line for line in plan.splitlines() if "Index Cond" in line]
+    assert "created_at" in condition, plan

@@ -59,7 +59,11 @@ def paginate(jobs: QuerySet, cursor: Cursor | None, limit: int) -> Page:
     """One page of ``jobs`` ordered by created_at then id, both descending."""
     if cursor is None or cursor.direction == OLDER:
         if cursor is not None:
-            jobs = jobs.filter(Q(created_at__lt=cursor.created_at)
+            # The plain bound on created_at is implied by the pair after it, but only it is a
+            # range an index scan starts from: PostgreSQL reads the (created_at, pk) pair as a
+            # filter on every row between the list's newest job and the cursor.
+            jobs = jobs.filter(Q(created_at__lte=cursor.created_at),
+                               Q(created_at__lt=cursor.created_at)
                                | Q(created_at=cursor.created_at, pk__lt=cursor.pk))
         rows = list(jobs.order_by("-created_at", "-pk")[: limit + 1])
         items, more = rows[:limit], len(rows) > limit
@@ -68,7 +72,8 @@ def paginate(jobs: QuerySet, cursor: Cursor | None, limit: int) -> Page:
             next=_at(OLDER, items[-1]) if more else None,
             previous=_at(NEWER, items[0]) if cursor is not None and items else None,
         )
-    jobs = jobs.filter(Q(created_at__gt=cursor.created_at)
+    jobs = jobs.filter(Q(created_at__gte=cursor.created_at),
+                       Q(created_at__gt=cursor.created_at)
                        | Q(created_at=cursor.created_at, pk__gt=cursor.pk))
     rows = list(jobs.order_by("created_at", "pk")[: limit + 1])
     more = len(rows) > limit
