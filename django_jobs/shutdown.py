@@ -26,7 +26,8 @@ logger = logging.getLogger("django_jobs.worker")
 
 def shut_down(worker: Worker) -> None:
     """End ``worker`` (see the module's docstring); each database step is tried once."""
-    worker.systemd.stopping(worker)
+    worker.announce_stop()
+    worker.systemd.stopping(worker)  # also when the loop ended by itself (--burst, --max-jobs)
     worker.outages.retry_now()
     turn.finish_outcomes(worker)
     worker.safely(turn.release_in_doubt, worker)

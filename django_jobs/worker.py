@@ -107,7 +107,7 @@ class Worker:
         try:
             while True:
                 if self.stopping or self._out_of_budget():
-                    self._announce_stop()
+                    self.announce_stop()
                     turn.finish_outcomes(self)  # otherwise turn.claim writes them
                 now = time.monotonic()
                 self.systemd.tick(now, self)
@@ -167,7 +167,7 @@ class Worker:
 
         It runs as a signal handler, in the main thread between any two bytecodes, so it only
         sets plain attributes and pokes ``signal_wake``: no lock, no log line (the loop logs the
-        stop in ``_announce_stop``)."""
+        stop in ``announce_stop``)."""
         if self.stopping:
             raise Abort
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
@@ -177,7 +177,9 @@ class Worker:
         else:  # not running: no loop to wake, nor a lock it could hold
             self.wake.set()
 
-    def _announce_stop(self) -> None:
+    def announce_stop(self) -> None:
+        """Log a requested stop and tell systemd, once (from the loop, or at the shutdown if
+        the signal came after the loop's last look)."""
         if self.stopping and not self.stop_announced:
             self.stop_announced = True
             logger.info("worker %s: stopping; %d job(s) running", self.worker_id,
