@@ -15,7 +15,7 @@ class DjangoJobsConfig(AppConfig):
         from .control import FollowUps
         from .crashes import CrashCounting
         from .dependencies import Dependencies
-        from .engine import engine_for
+        from .engine import engine_for, load_engines
         from .enqueueing import UniqueAndDependencies
         from .limits.claim import Limits
         from .registry import autodiscover
@@ -29,6 +29,7 @@ class DjangoJobsConfig(AppConfig):
             from .scheduling import admin as scheduling_admin  # noqa: F401
 
         store.provide(engine_for)  # the store's verbs reach the engine through store.py
+        load_engines()
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
         # callbacks, then the follow-ups, then releases dependents; a heartbeat enqueues due

@@ -31,6 +31,17 @@ def engine_for(using: str) -> Engine:
     return engine
 
 
+def load_engines() -> None:
+    """Import the engine modules the configured databases will use (at start-up, from the
+    app's ``ready``), so that the first enqueue or claim of a process does not pay for them.
+    Reads each alias's vendor only: no connection is opened."""
+    vendors = {connections[alias].vendor for alias in connections}
+    if "postgresql" in vendors:
+        from . import postgres  # noqa: F401
+    if vendors - {"postgresql"}:
+        from . import portable  # noqa: F401
+
+
 def _engine_class(using: str) -> type[Engine]:
     connection = connections[using]
     if connection.vendor == "postgresql":
