@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.db import connection
 from django.test import Client
 
 from django_jobs.execution import run_job
@@ -50,3 +51,18 @@ def run_ready(limit: int = 10) -> list:
     """
     jobs = Job.objects.claim(worker_id="test-worker", limit=limit, lease_seconds=30)
     return Job.objects.finish([run_job(job) for job in jobs])
+
+
+def page_queries(get) -> list[tuple[str, tuple]]:
+    """The statements ``get()`` sends that read one page of jobs in order."""
+    sent: list[tuple[str, tuple]] = []
+
+    def log(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(log):
+        get()
+    table = connection.ops.quote_name(Job._meta.db_table)
+    return [(sql, params) for sql, params in sent
+            if f"FROM {table}" in sql and "ORDER BY" in sql and "LIMIT" in sql]

@@ -94,21 +94,6 @@ def test_rescue_reads_the_lease_index(postgres):
     assert "django_jobs_lease_idx" in plan_of(Job.objects.stale(timezone.now()))
 
 
-def sent_page_query(get) -> tuple[str, tuple]:
-    """The statement ``get()`` sends that reads one page of jobs in order."""
-    sent: list[tuple[str, tuple]] = []
-
-    def log(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        sent.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(log):
-        get()
-    [page] = [(sql, params) for sql, params in sent
-              if 'FROM "django_jobs_job"' in sql and "ORDER BY" in sql and "LIMIT" in sql]
-    return page
-
-
 @pytest.mark.parametrize("status", [None, "dead"], ids=["all", "by status"])
 @pytest.mark.parametrize("direction", ["next", "previous"])
 def test_an_api_cursor_page_starts_its_index_scan_at_the_cursor(postgres, status, direction):
@@ -118,7 +103,7 @@ def test_an_api_cursor_page_starts_its_index_scan_at_the_cursor(postgres, status
 
     from django.utils import timezone
 
-    from .api_support import Api, make_token
+    from .api_support import Api, make_token, page_queries
 
     now = timezone.now()
     Job.objects.bulk_create(Job(type="echo", status="dead", created_at=now - timedelta(seconds=n))
@@ -128,7 +113,7 @@ def test_an_api_cursor_page_starts_its_index_scan_at_the_cursor(postgres, status
     second = api.get("/api/jobs", **params, cursor=parse_qs(urlsplit(
         api.get("/api/jobs", **params).json()["next"]).query)["cursor"][0])
     cursor = parse_qs(urlsplit(second.json()[direction]).query)["cursor"][0]
-    sql, values = sent_page_query(lambda: api.get("/api/jobs", **params, cursor=cursor))
+    [(sql, values)] = page_queries(lambda: api.get("/api/jobs", **params, cursor=cursor))
     with transaction.atomic(), connection.cursor() as db:
         db.execute("SET LOCAL enable_seqscan = off")
         db.execute(f"EXPLAIN {sql}", values)

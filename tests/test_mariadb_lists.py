@@ -19,7 +19,7 @@ from django_jobs.mariadb import (
 from django_jobs.models import Job
 
 from .admin_helpers import staff
-from .api_support import Api, make_token
+from .api_support import Api, make_token, page_queries
 
 # ANALYZE TABLE commits, so these tests run without a test transaction around them.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,20 +54,6 @@ def explain(sql: str, params) -> list[dict]:
         cursor.execute(f"EXPLAIN {sql}", params)
         names = [column[0] for column in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
-def page_queries(get) -> list[tuple[str, tuple]]:
-    """The statements ``get()`` sends that read one page of jobs in order."""
-    sent: list[tuple[str, tuple]] = []
-
-    def log(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        sent.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(log):
-        get()
-    return [(sql, params) for sql, params in sent
-            if f"FROM `{TABLE}`" in sql and "ORDER BY" in sql and "LIMIT" in sql]
 
 
 def assert_walks_index(queries: list[tuple[str, tuple]], index: str) -> None:
