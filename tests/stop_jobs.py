@@ -1,5 +1,6 @@
 """Fixture handlers of the stop and fork tests (tests/test_stop_running.py)."""
 
+import atexit
 import json
 import multiprocessing
 import os
@@ -7,6 +8,28 @@ import signal
 import time
 
 from django_jobs import handler
+
+# A worker started with DJANGO_JOBS_TEST_EXIT_HOOK=<seconds> has an exit hook that sleeps that
+# long, as a site's atexit function may: a process that exits normally runs it after its main
+# thread is done, while daemon threads (a handler still running) go on.
+EXIT_HOOK = os.environ.get("DJANGO_JOBS_TEST_EXIT_HOOK")
+if EXIT_HOOK:
+    atexit.register(time.sleep, float(EXIT_HOOK))
+
+
+@handler("marking")
+def marking(payload):
+    """Appends "<pid> <monotonic ns>" to the file ``payload["log"]`` every 5 ms while it runs,
+    for ``payload["seconds"]``. CLOCK_MONOTONIC is one clock for every process of a host, so
+    two processes' marks say which ran when."""
+    deadline = time.monotonic() + payload["seconds"]
+    with open(payload["log"], "a") as log:
+        while True:
+            log.write(f"{os.getpid()} {time.monotonic_ns()}\n")
+            log.flush()
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
 
 
 @handler("fork_pool")
