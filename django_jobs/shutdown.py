@@ -12,8 +12,9 @@ restored; the summary of finished jobs is logged.
 A job whose handler is still running (past the shutdown timeout, or at a second signal) cannot
 be stopped from outside its thread. When the worker owns its process (``runworker``), it hands
 such jobs back last, due ``HANDBACK_MARGIN_SECONDS`` ahead so that no worker takes them before
-this process is gone, and ends the process at once (``exiting.leave_now``): no ``atexit``
-function runs, since the handler would still be running while it did. A worker run inside
+this process is gone, and ends the process at once (``exiting.leave_now``; status 0, or 1 with
+the traceback logged if an error ended the loop): no ``atexit`` function runs, since the
+handler would still be running while it did. A worker run inside
 another program (``Worker.run()``) cannot end that program: it keeps their leases, and once
 the lease runs out the rescue hands them back (``heartbeat.py``), counting a crash.
 """
@@ -90,5 +91,8 @@ def leave_running(worker: Worker, jobs: list[Job]) -> None:
                        "now, without its exit hooks, so that they do not run twice at once",
                        worker.worker_id, released)
     worker.tally.flush()
+    if worker.failure is not None:  # the process ends before the error could be reported
+        logger.error("worker %s: ended by an error", worker.worker_id, exc_info=worker.failure)
+        leave_now(1)
     logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
     leave_now(0)

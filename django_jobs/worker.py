@@ -81,6 +81,7 @@ class Worker:
         self.slots: list[Slot] = []
         self.stopping = False
         self.ending = False  # shut_down has begun
+        self.failure: BaseException | None = None  # an error that ended the loop
         self.stop_deadline = 0.0
         self.stop_announced = False
         self.signal_wake: SignalWake | None = None  # from run() to shut_down
@@ -137,6 +138,9 @@ class Worker:
                 self.wake.clear()
         except Abort:
             logger.warning("worker %s: second signal, leaving at once", self.worker_id)
+        except BaseException as exc:
+            self.failure = exc  # raised on after shut_down, unless it ends the process
+            raise
         finally:
             shut_down(self)
         return self.processed
