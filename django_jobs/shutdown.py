@@ -14,9 +14,10 @@ be stopped from outside its thread. When the worker owns its process (``runworke
 such jobs back last, due ``HANDBACK_MARGIN_SECONDS`` ahead so that no worker takes them before
 this process is gone, and ends the process at once (``exiting.leave_now``; status 0, or 1 with
 the traceback logged if an error ended the loop): no ``atexit`` function runs, since the
-handler would still be running while it did. A worker run inside
-another program (``Worker.run()``) cannot end that program: it keeps their leases, and once
-the lease runs out the rescue hands them back (``heartbeat.py``), counting a crash.
+handler would still be running while it did. A worker run inside another program
+(``Worker.run()``) cannot end that program: it keeps their leases, and once the lease runs out
+the rescue hands them back (``heartbeat.py``), counting a crash. A stop signal that comes
+while the worker ends is ignored.
 """
 
 from __future__ import annotations
