@@ -7,6 +7,10 @@ back, its row removed), the process leaves without those threads: it logs their 
 its database connections, runs the ``atexit`` functions, flushes its output and ends with
 ``os._exit``. The threads are abandoned where they stand; nothing they were doing is part of
 any job's outcome. With no such thread the process exits normally.
+
+``leave_now`` ends the process at once, without its ``atexit`` functions: the end of a worker
+that handed back jobs whose handlers still run (``shutdown.py``), which must not go on running
+while the exit hooks do.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import logging
 import os
 import sys
 import threading
+from typing import NoReturn
 
 from django.db import connections
 
@@ -37,10 +42,21 @@ def exit_without_stray_threads(status: int = 0) -> None:
                    len(stray), ", ".join(sorted(t.name for t in stray)))
     connections.close_all()
     atexit._run_exitfuncs()
+    flush_output()
+    os._exit(status)
+
+
+def leave_now(status: int = 0) -> NoReturn:
+    """End the process now: no ``atexit`` function runs and no thread is waited for; the
+    log lines and output written so far are flushed."""
+    flush_output()
+    os._exit(status)
+
+
+def flush_output() -> None:
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(status)

@@ -1,5 +1,12 @@
 """A worker's start and end as the process sees them: its row in the workers table, and the
-signals that stop it."""
+signals that stop it.
+
+The stop handlers belong to the worker process alone. A child that a handler forks (``os.fork``,
+``multiprocessing`` with the fork start method) gets back, as it starts, the dispositions the
+process had before ``install_signals`` (the default ones, unless the site set its own), so a
+SIGTERM ends it (``Pool.terminate()``) instead of draining a worker it is not; and it closes its
+copies of the ``SignalWake`` sockets, which belong to the parent's loop.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import os
 import signal
 import socket
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +65,30 @@ def register(worker_id: str, queues: list[str], concurrency: int) -> None:
                 ",".join(queues) or "*", concurrency)
 
 
+# What a forked child must undo: the stop handlers installed and the handlers they replaced,
+# and the live SignalWakes of this process.
+_installed: dict[int, Any] = {}
+_wakes: weakref.WeakSet[SignalWake] = weakref.WeakSet()
+
+
+def _in_forked_child() -> None:
+    """In a child just forked from this process: the worker's stop handlers and wake sockets
+    are the parent's, not its own (see the module's docstring)."""
+    previous = dict(_installed)
+    _installed.clear()
+    for sig, handler in previous.items():
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError, TypeError):  # not the main thread, or a handler set in C
+            pass
+    for wake in list(_wakes):
+        wake.forget()
+    _wakes.clear()
+
+
+os.register_at_fork(after_in_child=_in_forked_child)
+
+
 class SignalWake:
     """Wakes the worker's loop on behalf of a signal handler, taking no lock in the handler.
 
@@ -73,6 +105,7 @@ class SignalWake:
         self._writer.setblocking(False)
         self._thread = threading.Thread(target=self._run, name="django-jobs-signals", daemon=True)
         self._thread.start()
+        _wakes.add(self)
 
     def poke(self) -> None:
         """Safe from a signal handler: wake the loop soon."""
@@ -92,8 +125,15 @@ class SignalWake:
             self.wake.set()
 
     def close(self) -> None:
+        _wakes.discard(self)
         self._writer.close()
         self._thread.join(timeout=5)
+        self._reader.close()
+
+    def forget(self) -> None:
+        """In a forked child: close this process's copies of the sockets (the parent's stay
+        open); the reader thread did not survive the fork."""
+        self._writer.close()
         self._reader.close()
 
 
@@ -102,9 +142,13 @@ def install_signals(stop: Callable[..., Any]) -> dict[int, Any]:
     they had, for ``restore_signals``."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    previous: dict[int, Any] = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    for sig, handler in previous.items():
+        _installed.setdefault(sig, handler)  # a second install keeps the first one's
+    return previous
 
 
 def restore_signals(previous: dict[int, Any]) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)
+        _installed.pop(sig, None)

@@ -135,9 +135,10 @@ class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[mis
         """Record the lost attempts of jobs whose lease expired (their worker died)."""
         return store.engine(self.db).rescue(limit=limit, now=now)
 
-    def release(self, jobs: Sequence[Job]) -> int:
-        """Hand held jobs back to the queue at shutdown, without spending their attempt."""
-        return store.engine(self.db).release(jobs)
+    def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:
+        """Hand held jobs back to the queue at shutdown, without spending their attempt; they
+        are due ``delay`` seconds from now."""
+        return store.engine(self.db).release(jobs, delay)
 
     def release_claim(self, lease_token: uuid.UUID) -> int:
         """Hand back the jobs still held under one claim's lease token (a claim whose reply

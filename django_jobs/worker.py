@@ -57,6 +57,9 @@ class WorkerOptions:
     )
     worker_id: str = ""
     prefetch: float = claimsize.PREFETCH_HORIZON_SECONDS  # seconds of work claimed ahead
+    # The worker may end its process at shutdown, when a handler outlives the shutdown timeout
+    # (runworker from the command line; shutdown.py).
+    owns_process: bool = False
 
 
 class Abort(Exception):
@@ -77,6 +80,8 @@ class Worker:
         self.outbox = Outbox(self.wake, self.inbox, self.running)  # outcomes from the threads
         self.slots: list[Slot] = []
         self.stopping = False
+        self.ending = False  # shut_down has begun
+        self.failure: BaseException | None = None  # an error that ended the loop
         self.stop_deadline = 0.0
         self.stop_announced = False
         self.signal_wake: SignalWake | None = None  # from run() to shut_down
@@ -133,6 +138,9 @@ class Worker:
                 self.wake.clear()
         except Abort:
             logger.warning("worker %s: second signal, leaving at once", self.worker_id)
+        except BaseException as exc:
+            self.failure = exc  # raised on after shut_down, unless it ends the process
+            raise
         finally:
             shut_down(self)
         return self.processed
@@ -168,6 +176,8 @@ class Worker:
         It runs as a signal handler, in the main thread between any two bytecodes, so it only
         sets plain attributes and pokes ``signal_wake``: no lock, no log line (the loop logs the
         stop in ``announce_stop``)."""
+        if self.ending:  # shut_down is under way, and ends the worker whatever comes
+            return
         if self.stopping:
             raise Abort
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout

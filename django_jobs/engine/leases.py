@@ -75,8 +75,10 @@ class LeaseVerbs:
         with transaction.atomic(using=self.db):
             return hooks.rescue(self.jobs, limit=limit, now=now)
 
-    def release(self, jobs: Sequence[Job]) -> int:
-        """Hand held jobs back to the queue at shutdown, without spending their attempt."""
+    def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:
+        """Hand held jobs back to the queue at shutdown, without spending their attempt; they
+        are due ``delay`` seconds from now (a stopping worker whose handler still runs keeps
+        them from other workers until its process is gone: ``shutdown.py``)."""
         from ..models import JobAttempt
 
         now = timezone.now()
@@ -84,7 +86,8 @@ class LeaseVerbs:
         with transaction.atomic(using=self.db):
             for job in jobs:
                 if not self.fenced(job).update(
-                    status=PENDING, attempt=F("attempt") - 1, run_at=now, updated_at=now,
+                    status=PENDING, attempt=F("attempt") - 1,
+                    run_at=now + timedelta(seconds=delay), updated_at=now,
                     leased_until=None, started_at=None,
                 ):
                     continue

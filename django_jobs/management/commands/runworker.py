@@ -147,7 +147,11 @@ class Command(BaseCommand):
                           ("heartbeat_seconds", "heartbeat"), ("prefetch", "prefetch")):
             if options[key] is not None:
                 kwargs[name] = options[key]
-        worker_options = WorkerOptions(**kwargs)
+        # Django's flag for a run from manage.py (private, so absent from the stubs): a
+        # process of its own, which the worker may end (threads must not hold it, and a
+        # handler that outlives the shutdown timeout must not outlive the hand-back).
+        own_process = bool(self._called_from_command_line)  # type: ignore[attr-defined]
+        worker_options = WorkerOptions(**kwargs, owns_process=own_process)
         if worker_options.lease_seconds <= worker_options.heartbeat_seconds:
             raise CommandError("--lease must be longer than --heartbeat")
         bound_network_waits()
@@ -167,9 +171,7 @@ class Command(BaseCommand):
         processed = Worker(worker_options).run()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker finished: {processed} job(s) run")
-        # Django's flag for a run from manage.py (private, so absent from the stubs): a
-        # process of its own, where threads must not hold it.
-        if self._called_from_command_line:  # type: ignore[attr-defined]
+        if own_process:
             exit_without_stray_threads()
 
     def _configure_logging(self, verbosity: int) -> None:
