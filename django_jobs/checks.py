@@ -55,8 +55,9 @@ def check_jobs_alias() -> list:
         f"transaction.atomic() on another database is not part of that transaction (it commits "
         f"and stays if that transaction rolls back)",
         id="django_jobs.W003",
-        hint=f"enqueue inside transaction.atomic(using={using!r}) to make the job part of a "
-             f"transaction, or silence the check (SILENCED_SYSTEM_CHECKS) if jobs need not be",
+        hint=f"enqueue inside transaction.atomic(using={using!r}), or from "
+             f"transaction.on_commit(), where a job must follow a transaction; then silence "
+             f"this check (SILENCED_SYSTEM_CHECKS)",
     )]
 
 

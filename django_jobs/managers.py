@@ -115,13 +115,9 @@ class QueueStateManager(RoutedManager):
         return store.engine(self.db).resume(name)
 
 
-class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
+class JobManager(RoutedManager.from_queryset(JobQuerySet)):  # type: ignore[misc]
     """The worker's verbs (``engine/verbs.py``; on PostgreSQL ``engine/postgres.py``), on the
-    alias the jobs are written to (``RoutedQuerySet``)."""
-
-    @property
-    def db(self) -> str:
-        return self._db or router.db_for_write(self.model, **self._hints)
+    alias the jobs are written to (``RoutedManager``)."""
 
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
