@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from django.db import models
 from django.utils import timezone
+
+from .managers import RoutedManager
 
 TOKEN_PREFIX = "djj_"  # noqa: S105 (the public prefix every token shows, not a secret)
 
@@ -37,11 +40,21 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
+    objects = RoutedManager()
+
     class Meta:
         verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_prefix}…)"
+
+    def refresh_from_db(self, using: str | None = None, fields: Any = None,
+                        from_queryset: Any = None) -> None:
+        """Reload from the database the row was read from or written to (the jobs' database
+        for a new instance), not the router's read alias: a replica may lag behind."""
+        if using is None and from_queryset is None:
+            using = self._state.db or type(self).objects.db
+        super().refresh_from_db(using, fields, from_queryset)
 
     @classmethod
     def generate(cls, name: str, scopes: list[str]) -> tuple[ApiToken, str]:
@@ -75,6 +88,8 @@ class IdempotencyKey(models.Model):
     job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
+
+    objects = RoutedManager()
 
     class Meta:
         constraints = [

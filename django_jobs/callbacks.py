@@ -58,7 +58,7 @@ class SettingsBackoff:
         return FixedSchedule(tuple(jobs_settings.CALLBACK_BACKOFF)).delay(attempt, rand)
 
 
-def enqueue_callbacks(jobs: Sequence[Job], using: str = "default") -> list[Job]:
+def enqueue_callbacks(jobs: Sequence[Job], using: str | None = None) -> list[Job]:
     """Enqueue a delivery for each ended job that has a callback_url (the write path calls this)."""
     from .models import Job
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import DEFAULT_DB_ALIAS
 
 from .conf import DEFAULTS, jobs_settings
 from .schema import jobs_database, problem
@@ -39,7 +40,25 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
             "worker may lose its lease and see its jobs run twice",
             id="django_jobs.W001",
         ))
+    problems.extend(check_jobs_alias())
     return problems
+
+
+def check_jobs_alias() -> list:
+    """Jobs routed off ``default``: ``transaction.atomic()`` (on ``default``) does not hold
+    their writes."""
+    using = jobs_database()
+    if using == DEFAULT_DB_ALIAS:
+        return []
+    return [Warning(
+        f"django-jobs writes jobs to database {using!r}, not 'default': a job enqueued inside "
+        f"transaction.atomic() on another database is not part of that transaction (it commits "
+        f"and stays if that transaction rolls back)",
+        id="django_jobs.W003",
+        hint=f"enqueue inside transaction.atomic(using={using!r}), or from "
+             f"transaction.on_commit(), where a job must follow a transaction; then silence "
+             f"this check (SILENCED_SYSTEM_CHECKS)",
+    )]
 
 
 @register(Tags.database)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import models
+from django.db import models, router
 from django.utils import timezone
 
 from . import store
@@ -23,7 +23,32 @@ if TYPE_CHECKING:
     from .outcomes import AttemptOutcome
 
 
-class JobQuerySet(models.QuerySet):
+class RoutedQuerySet(models.QuerySet):
+    """A queryset of the app's tables that reads where it writes: the alias the site's routers
+    give for writing the model (``router.db_for_write``), unless ``using()`` names one.
+
+    Django sends a plain queryset's reads to ``router.db_for_read``, which a primary/replica
+    router points at a replica: a job read there may not exist yet, and a locking read
+    (``select_for_update``) there runs outside the transaction that writes on the primary. The
+    app's reads and verbs are a queue's reads (what is ready, what this worker holds), so they
+    all go to the database the jobs live on (``schema.jobs_database()`` for ``Job``)."""
+
+    @property
+    def db(self) -> str:
+        # _db and _hints: Django's own attributes (the stubs leave them out of QuerySet).
+        return self._db or router.db_for_write(self.model, **self._hints)  # type: ignore[attr-defined]
+
+
+class RoutedManager(models.Manager.from_queryset(RoutedQuerySet)):  # type: ignore[misc]
+    """The manager of the app's tables: its queries go where the model is written
+    (``RoutedQuerySet``)."""
+
+    @property
+    def db(self) -> str:
+        return self._db or router.db_for_write(self.model, **self._hints)
+
+
+class JobQuerySet(RoutedQuerySet):
     # Reads: adjectives.
 
     def ready(self, queues: Sequence[str] | None = None, now: datetime | None = None):
@@ -78,7 +103,7 @@ class JobQuerySet(models.QuerySet):
         return store.engine(self.db).discard(self)
 
 
-class QueueStateManager(models.Manager):
+class QueueStateManager(RoutedManager):
     """Pause and resume queues; workers re-read the paused set at every heartbeat."""
 
     def pause(self, name: str) -> bool:
@@ -90,8 +115,9 @@ class QueueStateManager(models.Manager):
         return store.engine(self.db).resume(name)
 
 
-class JobManager(models.Manager.from_queryset(JobQuerySet)):  # type: ignore[misc]
-    """The worker's verbs (``engine/verbs.py``; on PostgreSQL ``engine/postgres.py``)."""
+class JobManager(RoutedManager.from_queryset(JobQuerySet)):  # type: ignore[misc]
+    """The worker's verbs (``engine/verbs.py``; on PostgreSQL ``engine/postgres.py``), on the
+    alias the jobs are written to (``RoutedManager``)."""
 
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""

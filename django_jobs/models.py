@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .errors import error_dict  # noqa: F401  the error every write stores; imported from here
-from .managers import JobManager, QueueStateManager
+from .managers import JobManager, QueueStateManager, RoutedManager
 from .states import JobStatus, Outcome
 
 PUBLIC_ID_PREFIX = "j-"
@@ -122,6 +122,14 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.public_id} {self.type} ({self.status})"
 
+    def refresh_from_db(self, using: str | None = None, fields: Any = None,
+                        from_queryset: Any = None) -> None:
+        """Reload from the database the row was read from or written to (the jobs' database
+        for a new instance), not the router's read alias: a replica may lag behind."""
+        if using is None and from_queryset is None:
+            using = self._state.db or type(self).objects.db
+        super().refresh_from_db(using, fields, from_queryset)
+
     @classmethod
     def enqueue(
         cls,
@@ -217,6 +225,8 @@ class JobAttempt(models.Model):
     cpu_time = models.FloatField(null=True, blank=True, help_text="seconds")
     peak_memory = models.BigIntegerField(null=True, blank=True, help_text="bytes")
 
+    objects = RoutedManager()
+
     class Meta:
         ordering = ["job_id", "started_at", "id"]
 
@@ -241,6 +251,8 @@ class Worker(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat = models.DateTimeField(default=timezone.now)
     running = models.PositiveIntegerField(default=0)
+
+    objects = RoutedManager()
 
     def __str__(self) -> str:
         return self.worker_id
@@ -267,6 +279,8 @@ class JobDependency(models.Model):
                             related_name="dependencies")
     depends_on = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
                                    related_name="dependents")
+
+    objects = RoutedManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "depends_on"],

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+
+from .schema import jobs_database
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -50,7 +52,7 @@ class Outages:
 
     def attempt(self, step: str, func: Callable[..., T], *args: Any) -> T | None:
         """Run one database step unless its episode's delay is still running; None if skipped
-        or failed (the connection is then closed, to be opened afresh)."""
+        or failed (the connection to the jobs' database is then closed, to be opened afresh)."""
         now = time.monotonic()
         if now < self._not_before(step):
             return None
@@ -58,7 +60,7 @@ class Outages:
             result = func(*args)
         except (DatabaseError, InterfaceError) as exc:
             self.failed(step, exc, time.monotonic())
-            connection.close()
+            connections[jobs_database()].close()
             return None
         if self.episodes:
             self.worked(step, time.monotonic())

@@ -6,7 +6,7 @@ otherwise fail deep inside its first query with a long traceback about a missing
 
 from __future__ import annotations
 
-from django.db import DatabaseError, connections, router
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, router
 from django.db.migrations.executor import MigrationExecutor
 
 APP_LABEL = "django_jobs"
@@ -33,10 +33,22 @@ class Unreachable(NotMigrated):
 
 
 def jobs_database() -> str:
-    """The alias jobs are written to (the site's routers may move them off ``default``)."""
+    """The alias the jobs live on: where the site's routers write ``Job``
+    (``router.db_for_write``; ``default`` without routers).
+
+    Every read and write of the app goes there (the managers' ``RoutedQuerySet``), and so do
+    the worker's connection handling, its LISTEN connection and the commands' checks; a router
+    that sends reads to a replica is not asked where jobs are read."""
     from .models import Job
 
     return router.db_for_write(Job)
+
+
+def migrate_hint(using: str) -> str:
+    """What to run to migrate ``using``: ``migrate`` names an alias other than ``default``."""
+    if using == DEFAULT_DB_ALIAS:
+        return RUN_MIGRATE
+    return f"run `manage.py migrate --database={using}`"
 
 
 def unapplied_migrations(using: str) -> list[str]:
@@ -61,7 +73,7 @@ def require_migrated(using: str | None = None) -> None:
         shown = ", ".join(missing[:3]) + (
             f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         raise NotMigrated(f"database {using!r} is not migrated for django-jobs ({shown} not "
-                          f"applied)")
+                          f"applied)", hint=migrate_hint(using))
 
 
 def problem(using: str | None = None) -> NotMigrated | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import connections
 
 from . import claimsize, solo, turn
 from .conf import jobs_settings
@@ -33,6 +33,7 @@ from .outage import Outages
 from .outbox import Outbox
 from .periodic import Periodic
 from .registry import get_handler
+from .schema import jobs_database
 from .sdnotify import Notifier
 from .shutdown import shut_down
 from .threads import Inbox, Slot
@@ -106,7 +107,8 @@ class Worker:
         self.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
             self.wake.wait(self._wait_time())
-        self.listener = Listener.start_for(connection, self.wake, self.options.poll_interval)
+        self.listener = Listener.start_for(connections[jobs_database()], self.wake,
+                                           self.options.poll_interval)
         self.systemd.ready(self)
         next_beat = 0.0
         try:

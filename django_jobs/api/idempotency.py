@@ -62,7 +62,8 @@ def submit_once(owner: str, key: str, data: dict[str, Any], create: Callable[[],
 
 def _submit(owner: str, key: str, digest: str, create: Callable[[], Job]) -> tuple[Job, bool]:
     now = timezone.now()
-    with transaction.atomic():
+    using = IdempotencyKey.objects.db  # the jobs' database: the key and its job commit together
+    with transaction.atomic(using=using):
         IdempotencyKey.objects.filter(expires_at__lte=now).delete()
         seen = IdempotencyKey.objects.select_related("job").filter(owner=owner, key=key).first()
         if seen is not None:
@@ -73,7 +74,7 @@ def _submit(owner: str, key: str, digest: str, create: Callable[[], Job]) -> tup
         job = create()
         ttl = timedelta(seconds=float(jobs_settings.IDEMPOTENCY_TTL))
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=using):
                 IdempotencyKey.objects.create(
                     owner=owner, key=key, request_hash=digest, job=job, created_at=now,
                     expires_at=now + ttl,

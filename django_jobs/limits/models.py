@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from ..managers import RoutedManager
+
 
 class LimitLock(models.Model):
     """One row per (limit, key value): claimers lock it FOR UPDATE (on SQLite, the claim holds
@@ -12,6 +14,8 @@ class LimitLock(models.Model):
 
     scope = models.CharField(max_length=255, primary_key=True)
     touched_at = models.DateTimeField(default=timezone.now)
+
+    objects = RoutedManager()
 
     def __str__(self) -> str:
         return self.scope
@@ -23,6 +27,8 @@ class LimitStart(models.Model):
     limit = models.CharField(max_length=150)
     value = models.CharField(max_length=255, blank=True, default="")
     at = models.DateTimeField()
+
+    objects = RoutedManager()
 
     class Meta:
         indexes = [models.Index(fields=["limit", "at"], name="django_jobs_limitstart_idx")]

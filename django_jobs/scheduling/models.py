@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from ..managers import RoutedManager
+
 
 class Schedule(models.Model):
     """State of one schedule of ``DJANGO_JOBS["SCHEDULES"]``, created by the first worker to
@@ -21,6 +23,8 @@ class Schedule(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = RoutedManager()
 
     class Meta:
         ordering = ["name"]
@@ -41,6 +45,8 @@ class ScheduleOccurrence(models.Model):
     )
     manual = models.BooleanField(default=False, help_text="run now from the admin")
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = RoutedManager()
 
     class Meta:
         ordering = ["-at"]

@@ -94,7 +94,7 @@ def enqueue_occurrence(spec: ScheduleSpec, at: datetime, *, manual: bool = False
     from ..models import Job
 
     try:
-        with transaction.atomic():
+        with transaction.atomic(using=ScheduleOccurrence.objects.db):
             occurrence = ScheduleOccurrence.objects.create(
                 schedule_id=spec.name, at=at, manual=manual, created_at=timezone.now()
             )
