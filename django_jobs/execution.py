@@ -13,10 +13,14 @@ import json
 import resource
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import AsyncToSync
 from django.db import connections
 from django.db.backends.signals import connection_created
 
@@ -54,8 +58,13 @@ def run_job(
     outcome.finished = now_us()
     outcome.cpu_ns = time.thread_time_ns() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if tidy and _connected and threading.get_ident() in _connected:
-        _tidy_connections()
+    if tidy and _connected:
+        if threading.get_ident() in _connected:
+            _tidy_connections()
+        if found is not None and _is_async(found.func):
+            queries = _query_threads.get(threading.get_ident())
+            if queries is not None:
+                queries.tidy()
     return outcome
 
 
@@ -78,7 +87,10 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
 
 def _invoke(func: Any, payload: Any) -> Any:
     if _is_async(func):
-        return asyncio.run(func(payload))
+        queries = _query_threads.get(threading.get_ident())
+        if queries is None:
+            return asyncio.run(func(payload))
+        return queries.run(func(payload))
     return func(payload)
 
 
@@ -155,3 +167,73 @@ def _tidy_connections() -> None:
                 conn.close()
         except Exception:
             conn.close()
+
+
+class QueryThread:
+    """The thread where a slot's async handlers run their synchronous database code.
+
+    The async ORM (``acount``, ``aget``...) runs its queries through
+    ``sync_to_async(thread_sensitive=True)``: in a thread of its own, not the one running the
+    handler's event loop, and outside any ``async_to_sync`` that thread would be asgiref's one
+    thread for the whole process, whose connections nothing ever checks. Each slot thread has
+    one of these instead, registered for the event loop of each of its async jobs: the
+    queries of its handlers run there one after another, and that thread's connections are
+    tidied before and after each job as the slot's own are after it (a connection the
+    database ended is closed, the next query opens a new one), and closed with the slot.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.used = False  # the executor starts its thread at the first job: none until then
+
+    def run(self, coro: Any) -> Any:
+        """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code."""
+        self.used = True
+        self.tidy()
+        runner = asyncio.Runner()
+        loop = runner.get_loop()
+        AsyncToSync.loop_thread_executors[loop] = self.executor  # type: ignore[assignment]
+        try:
+            return runner.run(coro)
+        finally:
+            try:
+                runner.close()
+            finally:
+                AsyncToSync.loop_thread_executors.pop(loop, None)
+
+    def tidy(self) -> None:
+        self.executor.submit(_tidy_if_connected).result()
+
+    def close(self) -> None:
+        """Close the thread's connections and end it."""
+        try:
+            if self.used:
+                self.executor.submit(_close_connections).result()
+        finally:
+            self.executor.shutdown(wait=True)
+
+
+_query_threads: dict[int, QueryThread] = {}  # by the ident of the slot thread they serve
+
+
+@contextmanager
+def query_thread(name: str) -> Iterator[QueryThread]:
+    """For the calling (slot) thread's life: its async handlers' queries run in a
+    ``QueryThread`` of its own, closed with its connections on exit."""
+    ident = threading.get_ident()
+    queries = _query_threads[ident] = QueryThread(name)
+    try:
+        yield queries
+    finally:
+        _query_threads.pop(ident, None)
+        queries.close()
+
+
+def _tidy_if_connected() -> None:
+    if threading.get_ident() in _connected:
+        _tidy_connections()
+
+
+def _close_connections() -> None:
+    for conn in connections.all(initialized_only=True):
+        conn.close()
