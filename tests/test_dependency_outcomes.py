@@ -169,3 +169,25 @@ def test_a_dependent_deleted_with_its_dependency_leaves_no_link():
     dependent = Job.enqueue("echo", depends_on=[dead])
     Job.objects.filter(pk__in=[dead.pk, dependent.pk]).delete()
     assert not JobDependency.objects.exists()
+
+
+def test_the_migration_keeps_the_links_of_a_populated_table():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("django_jobs", "0014_mariadb_overview_and_filter_indexes")], \
+        [("django_jobs", "0015_dependency_kept_when_unmet")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        OldJob, OldLink = apps.get_model("django_jobs", "Job"), apps.get_model(
+            "django_jobs", "JobDependency")
+        a, b = OldJob.objects.create(type="echo"), OldJob.objects.create(type="echo")
+        OldLink.objects.create(job=b, depends_on=a)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(after)
+    link = JobDependency.objects.get(job_id=b.pk)
+    assert (link.depends_on_id, link.deleted_status) == (a.pk, "")
