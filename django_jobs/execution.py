@@ -10,11 +10,12 @@ import asyncio
 import functools
 import inspect
 import json
+import queue
 import resource
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
@@ -169,7 +170,7 @@ def _tidy_connections() -> None:
             conn.close()
 
 
-class QueryThread:
+class QueryThread(Executor):
     """The thread where a slot's async handlers run their synchronous database code.
 
     The async ORM (``acount``, ``aget``...) runs its queries through
@@ -180,19 +181,47 @@ class QueryThread:
     queries of its handlers run there one after another, and that thread's connections are
     tidied before and after each job as the slot's own are after it (a connection the
     database ended is closed, the next query opens a new one), and closed with the slot.
+
+    An executor of one daemon thread, started at the first async job, rather than a
+    ``ThreadPoolExecutor`` (whose threads are not daemons): like the slot thread it serves,
+    it never holds up the process's exit, nor counts as a thread a handler left running.
     """
 
     def __init__(self, name: str) -> None:
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self.used = False  # the executor starts its thread at the first job: none until then
+        self.name = name
+        self._calls: queue.SimpleQueue[tuple[Future, Any, tuple, dict] | None] = \
+            queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self._thread.start()
+            self._calls.put((future, fn, args, kwargs))
+        return future
+
+    def _work(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args, kwargs = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the caller, as a ThreadPoolExecutor does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            del call, future, fn, args, kwargs
 
     def run(self, coro: Any) -> Any:
         """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code."""
-        self.used = True
         self.tidy()
         runner = asyncio.Runner()
         loop = runner.get_loop()
-        AsyncToSync.loop_thread_executors[loop] = self.executor  # type: ignore[assignment]
+        AsyncToSync.loop_thread_executors[loop] = self  # type: ignore[assignment]
         try:
             return runner.run(coro)
         finally:
@@ -202,15 +231,18 @@ class QueryThread:
                 AsyncToSync.loop_thread_executors.pop(loop, None)
 
     def tidy(self) -> None:
-        self.executor.submit(_tidy_if_connected).result()
+        self.submit(_tidy_if_connected).result()
 
-    def close(self) -> None:
-        """Close the thread's connections and end it."""
-        try:
-            if self.used:
-                self.executor.submit(_close_connections).result()
-        finally:
-            self.executor.shutdown(wait=True)
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Close the thread's connections and end it (nothing to do if it never started)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is None:
+                return
+            self._calls.put((Future(), _close_connections, (), {}))
+            self._calls.put(None)
+        if wait:
+            thread.join()
 
 
 _query_threads: dict[int, QueryThread] = {}  # by the ident of the slot thread they serve
@@ -226,7 +258,7 @@ def query_thread(name: str) -> Iterator[QueryThread]:
         yield queries
     finally:
         _query_threads.pop(ident, None)
-        queries.close()
+        queries.shutdown()
 
 
 def _tidy_if_connected() -> None:

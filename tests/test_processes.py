@@ -166,3 +166,4 @@ def test_async_handlers_recover_their_connections_after_they_are_killed(start_wo
     assert set(statuses.values()) == {S.COMPLETED}, (statuses, worker.output())
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
+    assert "did not stop" not in worker.output()  # the query threads are not strays

@@ -49,7 +49,7 @@ def test_async_orm_queries_run_in_the_slots_own_thread_whose_connection_closes_w
     seen = []
 
     def where():
-        seen.append((threading.current_thread().name, connections["default"]))
+        seen.append((threading.current_thread(), connections["default"]))
 
     @handler("async_where")
     async def async_where(payload):
@@ -63,9 +63,10 @@ def test_async_orm_queries_run_in_the_slots_own_thread_whose_connection_closes_w
         unregister("async_where")
     job.refresh_from_db()
     assert job.status == S.COMPLETED
-    ((name, conn),) = seen
-    assert name.endswith("-queries_0")
-    wait_for(lambda: conn.connection is None, timeout=30)
+    ((thread, conn),) = seen
+    assert thread.name == "django-jobs-0-queries"
+    assert thread.daemon  # never holds up the process's exit, as the slot thread it serves
+    wait_for(lambda: conn.connection is None and not thread.is_alive(), timeout=30)
 
 
 def test_failures_retry_then_go_dead_with_every_attempt_recorded():
