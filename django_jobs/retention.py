@@ -67,6 +67,19 @@ def prunable(status: str, age: timedelta, now: datetime | None = None):
     return rows
 
 
+def kept_for_dependents(status: str, age: timedelta, now: datetime | None = None) -> int:
+    """How many jobs of ``status`` past ``age`` pruning keeps because a waiting job depends
+    on them (none for completed jobs)."""
+    from .dependencies import waited_on
+    from .models import Job
+
+    if status == JobStatus.COMPLETED:
+        return 0
+    cutoff = (now or timezone.now()) - age
+    return Job.objects.filter(waited_on(), status=status, finished_at__lt=cutoff,
+                              has_dependents=True).count()
+
+
 def prune(
     ages: dict[str, timedelta | None],
     *,

@@ -132,6 +132,20 @@ def test_retention_keeps_an_unmet_dependency_while_a_job_waits_on_it(status):
     assert not Job.objects.filter(pk=unmet.pk).exists()
 
 
+def test_prunejobs_says_what_it_kept_for_waiting_jobs():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    unmet, _, dependent = chain("dead")
+    out = StringIO()
+    call_command("prunejobs", "--completed", "never", "--canceled", "never", "--dead", "0",
+                 stdout=out)
+    assert "dead: deleted 0 older than 0:00:00; kept 1 a waiting job depends on" in \
+        out.getvalue()
+    assert status_of(unmet) == "dead" and status_of(dependent) == "waiting"
+
+
 def test_a_retried_dependency_retention_kept_releases_its_dependent():
     unmet, sibling, dependent = chain("dead")
     settle(sibling)
