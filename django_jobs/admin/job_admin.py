@@ -239,5 +239,5 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
             for link in links[:WAITS_ON_SHOWN]
         ]
         if len(links) > WAITS_ON_SHOWN:
-            items.append(format_html("and more"))
+            items.append(format_html("{}", "and more"))
         return format_html_join(mark_safe(", "), "{}", ((item,) for item in items))
