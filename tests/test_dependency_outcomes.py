@@ -89,6 +89,7 @@ def test_deleting_an_unmet_dependency_in_the_admin_leaves_its_dependent_waiting(
     assert_waits_on_a_deleted_job(dependent, sibling, status)
     page = operator.get(job_url(dependent)).content.decode()
     assert f"a deleted job (it was {status.capitalize()})" in page
+    assert f">{sibling.public_id}</a> (Completed)" in page
 
 
 @pytest.mark.parametrize("status", UNMET)
