@@ -10,6 +10,15 @@ once are counted one after the other. Each worker's heartbeat also sweeps waitin
 its last dependency was already finishing (the finishing worker read ``has_dependents`` before
 it was set) is released there, within one heartbeat. A finish of a job without dependents
 costs nothing.
+
+Only a dependency that completed releases: one that went dead or was canceled keeps its
+dependents waiting, and so does one deleted before it completed (in the admin, by
+``QuerySet.delete()``), whose link stays with no ``depends_on`` and the status it had in
+``deleted_status`` (``models.keep_unmet_dependency``). Retention does not prune a dead or
+canceled job while a job waits on it (``retention.prunable``), so it can still be retried.
+There is no policy for a dependency that will never complete yet: its dependents wait until
+they are canceled or deleted; a link's ``depends_on`` status, or its ``deleted_status``, is
+what such a policy would read.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.models import Exists, OuterRef, Q
 
 from . import store
 from .exceptions import InvalidJob
@@ -62,6 +72,12 @@ def link(manager: Any, jobs: list[Any], ids: list[int]) -> None:
     )
 
 
+# Links that hold their job back: the dependency has not completed, or was deleted before it
+# completed (no ``depends_on``). Spelt out, not ``exclude(depends_on__status=...)``: the empty
+# ``depends_on`` must count as unmet on every database.
+UNMET = Q(depends_on__isnull=True) | ~Q(depends_on__status=JobStatus.COMPLETED)
+
+
 def release_dependents(manager: Any, completed_ids: list[int], now: Any) -> int:
     """In a finish transaction: release the waiting dependents of these completed jobs."""
     links = JobDependency.objects.using(manager.db).filter(depends_on_id__in=completed_ids)
@@ -78,18 +94,31 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
     db = manager.db
     links = JobDependency.objects.using(db)
     if sweep:
-        waiting = waiting.exclude(pk__in=links.exclude(depends_on__status=JobStatus.COMPLETED)
-                                  .values("job_id"))
+        waiting = waiting.exclude(pk__in=links.filter(UNMET).values("job_id"))
     waiting = waiting.order_by("pk")
     if connections[db].features.has_select_for_update:
         waiting = waiting.select_for_update(skip_locked=sweep)
     candidates = list(waiting.values_list("pk", flat=True)[:limit])
     if not candidates:
         return 0
-    blocked = set(links.filter(job_id__in=candidates)
-                  .exclude(depends_on__status=JobStatus.COMPLETED).values_list("job_id", flat=True))
+    blocked = set(links.filter(UNMET, job_id__in=candidates).values_list("job_id", flat=True))
     ready = [pk for pk in candidates if pk not in blocked]
     return store.engine(db).make_pending(ready, now)
+
+
+def waited_on() -> Exists:
+    """For a filter on jobs: some waiting job depends on this one."""
+    return Exists(JobDependency.objects.filter(depends_on=OuterRef("pk"),
+                                               job__status=JobStatus.WAITING))
+
+
+def waiting_dependents(jobs: Any) -> Any:
+    """The waiting jobs that depend on one of ``jobs`` (a queryset) and are not among them:
+    what deleting ``jobs`` would leave waiting on a deleted job."""
+    links = JobDependency.objects.using(jobs.db).filter(depends_on__in=jobs.values("pk"))
+    return (jobs.model._default_manager.using(jobs.db)
+            .filter(status=JobStatus.WAITING, pk__in=links.values("job_id"))
+            .exclude(pk__in=jobs.values("pk")))
 
 
 class Dependencies(Feature):

@@ -10,13 +10,18 @@ import asyncio
 import functools
 import inspect
 import json
+import queue
 import resource
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import AsyncToSync
 from django.db import connections
 from django.db.backends.signals import connection_created
 
@@ -54,8 +59,13 @@ def run_job(
     outcome.finished = now_us()
     outcome.cpu_ns = time.thread_time_ns() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    if tidy and _connected and threading.get_ident() in _connected:
-        _tidy_connections()
+    if tidy and _connected:
+        if threading.get_ident() in _connected:
+            _tidy_connections()
+        if found is not None and _is_async(found.func):
+            queries = _query_threads.get(threading.get_ident())
+            if queries is not None:
+                queries.tidy()
     return outcome
 
 
@@ -78,7 +88,10 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
 
 def _invoke(func: Any, payload: Any) -> Any:
     if _is_async(func):
-        return asyncio.run(func(payload))
+        queries = _query_threads.get(threading.get_ident())
+        if queries is None:
+            return asyncio.run(func(payload))
+        return queries.run(func(payload))
     return func(payload)
 
 
@@ -155,3 +168,104 @@ def _tidy_connections() -> None:
                 conn.close()
         except Exception:
             conn.close()
+
+
+class QueryThread(Executor):
+    """The thread where a slot's async handlers run their synchronous database code.
+
+    The async ORM (``acount``, ``aget``...) runs its queries through
+    ``sync_to_async(thread_sensitive=True)``: in a thread of its own, not the one running the
+    handler's event loop, and outside any ``async_to_sync`` that thread would be asgiref's one
+    thread for the whole process, whose connections nothing ever checks. Each slot thread has
+    one of these instead, registered for the event loop of each of its async jobs: the
+    queries of its handlers run there one after another, and that thread's connections are
+    tidied before and after each job as the slot's own are after it (a connection the
+    database ended is closed, the next query opens a new one), and closed with the slot.
+
+    An executor of one daemon thread, started at the first async job, rather than a
+    ``ThreadPoolExecutor`` (whose threads are not daemons): like the slot thread it serves,
+    it never holds up the process's exit, nor counts as a thread a handler left running.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._calls: queue.SimpleQueue[tuple[Future, Any, tuple, dict] | None] = \
+            queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self._thread.start()
+            self._calls.put((future, fn, args, kwargs))
+        return future
+
+    def _work(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args, kwargs = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the caller, as a ThreadPoolExecutor does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            del call, future, fn, args, kwargs
+
+    def run(self, coro: Any) -> Any:
+        """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code."""
+        self.tidy()
+        runner = asyncio.Runner()
+        loop = runner.get_loop()
+        AsyncToSync.loop_thread_executors[loop] = self  # type: ignore[assignment]
+        try:
+            return runner.run(coro)
+        finally:
+            try:
+                runner.close()
+            finally:
+                AsyncToSync.loop_thread_executors.pop(loop, None)
+
+    def tidy(self) -> None:
+        self.submit(_tidy_if_connected).result()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Close the thread's connections and end it (nothing to do if it never started)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            if thread is None:
+                return
+            self._calls.put((Future(), _close_connections, (), {}))
+            self._calls.put(None)
+        if wait:
+            thread.join()
+
+
+_query_threads: dict[int, QueryThread] = {}  # by the ident of the slot thread they serve
+
+
+@contextmanager
+def query_thread(name: str) -> Iterator[QueryThread]:
+    """For the calling (slot) thread's life: its async handlers' queries run in a
+    ``QueryThread`` of its own, closed with its connections on exit."""
+    ident = threading.get_ident()
+    queries = _query_threads[ident] = QueryThread(name)
+    try:
+        yield queries
+    finally:
+        _query_threads.pop(ident, None)
+        queries.shutdown()
+
+
+def _tidy_if_connected() -> None:
+    if threading.get_ident() in _connected:
+        _tidy_connections()
+
+
+def _close_connections() -> None:
+    for conn in connections.all(initialized_only=True):
+        conn.close()

@@ -271,14 +271,46 @@ class QueueState(models.Model):
         return f"{self.name} ({'paused' if self.paused else 'running'})"
 
 
+def keep_unmet_dependency(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
+    """``on_delete`` of ``JobDependency.depends_on``: deleting a job that had completed deletes
+    its links (it released its dependents, or counts as done for them); deleting one that had
+    not keeps each link, with no ``depends_on`` and the status it had in ``deleted_status``, so
+    its dependents keep waiting. Only the collector is told: nothing is written until the
+    delete runs (the admin collects to show what a delete would do)."""
+    rows = list(sub_objs.values_list("pk", "depends_on__status"))
+    met = [pk for pk, status in rows if status == JobStatus.COMPLETED]
+    if met:
+        models.CASCADE(collector, field, sub_objs.model._base_manager.using(using)
+                       .filter(pk__in=met), using)
+    unmet: dict[str, list[JobDependency]] = {}
+    for pk, status in rows:
+        if status != JobStatus.COMPLETED:
+            unmet.setdefault(status, []).append(JobDependency(pk=pk))
+    deleted_status = JobDependency._meta.get_field("deleted_status")
+    for status, links in unmet.items():
+        collector.add_field_update(deleted_status, status, links)
+        collector.add_field_update(field, None, links)
+
+
+keep_unmet_dependency.lazy_sub_objs = True  # type: ignore[attr-defined]  # one read, not two
+
+
 class JobDependency(models.Model):
     """``job`` runs only after ``depends_on`` has completed (``dependencies.py`` writes and
-    reads these rows)."""
+    reads these rows).
+
+    A link whose job was deleted before it completed stays, with ``depends_on`` empty and the
+    status that job had in ``deleted_status``: a dependency that will never complete, which
+    keeps its dependent waiting (``keep_unmet_dependency``).
+    """
 
     job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
                             related_name="dependencies")
-    depends_on = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
-                                   related_name="dependents")
+    depends_on = models.ForeignKey("django_jobs.Job", on_delete=keep_unmet_dependency,
+                                   null=True, blank=True, related_name="dependents")
+    # The status of the job ``depends_on`` was when it was deleted; empty while it exists.
+    deleted_status = models.CharField(max_length=16, choices=JobStatus.choices, blank=True,
+                                      default="")
 
     objects = RoutedManager()
 
@@ -287,6 +319,8 @@ class JobDependency(models.Model):
                                                name="django_jobs_dependency_once")]
 
     def __str__(self) -> str:
+        if self.depends_on_id is None:
+            return f"{self.job_id} after a deleted job ({self.deleted_status})"
         return f"{self.job_id} after {self.depends_on_id}"
 
 

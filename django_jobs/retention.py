@@ -1,6 +1,7 @@
 """Retention: delete finished jobs past their age, in small batches, by command or by workers.
 
-Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``. Each batch
+Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``, and a
+canceled or dead one only once no waiting job depends on it. Each batch
 is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
 are outside the claim index: pruning never blocks a claim and never holds a lock for long.
 Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``.
@@ -14,6 +15,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 from . import hooks
@@ -52,10 +54,30 @@ def configured_ages() -> dict[str, timedelta | None]:
 
 
 def prunable(status: str, age: timedelta, now: datetime | None = None):
+    """The jobs of ``status`` finished more than ``age`` ago; but not a dead or canceled job a
+    waiting job depends on: pruned, it would leave that job waiting on a deleted job, when it
+    can still be retried (or the dependent canceled) and then pruned."""
+    from .dependencies import waited_on
     from .models import Job
 
     cutoff = (now or timezone.now()) - age
-    return Job.objects.filter(status=status, finished_at__lt=cutoff)
+    rows = Job.objects.filter(status=status, finished_at__lt=cutoff)
+    if status != JobStatus.COMPLETED:
+        rows = rows.exclude(Q(has_dependents=True) & waited_on())
+    return rows
+
+
+def kept_for_dependents(status: str, age: timedelta, now: datetime | None = None) -> int:
+    """How many jobs of ``status`` past ``age`` pruning keeps because a waiting job depends
+    on them (none for completed jobs)."""
+    from .dependencies import waited_on
+    from .models import Job
+
+    if status == JobStatus.COMPLETED:
+        return 0
+    cutoff = (now or timezone.now()) - age
+    return Job.objects.filter(waited_on(), status=status, finished_at__lt=cutoff,
+                              has_dependents=True).count()
 
 
 def prune(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from .execution import outcome_for_exception, run_job
+from .execution import outcome_for_exception, query_thread, run_job
 from .outcomes import AttemptOutcome, now_us
 
 if TYPE_CHECKING:
@@ -126,11 +126,12 @@ class Slot(threading.Thread):
         self.abandoned = False
 
     def run(self) -> None:
-        while not self.abandoned:
-            job = self.inbox.get()
-            if job is None:
-                break
-            self._run_one(job)
+        with query_thread(f"{self.name}-queries"):  # async handlers' queries (execution.py)
+            while not self.abandoned:
+                job = self.inbox.get()
+                if job is None:
+                    break
+                self._run_one(job)
         for conn in connections.all(initialized_only=True):
             conn.close()
 

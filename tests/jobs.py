@@ -104,6 +104,22 @@ async def async_echo(payload):
     return {"async": payload}
 
 
+@handler("async_record", max_attempts=5)
+async def async_record(payload):
+    """``record`` through the async ORM: its queries run in a thread of their own."""
+    import asyncio
+
+    from django_jobs.models import Job
+    from tests.models import Execution
+
+    job = current_job()
+    await Execution.objects.acreate(job_public_id=job.public_id, pid=os.getpid(),
+                                    attempt=job.attempt)
+    if payload.get("sleep"):
+        await asyncio.sleep(payload["sleep"])
+    return {"left": await Job.objects.filter(status=Job.Status.PENDING).acount()}
+
+
 @handler("chaos_record", max_attempts=1000, max_crashes=1000)
 def chaos_record(payload):
     """The chaos suite's handler: notes each run in the run log (tests/chaos/ledger.py), then

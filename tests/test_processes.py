@@ -148,3 +148,22 @@ def test_worker_survives_its_database_connections_being_killed(start_worker):
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert "database unavailable" in worker.output()
+
+
+@requires_row_locks
+def test_async_handlers_recover_their_connections_after_they_are_killed(start_worker):
+    """The async ORM's queries run in another thread than the handler's: its connection is
+    closed once the database ended it, as a sync handler's is, and the jobs complete."""
+    jobs = Job.enqueue_many("async_record", [{"sleep": 0.05} for _ in range(10)])
+    worker = start_worker("--worker-id", "async", "--concurrency", "2", *FAST)
+    wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() >= 3, timeout=60)
+    assert kill_other_connections() >= 1
+    ids = [job.pk for job in jobs]
+    wait_for(lambda: not Job.objects.filter(pk__in=ids, status__in=[S.PENDING, S.PROCESSING,
+                                                                    S.FAILED]).exists(),
+             timeout=90)
+    statuses = dict(Job.objects.filter(pk__in=ids).values_list("pk", "status"))
+    assert set(statuses.values()) == {S.COMPLETED}, (statuses, worker.output())
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert "did not stop" not in worker.output()  # the query threads are not strays

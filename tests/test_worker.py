@@ -2,15 +2,19 @@
 
 import json
 import logging
+import threading
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 from django.test import override_settings
 
 from django_jobs.jsonlog import JSONFormatter
 from django_jobs.models import Job, JobAttempt
 from django_jobs.registry import handler, unregister
 from django_jobs.signals import job_finished, job_started
+from tests.conftest import wait_for
 from tests.helpers import run_burst, run_until_settled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,6 +42,31 @@ def test_async_handler_result_is_stored():
     run_burst()
     job.refresh_from_db()
     assert (job.status, job.result) == (S.COMPLETED, {"async": {"b": 2}})
+
+
+def test_async_orm_queries_run_in_the_slots_own_thread_whose_connection_closes_with_it():
+    """Not in asgiref's one thread for the whole process, whose connection nothing checks."""
+    seen = []
+
+    def where():
+        seen.append((threading.current_thread(), connections["default"]))
+
+    @handler("async_where")
+    async def async_where(payload):
+        await Job.objects.acount()
+        await sync_to_async(where)()
+
+    try:
+        job = Job.enqueue("async_where")
+        run_burst(concurrency=1)
+    finally:
+        unregister("async_where")
+    job.refresh_from_db()
+    assert job.status == S.COMPLETED
+    ((thread, conn),) = seen
+    assert thread.name == "django-jobs-0-queries"
+    assert thread.daemon  # never holds up the process's exit, as the slot thread it serves
+    wait_for(lambda: conn.connection is None and not thread.is_alive(), timeout=30)
 
 
 def test_failures_retry_then_go_dead_with_every_attempt_recorded():

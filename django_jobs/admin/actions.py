@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.text import capfirst
 
+from ..dependencies import waiting_dependents
 from ..managers import JobQuerySet
 from ..states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
 
@@ -143,6 +144,19 @@ def retry_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     return apply(queryset, "retry", "retried", RETRYABLE, _retry)
 
 
+WAITING_SHOWN = 20  # waiting dependents a delete page names; it counts the others
+
+
+def dependents_context(jobs: JobQuerySet) -> dict[str, object]:
+    """What a delete page says of the waiting jobs that depend on ``jobs``: deleted before it
+    completed, a dependency keeps its dependents waiting (dependencies.py)."""
+    waiting = waiting_dependents(jobs.exclude(status=PROCESSING)).order_by("pk")
+    shown = list(waiting.only("pk", "public_id", "type")[:WAITING_SHOWN])
+    count = len(shown) if len(shown) < WAITING_SHOWN else waiting.count()
+    return {"waiting_dependents": shown, "waiting_dependents_count": count,
+            "waiting_dependents_more": count - len(shown)}
+
+
 def delete_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     before = status_counts(queryset)
     deleted = queryset.discard()
@@ -168,6 +182,7 @@ def delete_jobs(modeladmin, request, queryset):
         "counts": sorted(counts.items()),
         "total": sum(counts.values()),
         "running": running,
+        **dependents_context(queryset),
         "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
         "select_across": request.POST.get("select_across", "0"),
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,

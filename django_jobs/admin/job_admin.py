@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
-from ..models import Job
+from ..models import Job, JobDependency
 from ..states import READY_STATES
 from . import actions, display, search
 from .attempts import AttemptInline
@@ -20,12 +23,13 @@ from .views import JobViewsMixin
 
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
 HEAVY_FIELDS = ("payload", "result", "error")
+WAITS_ON_SHOWN = 20  # dependencies the job page names
 
 # The job page's sections and their fields, every one read-only.
 DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     (None, (
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
-        "next_run", "progress_display", "worker_id", "callback_url",
+        "next_run", "progress_display", "worker_id", "callback_url", "waits_on",
     )),
     ("Times", (
         "created_precise", "updated_precise", "run_at_precise", "started_precise",
@@ -67,6 +71,7 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     readonly_fields = [name for _, names in DETAIL_SECTIONS for name in names]
     change_list_template = "django_jobs/admin/job_change_list.html"
     change_form_template = "django_jobs/admin/job_change_form.html"
+    delete_confirmation_template = "django_jobs/admin/job_delete_confirmation.html"
 
     class Media:
         css = {"all": ["django_jobs/admin.css"]}
@@ -126,6 +131,14 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     def delete_model(self, request, obj) -> None:
         Job.objects.filter(pk=obj.pk).discard()
+
+    def delete_view(self, request, object_id, extra_context=None):
+        # The confirmation page names the waiting jobs the deletion would leave waiting.
+        job = self.get_object(request, unquote(object_id))
+        if job is not None:
+            extra_context = {**(extra_context or {}),
+                             **actions.dependents_context(Job.objects.filter(pk=job.pk))}
+        return super().delete_view(request, object_id, extra_context)
 
     # Columns.
 
@@ -206,3 +219,25 @@ class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     @admin.display(description="error")
     def error_details(self, job: Job):
         return display.error_block(job.error)
+
+    @admin.display(description="waits on")
+    def waits_on(self, job: Job):
+        """The jobs this one depends on and their status; a dependency deleted before it
+        completed is named as such (it keeps this job waiting)."""
+        links = list(JobDependency.objects.filter(job=job).select_related("depends_on")
+                     .only("deleted_status", "depends_on__public_id", "depends_on__status")
+                     .order_by("pk")[:WAITS_ON_SHOWN + 1])
+        if not links:
+            return display.EMPTY
+        items = [
+            format_html("a deleted job (it was {})", link.get_deleted_status_display() or "?")
+            if link.depends_on is None else format_html(
+                '<a href="{}">{}</a> ({})',
+                reverse("admin:django_jobs_job_change", args=[link.depends_on.pk],
+                        current_app=self.admin_site.name),
+                link.depends_on.public_id, link.depends_on.get_status_display())
+            for link in links[:WAITS_ON_SHOWN]
+        ]
+        if len(links) > WAITS_ON_SHOWN:
+            items.append(format_html("{}", "and more"))
+        return format_html_join(mark_safe(", "), "{}", ((item,) for item in items))

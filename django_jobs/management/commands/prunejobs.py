@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_jobs.retention import PRUNABLE, configured_ages, prune
+from django_jobs.retention import PRUNABLE, configured_ages, kept_for_dependents, prune
 from django_jobs.schema import NotMigrated, require_migrated
 
 AGE_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
@@ -59,7 +59,11 @@ class Command(BaseCommand):
         counts = prune(ages, batch_size=options["batch_size"], dry_run=options["dry_run"])
         verb = "would delete" if options["dry_run"] else "deleted"
         for status in PRUNABLE:
-            if ages[status] is None:
+            status_age = ages[status]
+            if status_age is None:
                 self.stdout.write(f"{status}: kept (no age)")
             else:
-                self.stdout.write(f"{status}: {verb} {counts[status]} older than {ages[status]}")
+                kept = kept_for_dependents(status, status_age)
+                waited = f"; kept {kept} a waiting job depends on" if kept else ""
+                self.stdout.write(
+                    f"{status}: {verb} {counts[status]} older than {status_age}{waited}")
