@@ -216,6 +216,26 @@ def test_admin_schedules_list_and_run_now(root):
     assert Job.objects.filter(type="noop").count() == 1
 
 
+@naive_only
+@pytest.mark.django_db
+def test_schedules_tick_on_naive_times_of_the_zone():
+    from django_jobs.models import Schedule, ScheduleOccurrence
+    from django_jobs.scheduling.config import parse
+    from django_jobs.scheduling.ticker import tick
+
+    t0 = datetime(2026, 1, 5, 15, 30, 0)  # 10:00 UTC in Kolkata
+    specs = {"s": parse("s", {"type": "echo", "every": 60}),
+             "c": parse("c", {"type": "noop", "cron": "0 3 * * *", "timezone": "Europe/Paris"})}
+    assert tick(specs, t0 + timedelta(seconds=5)) == 0
+    assert Schedule.objects.get(name="s").next_run_at == t0 + timedelta(minutes=1)
+    # 03:00 in Paris (UTC+1 in January) is 07:30 in Kolkata, the next morning.
+    assert Schedule.objects.get(name="c").next_run_at == datetime(2026, 1, 6, 7, 30)
+    assert tick(specs, t0 + timedelta(minutes=1, seconds=2)) == 1
+    assert tick(specs, t0 + timedelta(minutes=2, seconds=1)) == 1
+    assert [o.at for o in ScheduleOccurrence.objects.order_by("at")] == [
+        t0 + timedelta(minutes=1), t0 + timedelta(minutes=2)]
+
+
 # The commands.
 
 @naive_only
