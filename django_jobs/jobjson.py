@@ -3,8 +3,10 @@ command prints."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
 
 from .validation import PRIORITY_NAMES
 
@@ -15,11 +17,16 @@ _PRIORITY_LABELS = {number: name for name, number in PRIORITY_NAMES.items()}
 
 
 def iso(value: datetime | None) -> str | None:
-    """RFC 3339 in UTC with a ``Z``, as clients of other languages parse most easily."""
+    """RFC 3339 in UTC with a ``Z``, as clients of other languages parse most easily. A naive
+    time (``USE_TZ = False``) is one in the default time zone, as Django reads it."""
     if value is None:
         return None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.get_default_timezone())
     text = value.isoformat()
-    return text[:-6] + "Z" if text.endswith("+00:00") else text
+    if not text.endswith("+00:00"):
+        text = value.astimezone(UTC).isoformat()
+    return text[:-6] + "Z"
 
 
 def priority_json(value: int) -> str | int:

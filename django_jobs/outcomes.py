@@ -38,6 +38,18 @@ def moment(us: int) -> datetime:
     return aware if settings.USE_TZ else timezone.make_naive(aware)
 
 
+def stored(when: datetime) -> datetime:
+    """An aware time as a datetime field holds it: unchanged under ``USE_TZ``, naive in the
+    default time zone otherwise (SQLite and MariaDB refuse an aware value then). A time beyond
+    what Python holds in that zone is clamped to the first or last one it does."""
+    if settings.USE_TZ or timezone.is_naive(when):
+        return when
+    try:
+        return timezone.make_naive(when)
+    except OverflowError:
+        return datetime.min if when.year < 5000 else datetime.max
+
+
 class AttemptOutcome:
     """The result of running one claimed job once.
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 from .conf import jobs_settings
 from .exceptions import InvalidJob, UnknownJobType
 from .jsonvalues import NotStorable, storable_json
+from .outcomes import stored
 from .registry import get_handler
 
 PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
@@ -65,7 +66,7 @@ def resolve_run_at(delay: Any, run_at: Any, now: datetime) -> datetime:
             raise InvalidJob({"run_at": f"must be a datetime, not {type(run_at).__name__}"})
         if settings.USE_TZ and timezone.is_naive(run_at):
             raise InvalidJob({"run_at": "must be timezone-aware (USE_TZ is on)"})
-        return run_at
+        return stored(run_at)  # aware under USE_TZ = False: naive in the default time zone
     if delay is None:
         return now
     if isinstance(delay, timedelta):

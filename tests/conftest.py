@@ -41,6 +41,12 @@ requires_row_locks = pytest.mark.skipif(
 )
 
 
+def settings_module() -> str:
+    """The settings module this run of the tests uses (tests.settings, or tests.settings_naive
+    for ``USE_TZ = False``), for the subprocesses a test starts."""
+    return os.environ.get("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+
 class WorkerProcess:
     """A real ``manage.py runworker`` subprocess on the test database."""
 
@@ -50,7 +56,7 @@ class WorkerProcess:
         full_env.update(env or {})
         self.log = open(ROOT / "tests" / "artifacts" / f"worker-{time.time_ns()}.log", "w+")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "runworker", "--settings=tests.settings", *args],
+            [sys.executable, "-m", "django", "runworker", f"--settings={settings_module()}", *args],
             cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 

@@ -1,6 +1,6 @@
 """GET /jobs/<job_id> and GET /jobs: the job's JSON, filters, and a cursor that holds."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -100,11 +100,11 @@ def test_since_keeps_jobs_updated_at_or_after_the_time(api):
     old = Job.enqueue("noop")
     Job.objects.filter(pk=old.pk).update(updated_at=timezone.now() - timedelta(hours=2))
     new = Job.enqueue("noop")
-    since = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert ids(api.get("/api/jobs", since=since)) == [new.public_id]
-    offset = (timezone.now() - timedelta(hours=3)).isoformat()  # +00:00, sent encoded
+    offset = (datetime.now(UTC) - timedelta(hours=3)).isoformat()  # +00:00, sent encoded
     assert ids(api.get("/api/jobs", since=offset)) == [new.public_id, old.public_id]
-    far_offset = (timezone.now() - timedelta(hours=1)).astimezone(
+    far_offset = (datetime.now(UTC) - timedelta(hours=1)).astimezone(
         timezone.get_fixed_timezone(22 * 60 + 49)).isoformat()  # PostgreSQL refuses +22:49
     assert ids(api.get("/api/jobs", since=far_offset)) == [new.public_id]
 

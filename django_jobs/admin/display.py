@@ -94,14 +94,22 @@ def size(num_bytes: int | None) -> str:
     return EMPTY  # pragma: no cover
 
 
+def local(value: datetime) -> datetime:
+    """``value`` in the current time zone. A naive value (``USE_TZ = False``) is a time in
+    ``TIME_ZONE``, as Django reads and writes them."""
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.get_default_timezone())
+    return timezone.localtime(value)
+
+
 def when(value: datetime | None, *, precise: bool = False) -> str:
     """A compact local timestamp: ``2026-11-30 09:41:07``, or ``09:41:07.250 UTC`` precise."""
     if value is None:
         return EMPTY
-    local = timezone.localtime(value)
+    local_value = local(value)
     if precise:
-        return local.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + local.strftime(" %Z")
-    return local.strftime("%Y-%m-%d %H:%M:%S")
+        return local_value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + local_value.strftime(" %Z")
+    return local_value.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def age(value: datetime | None, now: datetime | None = None) -> str:

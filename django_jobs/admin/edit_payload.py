@@ -21,6 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from ..exceptions import InvalidJob
+from ..jsonvalues import MAX_NESTING
 from ..models import Job
 from ..states import DEAD
 
@@ -39,10 +40,33 @@ class PayloadForm(forms.Form):
                               help_text="JSON. The job runs again with exactly this payload.")
 
     def clean_payload(self) -> Any:
+        """The payload as JSON reads it, strictly: NaN and the infinities are not JSON, and an
+        object naming a key twice would lose one of its values. What JSON allows but no job
+        can hold (a NUL, nesting too deep) is refused by the retry, with its reason."""
         try:
-            return json.loads(self.cleaned_data["payload"])
-        except json.JSONDecodeError as exc:
+            return json.loads(self.cleaned_data["payload"], parse_constant=_not_json,
+                              object_pairs_hook=_unique_keys)
+        except RecursionError:
+            raise forms.ValidationError(
+                f"nested too deeply to read (a payload nests at most {MAX_NESTING} levels)"
+            ) from None
+        except ValueError as exc:  # JSONDecodeError, or an integer of too many digits
             raise forms.ValidationError(f"not valid JSON: {exc}") from None
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key!r} in an object")
+            seen.add(key)
+    return value
 
 
 def changed_keys(old: Any, new: Any) -> list[str]:

@@ -19,6 +19,7 @@ from .attempts import AttemptInline
 from .edit_payload import EditPayloadMixin
 from .filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
 from .paginator import EstimatedCountPaginator
+from .requests import StockAnswers
 from .views import JobViewsMixin
 
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
@@ -41,7 +42,7 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
 ]
 
 
-class JobAdmin(EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
+class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     list_display = [
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
         "next_run", "created", "updated", "took",

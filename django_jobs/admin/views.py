@@ -17,6 +17,7 @@ from ..exceptions import InvalidJob
 from ..models import Job, QueueState
 from ..states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from . import actions, stats
+from .requests import job_pk
 
 # The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
 # ModelAdmin they extend.
@@ -70,9 +71,9 @@ class JobViewsMixin(_AdminBase):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra = dict(extra_context or {})
-        job = Job.objects.filter(pk=object_id).only("status", "cancel_requested").first() if (
-            str(object_id).isdigit()
-        ) else None
+        pk = job_pk(object_id)
+        job = None if pk is None else (
+            Job.objects.filter(pk=pk).only("status", "cancel_requested").first())
         if job is not None:
             extra["job_buttons"] = self.job_buttons(request, job)
         return super().change_view(request, object_id, form_url, extra)
@@ -136,9 +137,10 @@ class JobViewsMixin(_AdminBase):
 
 def get_job_or_404(object_id: str) -> Job:
     """The job with this primary key; 404 for a missing job or a malformed id."""
-    if not str(object_id).isdigit():
+    pk = job_pk(object_id)
+    if pk is None:
         raise Http404("no such job")
-    return get_object_or_404(Job, pk=object_id)
+    return get_object_or_404(Job, pk=pk)
 
 
 def can_pause(request: HttpRequest) -> bool:

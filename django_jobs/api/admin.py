@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from ..admin.requests import StockAnswers
 from .models import ApiToken
 
 
@@ -25,7 +26,7 @@ class ApiTokenForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(StockAnswers, admin.ModelAdmin):
     form = ApiTokenForm
     list_display = ["name", "key_prefix", "scope_list", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]

@@ -8,11 +8,12 @@ repeated, unlike an offset. A ``previous`` cursor pages the other way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
 
+from ..outcomes import micros, moment, stored
 from .constraints import CURSOR, EARLIEST, LATEST, matches
 from .errors import ApiError
 
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from ..models import Job
 
 OLDER, NEWER = "o", "n"
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_PK = 2**63 - 1  # the largest BigAutoField value
 
 
@@ -31,8 +31,7 @@ class Cursor:
     pk: int
 
     def encode(self) -> str:
-        micros = (self.created_at - EPOCH) // timedelta(microseconds=1)
-        return f"{self.direction}{micros}.{self.pk}"
+        return f"{self.direction}{micros(self.created_at)}.{self.pk}"
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
@@ -40,11 +39,11 @@ class Cursor:
         to the nearest one, which pages the same."""
         if not matches(CURSOR, text):
             raise ApiError.bad_request("cursor", "is not a cursor this API gave out")
-        micros, pk = text[1:].split(".")
+        us, pk = text[1:].split(".")
         try:
-            when = EPOCH + timedelta(microseconds=int(micros))
+            when = moment(int(us))  # naive in the default time zone under USE_TZ = False
         except OverflowError:
-            when = EARLIEST if micros.startswith("-") else LATEST
+            when = stored(EARLIEST if us.startswith("-") else LATEST)
         return cls(text[0], when, min(int(pk), MAX_PK))
 
 

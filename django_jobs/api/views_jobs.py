@@ -12,6 +12,7 @@ from ..conf import jobs_settings
 from ..exceptions import InvalidJob
 from ..jobjson import job_json
 from ..models import Job
+from ..outcomes import stored
 from .auth import READ, SUBMIT, caller_of, endpoint
 from .constraints import JOB_ID, instant, matches, page_size
 from .errors import ApiError, json_response
@@ -115,7 +116,7 @@ def _since(text: str) -> datetime:
             "since", "must be an RFC 3339 date and time with a time zone, e.g. "
             f"2024-06-14T12:00:00Z (send + as %2B), not {_shown(text)}"
         )
-    return when
+    return stored(when)
 
 
 def _limit(text: str | None) -> int:

@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from django_jobs.models import PUBLIC_ID_PREFIX, Job
+from django_jobs.outcomes import stored
 from django_jobs.schema import NotMigrated, require_migrated
 from django_jobs.validation import QUEUE_RE
 
@@ -78,7 +79,7 @@ def since(text: str) -> datetime:
         if moment is not None:
             if timezone.is_naive(moment):
                 moment = timezone.make_aware(moment)
-            return moment.astimezone(UTC)  # the database compares in UTC
+            return stored(moment.astimezone(UTC))  # the database compares in UTC
     except (ValueError, OverflowError):
         raise argparse.ArgumentTypeError(f"{text!r} is out of range") from None
     raise argparse.ArgumentTypeError(

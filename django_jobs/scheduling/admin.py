@@ -14,6 +14,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from ..admin.requests import StockAnswers
 from .config import ScheduleSpec, schedules
 from .models import Schedule
 from .ticker import run_now, set_paused
@@ -37,7 +38,7 @@ def _job_link(job_id: int | None, text: str) -> str:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
     list_display = ("name", "job_type", "when", "misfire", "paused", "last_run_at",
                     "next_run_at", "last_job_link", "configured")
     list_filter = ("paused",)

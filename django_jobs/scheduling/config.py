@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone as tz
 
 from ..conf import jobs_settings
 
@@ -45,7 +46,16 @@ class ScheduleSpec:
     max_catchup: int = 100
 
     def after(self, moment: datetime) -> Iterator[datetime]:
-        """Occurrences strictly after ``moment``, in UTC, in order."""
+        """Occurrences strictly after ``moment``, in order: in UTC, or naive in the default
+        time zone after a naive ``moment`` (``USE_TZ = False``, as Django reads times then)."""
+        if tz.is_aware(moment):
+            yield from self._after(moment)
+            return
+        zone = tz.get_default_timezone()
+        for occurrence in self._after(tz.make_aware(moment, zone)):
+            yield tz.make_naive(occurrence, zone)
+
+    def _after(self, moment: datetime) -> Iterator[datetime]:
         if self.every is not None:
             step = self.every
             k = (moment - EPOCH) // step + 1

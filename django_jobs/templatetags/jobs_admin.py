@@ -58,7 +58,10 @@ def jobs_date_hierarchy(cl: Any) -> dict[str, Any]:
     if not span["first"]:  # nothing in this period: offer the way back only
         return {**base, "back": {"link": link({}), "title": "All dates"}, "choices": []} if (
             year) else {"show": False}
-    first, last = (timezone.localtime(span[k]) for k in ("first", "last"))
+    # In the zone the year/month/day lookups filter in: the current one with USE_TZ, the
+    # values as stored (in TIME_ZONE) without.
+    first, last = (timezone.localtime(span[k]) if timezone.is_aware(span[k]) else span[k]
+                   for k in ("first", "last"))
     if not year:
         if first.year != last.year:
             return {**base, "choices": [
