@@ -106,10 +106,12 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
 def pytest_collection_modifyitems(config, items):
     """The whole suite on a second Django (scripts/test sets DJANGO_JOBS_ONCE_PER_DATABASE) runs
     the chaos and pooler tests once per database only: they test processes, signals and the
-    network, which do not change with Django's version, and they are the suite's slowest."""
+    network, which do not change with Django's version, and they are the suite's slowest; so
+    are the passes of other files under another settings module (``settings_pass``)."""
     if not os.environ.get("DJANGO_JOBS_ONCE_PER_DATABASE"):
         return
-    skip = pytest.mark.skip(reason="chaos and pooler tests run once per database, on Django 5.2")
+    skip = pytest.mark.skip(
+        reason="chaos, pooler and settings-pass tests run once per database, on Django 5.2")
     for item in items:
-        if item.get_closest_marker("chaos") or item.get_closest_marker("pooler"):
+        if any(item.get_closest_marker(name) for name in ("chaos", "pooler", "settings_pass")):
             item.add_marker(skip)

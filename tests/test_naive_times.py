@@ -48,6 +48,7 @@ naive_only = pytest.mark.skipif(settings.USE_TZ, reason=NAIVE_ONLY)
 
 
 @pytest.mark.slow
+@pytest.mark.settings_pass
 @pytest.mark.skipif(not settings.USE_TZ, reason="this is the run under USE_TZ = False")
 def test_the_main_paths_pass_under_use_tz_false():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_naive"}

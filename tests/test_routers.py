@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @requires_postgres
 @pytest.mark.slow
+@pytest.mark.settings_pass
 @pytest.mark.parametrize("router", ["replica", "jobs"])
 def test_every_read_and_write_goes_where_the_router_puts_the_jobs(router):
     env = {**os.environ, "DJANGO_JOBS_TEST_ROUTER": router}
