@@ -14,9 +14,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils import timezone
-
-from . import hooks
+from . import clock, hooks
 from .conf import jobs_settings
 from .states import JobStatus
 
@@ -54,7 +52,7 @@ def configured_ages() -> dict[str, timedelta | None]:
 def prunable(status: str, age: timedelta, now: datetime | None = None):
     from .models import Job
 
-    cutoff = (now or timezone.now()) - age
+    cutoff = (now or clock.now(Job.objects.db)) - age
     return Job.objects.filter(status=status, finished_at__lt=cutoff)
 
 
@@ -70,8 +68,10 @@ def prune(
 
     Returns the number per status. ``max_batches`` bounds the work of one call (per status).
     """
+    from .models import Job
+
     batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
-    now = now or timezone.now()
+    now = now or clock.now(Job.objects.db)
     counts: dict[str, int] = {}
     for status, age in ages.items():
         if age is None:
