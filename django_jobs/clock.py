@@ -8,7 +8,8 @@ parameter, and the hot path (claim, finish, the turn) gains no round trip.
 
 The offset is measured with one cheap query (PostgreSQL ``clock_timestamp()``, MariaDB and
 MySQL ``UTC_TIMESTAMP(6)``, both read as microseconds since the epoch, so that no time zone
-comes into it), against the midpoint of the query's round trip on the local clock. It is
+comes into it), against the midpoint of the query's round trip on the local clock; it is 0
+when the database's reading falls within the round trip (``estimate``). It is
 measured on first use in a process and again when it is older than ``REMEASURE_SECONDS``;
 the worker measures it on every heartbeat (``measure``), so a clock step on its host is
 caught within one heartbeat. SQLite is a file on the host itself: its offset is 0, without a
@@ -86,12 +87,24 @@ def measure(using: str = "default") -> timedelta:
         value = ZERO
     else:
         with connection.cursor() as cursor:
-            before = time.time()
+            before = time.time_ns() // 1000
             cursor.execute(query)
-            after = time.time()
+            after = time.time_ns() // 1000
             (server,) = cursor.fetchone()
-        value = timedelta(microseconds=int(server) - round((before + after) / 2 * 1_000_000))
+        value = timedelta(microseconds=estimate(int(server), before, after))
     return _keep(using, value)
+
+
+def estimate(server: int, before: int, after: int) -> int:
+    """The offset, in microseconds, from the database's reading ``server`` taken during a
+    round trip from ``before`` to ``after`` on the local clock (all microseconds since the
+    epoch). The reading was taken between the two, so the offset lies in
+    [server - after, server - before], give or take a microsecond of rounding. When 0 lies in
+    it, the clocks agree as closely as one round trip can tell (the database on this host):
+    0. Otherwise the midpoint, off by half the round trip at most."""
+    if server - after - 1 <= 0 <= server - before + 1:
+        return 0
+    return server - (before + after) // 2
 
 
 def _keep(using: str, value: timedelta) -> timedelta:

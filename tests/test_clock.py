@@ -89,6 +89,16 @@ def test_now_measures_once_then_reuses_the_offset():
     assert abs(clock.offset("default").total_seconds()) < 0.5
 
 
+def test_the_offset_is_the_round_trips_midpoint_or_zero_when_the_reading_falls_inside_it():
+    before, after = 1_000_000_000_000_000, 1_000_000_000_004_000  # a 4 ms round trip
+    assert clock.estimate(before + 1_000, before, after) == 0  # this host's clock, or as good
+    assert clock.estimate(before, before, after) == 0
+    assert clock.estimate(after + 1, before, after) == 0  # a microsecond of rounding
+    assert clock.estimate(before + 30_000_000, before, after) == 30_000_000 - 2_000
+    assert clock.estimate(after - 30_000_000, before, after) == -30_000_000 + 2_000
+    assert clock.estimate(after + 10, before, after) == 2_010  # just past the round trip
+
+
 def test_the_warning_is_logged_once_and_the_return_once(caplog):
     caplog.set_level(logging.INFO, logger="django_jobs.clock")
     try:
@@ -216,3 +226,50 @@ def test_a_skewed_worker_beside_a_normal_one_rescues_nothing_and_is_not_rescued(
     assert set(Job.objects.values_list("attempt", "worker_id")) == {(1, "holder")}
     assert "rescued job" not in holder.output() + rescuer.output()
     assert "lost the lease" not in holder.output()
+
+
+@pytest.mark.django_db
+def test_an_offset_older_than_a_minute_is_measured_again():
+    clock.forget()
+    clock.now("default")
+    clock._offsets["default"].measured -= clock.REMEASURE_SECONDS + 1
+    with CaptureQueriesContext(connection) as queries:
+        clock.now("default")
+        clock.now("default")
+    assert len(queries) == (0 if connection.vendor == "sqlite" else 1)
+    assert time.monotonic() - clock._offsets["default"].measured < clock.REMEASURE_SECONDS
+
+
+@requires_faketime
+@requires_row_locks
+@pytest.mark.django_db(transaction=True)
+def test_a_step_of_a_workers_clock_is_caught_on_its_next_heartbeat(start_worker, tmp_path):
+    """A worker whose host clock jumps 30 s ahead while it runs (an NTP step, a VM resumed)
+    measures the new offset at the start of its next heartbeat, before its rescue pass, so it
+    rescues none of the jobs a live worker holds."""
+    step = tmp_path / "faketime"
+    step.write_text("+0s\n")
+    past = timezone.now() - timedelta(minutes=5)
+    jobs = [Job.enqueue("record_waiting", {"wait": 8}, run_at=past) for _ in range(4)]
+    holder = start_worker("--worker-id", "holder", "--concurrency", "4", *FAST)
+    wait_for(lambda: Job.objects.filter(status=Job.Status.PROCESSING,
+                                        worker_id="holder").count() == 4, timeout=60)
+    env = {"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME_TIMESTAMP_FILE": str(step),
+           "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    stepped = start_worker("--worker-id", "stepped", "--concurrency", "4", *FAST, env=env)
+
+    def beat() -> object:
+        row = Worker.objects.filter(pk="stepped").values("started_at", "last_heartbeat").first()
+        return row and row["last_heartbeat"] > row["started_at"] and row["last_heartbeat"]
+
+    first = wait_for(beat, timeout=60)
+    step.write_text("+30s\n")
+    wait_for(lambda: "CLOCK_SKEW_WARNING_SECONDS" in stepped.output(), timeout=30)
+    after_step = Worker.objects.get(pk="stepped").last_heartbeat
+    assert after_step >= first
+    wait_for(lambda: Worker.objects.get(pk="stepped").last_heartbeat > after_step, timeout=30)
+    wait_for(lambda: Job.objects.filter(status=Job.Status.COMPLETED).count() == 4, timeout=60)
+    assert JobAttempt.objects.filter(outcome=JobAttempt.Outcome.LOST).count() == 0
+    assert sorted(Execution.objects.values_list("job_public_id", flat=True)) == sorted(
+        job.public_id for job in jobs)
+    assert "rescued job" not in stepped.output() + holder.output()
