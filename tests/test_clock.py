@@ -99,6 +99,19 @@ def test_the_offset_is_the_round_trips_midpoint_or_zero_when_the_reading_falls_i
     assert clock.estimate(after + 10, before, after) == 2_010  # just past the round trip
 
 
+@pytest.mark.django_db
+def test_with_use_tz_false_now_is_naive_local_time():
+    from datetime import datetime
+
+    clock.forget()
+    with override_settings(USE_TZ=False):
+        before = datetime.now()
+        now = clock.now("default")
+        after = datetime.now()
+    assert now.tzinfo is None
+    assert before <= now <= after  # the database is on this host: no offset
+
+
 def test_the_warning_is_logged_once_and_the_return_once(caplog):
     caplog.set_level(logging.INFO, logger="django_jobs.clock")
     try:
