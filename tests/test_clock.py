@@ -286,3 +286,14 @@ def test_a_step_of_a_workers_clock_is_caught_on_its_next_heartbeat(start_worker,
     assert sorted(Execution.objects.values_list("job_public_id", flat=True)) == sorted(
         job.public_id for job in jobs)
     assert "rescued job" not in stepped.output() + holder.output()
+
+
+@pytest.mark.parametrize("value", ["2", -1, True, [2]])
+def test_a_bad_clock_skew_setting_is_refused_by_the_system_check(value):
+    from django_jobs.checks import check_settings
+
+    with override_settings(DJANGO_JOBS={"CLOCK_SKEW_WARNING_SECONDS": value}):
+        assert [e.id for e in check_settings()] == ["django_jobs.E005"]
+    for fine in (None, 0, 2, 0.5):
+        with override_settings(DJANGO_JOBS={"CLOCK_SKEW_WARNING_SECONDS": fine}):
+            assert check_settings() == []
