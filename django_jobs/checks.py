@@ -33,6 +33,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
                                   or limit < 1):
             problems.append(Error(f"DJANGO_JOBS[{key!r}] must be a positive integer or None",
                                   id="django_jobs.E004"))
+    skew = jobs_settings.CLOCK_SKEW_WARNING_SECONDS
+    if skew is not None and (not isinstance(skew, int | float) or isinstance(skew, bool)
+                             or skew < 0):
+        problems.append(Error("DJANGO_JOBS['CLOCK_SKEW_WARNING_SECONDS'] must be a number of "
+                              "seconds (0 or more) or None", id="django_jobs.E005"))
     lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
     if lease < 2 * beat:
         problems.append(Warning(

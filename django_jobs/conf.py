@@ -21,6 +21,9 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 30.0,
     # How often a worker renews its leases and looks for jobs of lost workers.
     "HEARTBEAT_SECONDS": 5.0,
+    # Every process judges time by the database server's clock (clock.py); one whose own
+    # clock is off by more than this many seconds logs a warning. None: never warn.
+    "CLOCK_SKEW_WARNING_SECONDS": 2.0,
     # How long an idle worker waits before looking again (PostgreSQL wakes it sooner).
     "POLL_INTERVAL": 1.0,
     # How long a stopping worker lets running jobs finish before handing them back.

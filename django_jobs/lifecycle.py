@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connections
-from django.utils import timezone
 
+from . import clock
 from .models import Worker as WorkerRow
 
 logger = logging.getLogger("django_jobs.worker")
@@ -53,7 +53,7 @@ def bound_network_waits() -> None:
 
 def register(worker_id: str, queues: list[str], concurrency: int) -> None:
     """Record the worker as live (the admin's workers list, the heartbeat's sweep)."""
-    now = timezone.now()
+    now = clock.now(WorkerRow.objects.db)
     WorkerRow.objects.update_or_create(
         worker_id=worker_id,
         defaults={

@@ -13,9 +13,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import models, router
-from django.utils import timezone
 
-from . import store
+from . import clock, store
 from .states import DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 
 if TYPE_CHECKING:
@@ -53,14 +52,14 @@ class JobQuerySet(RoutedQuerySet):
 
     def ready(self, queues: Sequence[str] | None = None, now: datetime | None = None):
         """Jobs a worker may claim now, in claim order."""
-        qs = self.filter(status__in=READY_STATES, run_at__lte=now or timezone.now())
+        qs = self.filter(status__in=READY_STATES, run_at__lte=now or clock.now(self.db))
         if queues:
             qs = qs.filter(queue__in=queues)
         return qs.order_by("-priority", "run_at", "id")
 
     def stale(self, now: datetime | None = None):
         """Processing jobs whose lease ran out: their worker is presumed dead."""
-        return self.filter(status=PROCESSING, leased_until__lt=now or timezone.now())
+        return self.filter(status=PROCESSING, leased_until__lt=now or clock.now(self.db))
 
     def dead(self):
         return self.filter(status=DEAD)

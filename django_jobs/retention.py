@@ -16,9 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
-from django.utils import timezone
 
-from . import hooks
+from . import clock, hooks
 from .conf import jobs_settings
 from .states import JobStatus
 
@@ -60,7 +59,7 @@ def prunable(status: str, age: timedelta, now: datetime | None = None):
     from .dependencies import waited_on
     from .models import Job
 
-    cutoff = (now or timezone.now()) - age
+    cutoff = (now or clock.now(Job.objects.db)) - age
     rows = Job.objects.filter(status=status, finished_at__lt=cutoff)
     if status != JobStatus.COMPLETED:
         rows = rows.exclude(Q(has_dependents=True) & waited_on())
@@ -75,7 +74,7 @@ def kept_for_dependents(status: str, age: timedelta, now: datetime | None = None
 
     if status == JobStatus.COMPLETED:
         return 0
-    cutoff = (now or timezone.now()) - age
+    cutoff = (now or clock.now(Job.objects.db)) - age
     return Job.objects.filter(waited_on(), status=status, finished_at__lt=cutoff,
                               has_dependents=True).count()
 
@@ -92,8 +91,10 @@ def prune(
 
     Returns the number per status. ``max_batches`` bounds the work of one call (per status).
     """
+    from .models import Job
+
     batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
-    now = now or timezone.now()
+    now = now or clock.now(Job.objects.db)
     counts: dict[str, int] = {}
     for status, age in ages.items():
         if age is None:

@@ -79,7 +79,7 @@ POLICY_AND_BASE = (
     "django_jobs.jobjson", "django_jobs.jsonlog", "django_jobs.instances", "django_jobs.pooler",
     "django_jobs.schema", "django_jobs.states", "django_jobs.conf", "django_jobs.signals",
     "django_jobs.exceptions", "django_jobs.checks", "django_jobs.dbchecks",
-    "django_jobs.testing", "django_jobs.pytest_plugin",
+    "django_jobs.testing", "django_jobs.pytest_plugin", "django_jobs.clock",
 )
 # The features, which join the engine's verbs through hooks (their model modules are the
 # store's, their ModelAdmins faces).

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db.models import Count, Min, Q
-from django.utils import timezone
 
+from .. import clock
 from ..conf import jobs_settings
 from ..models import Job, QueueState, Worker
 from ..states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
@@ -63,7 +63,7 @@ def summary(now: datetime | None = None) -> dict[str, Any]:
     index, the partial lease index, the partial ready index), while one query with three
     filtered counts would read every open row of the table.
     """
-    now = now or timezone.now()
+    now = now or clock.now(Job.objects.db)
     ready = Job.objects.filter(status__in=READY_STATES, run_at__lte=now).aggregate(
         n=Count("pk"), oldest=Min("run_at")
     )
@@ -80,7 +80,7 @@ def summary(now: datetime | None = None) -> dict[str, Any]:
 
 def overview(now: datetime | None = None) -> dict[str, Any]:
     """Counts per status for every queue and every type, the oldest ready job, the workers."""
-    now = now or timezone.now()
+    now = now or clock.now(Job.objects.db)
     queues: dict[str, Row] = {}
     types: dict[str, Row] = {}
 

@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
+from .. import clock
 from ..conf import jobs_settings
 from .constraints import IDEMPOTENCY_KEY, matches
 from .errors import ApiError
@@ -61,8 +61,8 @@ def submit_once(owner: str, key: str, data: dict[str, Any], create: Callable[[],
 
 
 def _submit(owner: str, key: str, digest: str, create: Callable[[], Job]) -> tuple[Job, bool]:
-    now = timezone.now()
     using = IdempotencyKey.objects.db  # the jobs' database: the key and its job commit together
+    now = clock.now(using)
     with transaction.atomic(using=using):
         IdempotencyKey.objects.filter(expires_at__lte=now).delete()
         seen = IdempotencyKey.objects.select_related("job").filter(owner=owner, key=key).first()

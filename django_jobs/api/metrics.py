@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
-from django.utils import timezone
 
+from .. import clock
 from ..models import Job, JobAttempt
 from ..states import Outcome
 
@@ -30,7 +30,7 @@ def _ms(value: timedelta | None) -> float | None:
 
 
 def job_metrics(window: timedelta | None = None, now: datetime | None = None) -> dict[str, Any]:
-    now = now or timezone.now()
+    now = now or clock.now(Job.objects.db)
     jobs = Job.objects.all()
     attempts = JobAttempt.objects.filter(finished_at__isnull=False, outcome__in=COUNTED)
     if window is not None:

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import F
-from django.utils import timezone
 
-from .. import hooks
+from .. import clock, hooks
 from ..states import PENDING, PROCESSING, WAITING
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ class LeaseVerbs:
         """
         if not held:
             return set(), set()
-        now = timezone.now()
+        now = clock.now(self.db)
         mine = self.jobs.filter(
             status=PROCESSING, pk__in=list(held), lease_token__in=set(held.values())
         )
@@ -68,7 +67,7 @@ class LeaseVerbs:
         Any worker may run this at any time: every write is fenced on the old lease token,
         so two rescuers never both record the same lost attempt.
         """
-        now = now or timezone.now()
+        now = now or clock.now(self.db)
         if not self.jobs.stale(now).exists():
             # Almost every heartbeat: one read, in autocommit, that locks no row.
             return []
@@ -81,7 +80,7 @@ class LeaseVerbs:
         them from other workers until its process is gone: ``shutdown.py``)."""
         from ..models import JobAttempt
 
-        now = timezone.now()
+        now = clock.now(self.db)
         released = 0
         with transaction.atomic(using=self.db):
             for job in jobs:
@@ -114,7 +113,7 @@ class LeaseVerbs:
         if not waiting.exists():  # as rescue: one read that locks nothing, most heartbeats
             return 0
         with transaction.atomic(using=self.db):
-            return hooks.release(self.jobs, waiting, timezone.now())
+            return hooks.release(self.jobs, waiting, clock.now(self.db))
 
     def mark_has_dependents(self, ids: list[int]) -> None:
         """Flag these jobs as depended on (which also locks their rows until commit)."""

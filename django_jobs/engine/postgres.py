@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
 from django.db.models.signals import post_save, pre_save
-from django.utils import timezone
 
-from .. import hooks
+from .. import clock, hooks
 from ..instances import varying
 from ..lockedrows import locked_in_order
 from ..outcomes import micros
@@ -76,7 +75,7 @@ class PostgresEngine(RowLockEngine):
             return super().claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
                                  queues=queues, exclude_queues=exclude_queues,
                                  lease_token=lease_token)
-        now = timezone.now()
+        now = clock.now(self.db)
         return claim(
             self.jobs.model, ready_states=READY_STATES, now=now, queues=queues,
             exclude_queues=exclude_queues, limit=limit, using=self.db,
@@ -90,7 +89,7 @@ class PostgresEngine(RowLockEngine):
             return super().finish(outcomes)
         if not outcomes:
             return []
-        now = timezone.now()
+        now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
         with undone_on_error() as applying, transaction.atomic(using=self.db, savepoint=False):
             mine = finish(self.jobs.model, outcomes, changes, now, self.db)
@@ -114,7 +113,7 @@ class PostgresEngine(RowLockEngine):
             return [], self.claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
                                   queues=queues, exclude_queues=exclude_queues,
                                   lease_token=lease_token)
-        now = timezone.now()
+        now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
         mine, jobs = finish_and_claim(
             self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
-from .. import hooks
+from .. import clock, hooks
 from ..exceptions import InvalidJob
 from ..states import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING
 from ..uniquekey import keep_key_if
@@ -25,7 +24,8 @@ class StaffVerbs:
 
     def retry(self, jobs: Any) -> int:
         """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
-        return jobs.filter(status__in=(DEAD, FAILED, CANCELED)).update(**retry_fields())
+        retried = jobs.filter(status__in=(DEAD, FAILED, CANCELED))
+        return retried.update(**retry_fields(clock.now(self.db)))
 
     def retry_with_payload(self, jobs: Any, payload: Any) -> int:
         """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
@@ -33,11 +33,11 @@ class StaffVerbs:
         Raises InvalidJob if the payload is not JSON-serialisable; changes nothing then.
         """
         payload = check_payload(payload)
-        return jobs.filter(status=DEAD).update(payload=payload, **retry_fields())
+        return jobs.filter(status=DEAD).update(payload=payload, **retry_fields(clock.now(self.db)))
 
     def cancel(self, jobs: Any) -> int:
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
-        now = timezone.now()
+        now = clock.now(self.db)
         with transaction.atomic(using=jobs.db):
             cancelable = jobs.filter(status__in=(*READY_STATES, WAITING))
             hooked = hooks.hold_for_cancel(cancelable)  # read (and locked) for the features
@@ -55,7 +55,7 @@ class StaffVerbs:
 
     def run_now(self, jobs: Any) -> int:
         """Scheduled (or backing-off) jobs become due now."""
-        now = timezone.now()
+        now = clock.now(self.db)
         return jobs.filter(status__in=READY_STATES, run_at__gt=now).update(
             run_at=now, updated_at=now
         )
@@ -109,7 +109,7 @@ class StaffVerbs:
         if not isinstance(name, str) or not QUEUE_RE.fullmatch(name):
             raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {name!r}"})
         states = QueueState.objects.db_manager(self.db)
-        now = timezone.now()
+        now = clock.now(self.db)
         with transaction.atomic(using=self.db):
             changed = states.filter(name=name).exclude(paused=paused).update(
                 paused=paused, changed_at=now

@@ -22,9 +22,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.utils import timezone
 
-from .. import hooks
+from .. import clock, hooks
 from ..instances import build, build_many
 from ..signals import job_enqueued
 from ..states import COMPLETED, PROCESSING
@@ -76,7 +75,7 @@ class Engine(StaffVerbs, LeaseVerbs):
     def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
-        fields = enqueue_fields(type, **options)
+        fields = enqueue_fields(type, now=clock.now(self.db), **options)
         job = build(self.jobs.model, {"payload": check_payload(payload), **fields})
         if insert is not None:  # or the job holding the key
             job = insert(self.jobs, [job])[0]
@@ -91,7 +90,7 @@ class Engine(StaffVerbs, LeaseVerbs):
     def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
-        fields = enqueue_fields(type, **options)
+        fields = enqueue_fields(type, now=clock.now(self.db), **options)
         model = self.jobs.model
         jobs = build_many(model, fields, "payload", (check_payload(p) for p in payloads))
         if insert is not None:  # duplicates map to the job holding the key
@@ -135,7 +134,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         """
         if limit < 1:
             return []
-        now = timezone.now()
+        now = clock.now(self.db)
         ready = self.jobs.ready(queues, now)
         if exclude_queues:
             ready = ready.exclude(queue__in=exclude_queues)
@@ -156,7 +155,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         """
         from ..models import JobAttempt
 
-        now = timezone.now()
+        now = clock.now(self.db)
         done: list[AttemptOutcome] = []
         with undone_on_error() as applying, self.verb_atomic():
             plain, other = split_plain_completions(outcomes)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import F
 from django.db.models.functions import Greatest
-from django.utils import timezone
 
 from ..registry import get_handler
 from ..retry import Backoff, as_backoff
@@ -62,9 +61,8 @@ def claim_fields(values: dict[str, Any]) -> dict[str, Any]:
     return {**values, "attempt": F("attempt") + 1, "unique_key": keep_key_if(PROCESSING)}
 
 
-def retry_fields() -> dict[str, Any]:
+def retry_fields(now: datetime) -> dict[str, Any]:
     """A person's retry: pending now, at least one attempt left, crashes counted afresh."""
-    now = timezone.now()
     return {
         "status": PENDING, "run_at": now, "updated_at": now, "finished_at": None,
         "cancel_requested": False, "max_attempts": Greatest(F("max_attempts"), F("attempt") + 1),

@@ -16,6 +16,7 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from django_jobs import clock
 from django_jobs.models import PUBLIC_ID_PREFIX, Job
 from django_jobs.outcomes import stored
 from django_jobs.schema import NotMigrated, require_migrated
@@ -74,7 +75,7 @@ def since(text: str) -> datetime:
     match = AGE_RE.match(text.strip().lower())
     try:
         if match:
-            return timezone.now() - timedelta(seconds=float(match[1]) * UNITS[match[2]])
+            return clock.now(Job.objects.db) - timedelta(seconds=float(match[1]) * UNITS[match[2]])
         moment = parse_datetime(text.strip())
         if moment is not None:
             if timezone.is_naive(moment):

@@ -11,9 +11,9 @@ from typing import Any
 from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import NoReverseMatch, reverse
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from .. import clock
 from ..admin.requests import StockAnswers
 from .config import ScheduleSpec, schedules
 from .models import Schedule
@@ -50,7 +50,7 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
 
     def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
         specs = _specs()
-        now = timezone.now()
+        now = clock.now(Schedule.objects.db)
         Schedule.objects.bulk_create(
             [Schedule(name=name, next_run_at=spec.next_after(now), created_at=now,
                       updated_at=now) for name, spec in specs.items()],

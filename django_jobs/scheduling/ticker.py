@@ -15,9 +15,8 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.utils import timezone
 
-from .. import hooks
+from .. import clock, hooks
 from ..exceptions import InvalidJob
 from .config import ScheduleSpec, schedules
 from .models import Schedule, ScheduleOccurrence
@@ -32,7 +31,7 @@ class Ticker:
         specs = schedules()
         if not specs:
             return 0
-        return tick(specs, now or timezone.now(), worker_id)
+        return tick(specs, now or clock.now(Schedule.objects.db), worker_id)
 
 
 class Schedules(hooks.Feature):
@@ -96,7 +95,8 @@ def enqueue_occurrence(spec: ScheduleSpec, at: datetime, *, manual: bool = False
     try:
         with transaction.atomic(using=ScheduleOccurrence.objects.db):
             occurrence = ScheduleOccurrence.objects.create(
-                schedule_id=spec.name, at=at, manual=manual, created_at=timezone.now()
+                schedule_id=spec.name, at=at, manual=manual,
+                created_at=clock.now(Schedule.objects.db),
             )
             job = Job.enqueue(spec.type, spec.payload, queue=spec.queue, priority=spec.priority,
                               max_attempts=spec.max_attempts)
@@ -111,9 +111,9 @@ def run_now(name: str):
     """Enqueue one run of a schedule at once (admin's "run now"); returns the job."""
     spec = schedules()[name]
     Schedule.objects.get_or_create(
-        name=name, defaults={"next_run_at": spec.next_after(timezone.now())}
+        name=name, defaults={"next_run_at": spec.next_after(clock.now(Schedule.objects.db))}
     )
-    now = timezone.now()
+    now = clock.now(Schedule.objects.db)
     job = enqueue_occurrence(spec, now, manual=True)
     if job is not None:
         Schedule.objects.filter(name=name).update(last_run_at=now, last_job=job, updated_at=now)
@@ -122,7 +122,7 @@ def run_now(name: str):
 
 def set_paused(names: list[str], paused: bool) -> int:
     """Pause or resume schedules. Resuming skips what fell due while paused."""
-    now = timezone.now()
+    now = clock.now(Schedule.objects.db)
     fields = {"paused": paused, "updated_at": now}
     if not paused:
         fields["last_occurrence"] = now
