@@ -3,7 +3,8 @@ from django.apps import AppConfig, apps
 
 class DjangoJobsConfig(AppConfig):
     name = "django_jobs"
-    verbose_name = "Jobs"
+    # The admin's heading and breadcrumb: "Background jobs > Jobs", not "Jobs > Jobs".
+    verbose_name = "Background jobs"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -33,6 +33,7 @@ missing = [
 pytestmark = [
     pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
     pytest.mark.slow,
+    pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
 ]
 

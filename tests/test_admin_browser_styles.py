@@ -18,6 +18,7 @@ except ImportError:  # pragma: no cover - depends on the machine
 pytestmark = [
     pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
     pytest.mark.slow,
+    pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
 ]
 VERSION = f"django{django.VERSION[0]}{django.VERSION[1]}"

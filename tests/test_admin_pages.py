@@ -136,6 +136,36 @@ def test_type_and_queue_filters_offer_known_values_without_scanning_jobs(viewer)
     assert not [q for q in queries.captured_queries if "DISTINCT" in q["sql"].upper()]
 
 
+def test_the_type_filter_leaves_out_the_queues_own_types(viewer):
+    html = viewer.get(LIST).content.decode()
+    assert "?type=echo" in html
+    assert "?type=django_jobs.callback" not in html
+    make_job("dead", type="django_jobs.callback")
+    filtered = viewer.get(LIST, {"type": "django_jobs.callback"})
+    assert filtered.status_code == 200 and len(listed(filtered)) == 1  # still from the URL
+
+
+def test_the_queue_filter_offers_a_queue_named_only_at_enqueue(viewer):
+    Job.enqueue("echo", {}, queue="reports-only-here")
+    make_job("failed", queue="failed-only-here")
+    make_job("completed", queue="finished-only-here")
+    with CaptureQueriesContext(connection) as queries:
+        html = viewer.get(LIST).content.decode()
+    assert "?queue=reports-only-here" in html and "?queue=failed-only-here" in html
+    assert "?queue=default" in html
+    # Ready jobs only: the queue of finished jobs alone would need a scan of the table.
+    assert "?queue=finished-only-here" not in html
+    assert not [q for q in queries.captured_queries if "DISTINCT" in q["sql"].upper()]
+
+
+def test_the_breadcrumb_names_the_app_apart_from_the_model(viewer):
+    html = viewer.get(LIST).content.decode()
+    crumbs = re.search(r'<(div|ol) class="breadcrumbs">(.*?)</\1>', html, re.S)
+    assert crumbs, html[:2000]
+    links = [text.strip() for text in re.findall(r"<a [^>]*>(.*?)</a>", crumbs.group(2), re.S)]
+    assert links == ["Home", "Background jobs"]  # then the list itself, "Jobs"
+
+
 @pytest.mark.parametrize("how", ["public_id", "type", "error", "payload"])
 def test_search_finds_jobs_by_id_type_error_message_and_payload_text(viewer, how):
     target = make_job("dead", type="invoice_pdf", payload={"customer": "Grace Hopper"},

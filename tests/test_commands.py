@@ -8,6 +8,7 @@ from django.core.management import CommandError, call_command
 
 from django_jobs.api.models import ApiToken
 from django_jobs.models import Job
+from django_jobs.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
 S = Job.Status
@@ -53,6 +54,39 @@ def test_show_prints_the_job_and_its_attempts():
     assert f"job_id:           {job.public_id}" in run("jobs", "show", job.public_id)
     with pytest.raises(CommandError, match="no job j-00000000000000000000"):
         run("jobs", "show", "j-00000000000000000000")
+
+
+def test_show_prints_errors_and_tracebacks_as_lines():
+    """The human layout: the error's type and message, then its traceback line by line, for
+    the job and for each attempt; ``--json`` keeps the stored strings."""
+    job = Job.enqueue("always_fails", {"n": 7})
+    run_jobs(include_delayed=True)
+    job.refresh_from_db()
+    assert job.status == S.DEAD and job.attempts.count() == 3
+    text = run("jobs", "show", job.public_id)
+    lines = text.splitlines()
+    assert "\\n" not in text
+    assert "error:            RuntimeError: boom 7" in lines
+    assert "traceback:" in lines
+    assert "  Traceback (most recent call last):" in lines
+    assert "  RuntimeError: boom 7" in lines
+    for number in (1, 2, 3):
+        at = lines.index(f"attempt {number} (failed):" if number < 3 else "attempt 3 (dead):")
+        assert lines[at + 1] == "  error:            RuntimeError: boom 7"
+        assert lines[at + 2] == "  traceback:"
+        assert lines[at + 3] == "    Traceback (most recent call last):"
+    data = json.loads(run("jobs", "show", job.public_id, "--json"))
+    assert "\n" in data["error"]["traceback"]
+    assert [a["outcome"] for a in data["attempts"]] == ["failed", "failed", "dead"]
+
+
+def test_list_keeps_each_job_on_one_line():
+    make(S.DEAD, error={"type": "ValueError", "message": "first line\nsecond line",
+                        "traceback": "Traceback (most recent call last):\n  ..."})
+    make(S.PENDING)
+    text = run("jobs", "list")
+    assert len(text.splitlines()) == 3  # the headers and two jobs
+    assert "ValueError: first line" in text and "second line" not in text
 
 
 def test_retry_and_cancel_use_the_jobs_verbs_and_say_what_they_left():

@@ -126,6 +126,66 @@ def test_installed_in_a_fresh_virtualenv_the_demo_runs(dist, kind, tmp_path):
     assert re.search(r"broken .* dead ", demo.stdout), demo.stdout
 
 
+def install_commands(path: Path, heading: str) -> list[str]:
+    """The ``pip install`` lines of the first ``sh`` block after ``heading``, comments off."""
+    text = path.read_text()
+    block = re.search(r"```sh\n(.*?)```", text[text.index(heading):], re.S)
+    assert block, f"no sh block after {heading!r} in {path.name}"
+    return [line.split("#")[0].strip() for line in block.group(1).splitlines()
+            if line.startswith("pip install")]
+
+
+def test_the_readme_and_the_quickstart_install_the_same_way():
+    """What the README tells a newcomer to run is what the quickstart says, and installs from
+    a checkout: the package is not on PyPI until the first release."""
+    readme = install_commands(ROOT / "README.md", "## Install")
+    assert readme == ["pip install ."]
+    quickstart = install_commands(ROOT / "docs" / "tutorial-quickstart.md", "## 1. Install")
+    assert quickstart[0] == readme[0]
+    # No page tells a user to install the PyPI name (CONTRIBUTING.md's release procedure says
+    # when to).
+    for path in (ROOT / "README.md", *(ROOT / "docs").glob("*.md")):
+        for line in path.read_text().splitlines():
+            assert not re.search(r"pip install \"?django-db-jobs", line), f"{path.name}: {line}"
+
+
+def test_the_publish_workflow_builds_and_uploads_through_trusted_publishing():
+    text = (ROOT / ".github" / "workflows" / "publish.yml").read_text()
+    for needed in ("release:", "types: [published]", "python -m build",
+                   "id-token: write", "pypa/gh-action-pypi-publish@release/v1",
+                   "twine check --strict"):
+        assert needed in text, needed
+    assert "password:" not in text and "PYPI_API_TOKEN" not in text  # no stored token
+
+
+@pytest.mark.slow
+def test_the_readme_install_command_works_in_a_checkout(dist, tmp_path):
+    """The README's install block, run as written in a fresh virtual environment from the
+    root of a copy of the checkout, installs a package that runs a job."""
+    source = dist.parent / "source"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE", "DATABASE_URL")}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(venv)
+    for command in install_commands(ROOT / "README.md", "## Install"):
+        ran = subprocess.run(command + " -q --disable-pip-version-check", shell=True,  # noqa: S602
+                             capture_output=True, text=True, timeout=600, cwd=source, env=env)
+        assert ran.returncode == 0, command + "\n" + ran.stdout + ran.stderr
+    python = str(venv / "bin" / "python")
+    where = subprocess.run(
+        [python, "-c", "import django_jobs; print(django_jobs.__file__)"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env,
+    )
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout
+    ran = subprocess.run([python, "-c", WITHOUT_PSYCOPG, str(tmp_path / "db.sqlite3")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.split() == ["completed", "42"]
+
+
 WITHOUT_PSYCOPG = """
 import sys
 sys.modules["psycopg"] = None  # any import of psycopg now fails, as on a site without it

@@ -26,6 +26,9 @@ class AttemptInline(admin.TabularInline):
     readonly_fields = ATTEMPT_COLUMNS
     ordering = ["started_at", "id"]
 
+    class Media:
+        js = ["django_jobs/attempts.js"]
+
     # Seeing a job means seeing its attempts: no separate JobAttempt permission is asked for.
     def get_queryset(self, request):
         # Each row shows the attempt's str(), which names its job: fetch the job once per

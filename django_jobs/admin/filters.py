@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import jobs_settings
-from ..models import QueueState, Worker
+from ..models import Job, QueueState, Worker
 from ..registry import get_handler, registered_types
 from ..validation import PRIORITY_NAMES
 
@@ -58,7 +58,9 @@ class TypeFilter(_KnownValuesFilter):
     field = "type"
 
     def known(self) -> list[str]:
-        return registered_types()
+        # The queue's own types (django_jobs.callback) are its plumbing, not the site's jobs:
+        # they are left out of the choices, and still filter from the URL.
+        return [t for t in registered_types() if not t.startswith("django_jobs.")]
 
 
 class QueueFilter(_KnownValuesFilter):
@@ -70,8 +72,13 @@ class QueueFilter(_KnownValuesFilter):
         return known_queues()
 
 
+# The most queues of ready jobs the queue filter looks up, one index probe each.
+READY_QUEUES_PROBED = 100
+
+
 def known_queues() -> list[str]:
-    """Queues named in settings, handlers, pauses and live workers: two tiny queries."""
+    """Queues named in settings, handlers, pauses and live workers (two tiny queries), and the
+    queues of ready jobs, which find a queue named only at enqueue."""
     names = {jobs_settings.DEFAULT_QUEUE}
     for job_type in registered_types():
         found = get_handler(job_type)
@@ -80,7 +87,24 @@ def known_queues() -> list[str]:
     names.update(QueueState.objects.values_list("name", flat=True))
     for queues in Worker.objects.values_list("queues", flat=True):
         names.update(q for q in queues or () if isinstance(q, str))
+    names.update(ready_queues())
     return sorted(names)
+
+
+def ready_queues(limit: int = READY_QUEUES_PROBED) -> list[str]:
+    """The queues that hold a pending or failed job, in order: a skip scan of the ready
+    index, which leads with the queue (``django_jobs_ready_idx``), one ``LIMIT 1`` probe per
+    queue, instead of a ``SELECT DISTINCT`` that reads every ready row."""
+    ready = Job.objects.filter(status__in=[Job.Status.PENDING, Job.Status.FAILED]).order_by(
+        "queue").values_list("queue", flat=True)
+    found: list[str] = []
+    while len(found) < limit:
+        following = ready.filter(queue__gt=found[-1]) if found else ready
+        queue = following.first()
+        if queue is None:
+            break
+        found.append(queue)
+    return found
 
 
 class PriorityFilter(admin.SimpleListFilter):

@@ -41,7 +41,7 @@ else:  # Django 5.2: the backport
     except ImportError as exc:
         raise ImproperlyConfigured(
             "django_jobs.backends needs Django 6 or, on Django 5.2, the django-tasks package: "
-            "pip install 'django-db-jobs[tasks]'"
+            "pip install 'django-tasks>=0.12' (the tasks extra of django-db-jobs)"
         ) from exc
     from django_tasks import checks as _checks
     from django_tasks import exceptions as _exceptions

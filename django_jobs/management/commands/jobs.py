@@ -100,17 +100,26 @@ class Command(BaseCommand):
         data = job_json(job)
         for key in ("job_id", "type", "status", "queue", "priority", "attempt", "max_attempts",
                     "run_at", "created_at", "started_at", "finished_at", "cancel_requested"):
-            self.stdout.write(f"{key + ':':<18}{'-' if data[key] is None else data[key]}")
-        for key in ("payload", "result", "error", "progress"):
+            self.stdout.write(field_line(key, "-" if data[key] is None else data[key]))
+        for key in ("payload", "result", "progress"):
             if data[key] is not None:
-                self.stdout.write(f"{key + ':':<18}{json.dumps(data[key])}")
+                self.stdout.write(field_line(key, json.dumps(data[key])))
+        if data["error"] is not None:
+            self.stdout.write("")
+            self.stdout.write("\n".join(error_lines(data["error"])))
         if attempts:
             self.stdout.write("")
+            shown = [attempt_json(a) for a in attempts]
             rows = [(a["number"], a["outcome"], a["worker_id"], a["started_at"],
-                     a["duration_ms"], error_line(a["error"]))
-                    for a in map(attempt_json, attempts)]
+                     a["duration_ms"], error_line(a["error"])) for a in shown]
             self.stdout.write("\n".join(arguments.table(
                 ["attempt", "outcome", "worker", "started", "ms", "error"], rows)))
+            for a in shown:
+                if a["error"]:
+                    self.stdout.write("")
+                    self.stdout.write(f"attempt {a['number']} ({a['outcome']}):")
+                    self.stdout.write("\n".join(
+                        "  " + line for line in error_lines(a["error"])))
 
     def change(self, verb: str, public_ids: builtins.list[str], as_json: bool) -> None:
         wanted = builtins.list(dict.fromkeys(public_ids))
@@ -151,6 +160,27 @@ class Command(BaseCommand):
                 for name, row in sorted(by_queue.items())]
         rows.append(("(all)", *(totals[s] for s in statuses), sum(totals.values())))
         self.stdout.write("\n".join(arguments.table(["queue", *statuses, "total"], rows)))
+
+
+def field_line(key: str, value: object) -> str:
+    """``key:`` and the value, in a column; a value of several lines keeps the column."""
+    lines = str(value).splitlines() or [""]
+    return "\n".join([f"{key + ':':<18}{lines[0]}", *(" " * 18 + line for line in lines[1:])])
+
+
+def error_lines(error: object) -> builtins.list[str]:
+    """A stored error as a reader wants it: its type and message, its details, then its
+    traceback as the lines Python printed (not one string of ``\\n`` escapes)."""
+    if not isinstance(error, dict):
+        return [field_line("error", json.dumps(error))]
+    lines = [field_line("error", f"{error.get('type') or 'Error'}: {error.get('message', '')}")]
+    if error.get("details"):
+        lines.append(field_line("details", json.dumps(error["details"])))
+    traceback = str(error.get("traceback") or "").rstrip()
+    if traceback:
+        lines.append("traceback:")
+        lines.extend("  " + line for line in traceback.splitlines())
+    return lines
 
 
 def error_line(error: dict | None) -> str:
