@@ -87,6 +87,8 @@ class Outbox:
                 held.job is outcome.job or held.job.lease_token == outcome.job.lease_token
             ):
                 outcomes.append(outcome)
+            else:
+                self.timeouts.pop(outcome.job.id, None)
         if self.limit is not None and len(outcomes) > self.limit:
             self.put_back(outcomes[self.limit:])
             del outcomes[self.limit:]

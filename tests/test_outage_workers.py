@@ -8,6 +8,7 @@ worker's statement canceled (57014; MariaDB ``KILL QUERY``, 1317) or its connect
 (57P01; MariaDB ``KILL``, 2013).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -49,6 +50,20 @@ def assert_each_completed_once(jobs, worker):
 def stop(worker):
     worker.signal(signal.SIGTERM)
     assert worker.wait(timeout=120) == 0, worker.output()
+
+
+@contextlib.contextmanager
+def rows_held():
+    """Every job's row locked, by a second connection, until the block ends."""
+    holder = connections.create_connection("default")
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cursor:
+            cursor.execute("SELECT id FROM django_jobs_job FOR UPDATE")
+        yield
+        holder.rollback()
+    finally:
+        holder.close()
 
 
 def other_backends(cursor, name: str, where: str = "") -> list[int]:
@@ -183,16 +198,9 @@ def test_a_batch_that_keeps_timing_out_is_split_until_it_is_written(
     wait_for(lambda: Execution.objects.count() == batch, timeout=60)
     # The rows held for a moment while all the handlers return: their outcomes gather into one
     # batch (the worker writes as they come, so a few at a time, otherwise).
-    holder = connections.create_connection("default")
-    try:
-        holder.set_autocommit(False)
-        with holder.cursor() as cursor:
-            cursor.execute("SELECT id FROM django_jobs_job FOR UPDATE")
+    with rows_held():
         gate.touch()
         time.sleep(2)
-        holder.rollback()
-    finally:
-        holder.close()
     assert worker.wait(timeout=180) == 0, worker.output()
     assert SAID[connection.vendor] in worker.output()
     assert_each_completed_once(jobs, worker)
@@ -237,26 +245,30 @@ def test_an_outcome_that_always_times_out_fails_its_job_and_not_its_neighbours(
 def test_a_write_canceled_or_its_connection_ended_is_written_again(
     start_worker, tmp_path, how, said
 ):
-    """The worker's write of a batch (big enough to be caught running) is canceled, or its
-    session ended, twice: the outcomes are written later, each job once."""
+    """The worker's write of a batch (waiting for rows the test holds, to be caught running)
+    is canceled, or its session ended, twice: the outcomes are written later, each job once."""
     gate = tmp_path / "gate"
-    jobs = [Job.enqueue("outage_record", {"gate": str(gate), "size": 4 * MB, "n": n})
-            for n in range(16)]
-    worker = start_worker("--concurrency", "16", *OPTIONS,
-                          env={"DJANGO_JOBS_TEST_EXTRA": json.dumps({"MAX_RESULT_BYTES": 8 * MB})})
+    jobs = [Job.enqueue("outage_record", {"gate": str(gate), "n": n}) for n in range(16)]
+    worker = start_worker("--concurrency", "16", *OPTIONS)
     wait_for(lambda: Execution.objects.count() == 16, timeout=60)
     name = connection.settings_dict["NAME"]
-    gate.touch()
     hits = 0
-    deadline = time.monotonic() + 60
-    while (hits < 2 and time.monotonic() < deadline
-           and Job.objects.filter(status=S.COMPLETED).count() < 16):
-        with connection.cursor() as cursor:
-            for pid in other_backends(cursor, name, "AND state = 'active' AND query LIKE "
-                                                    "'%%jsonb_to_recordset%%'"):
-                cursor.execute(f"SELECT {how}(%s)", [pid])
-                hits += cursor.fetchone()[0]
-        time.sleep(0.02)
+    with rows_held():
+        gate.touch()
+        deadline = time.monotonic() + 60
+        while hits < 2 and time.monotonic() < deadline:
+            with connection.cursor() as cursor:
+                # Every statement of the worker that waits for the rows (its heartbeat too, or
+                # the loop would wait there); the writes of outcomes are counted.
+                cursor.execute("SELECT pid, query LIKE '%%jsonb_to_recordset%%' "
+                               "FROM pg_stat_activity WHERE datname = %s "
+                               "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'",
+                               [name])
+                for pid, write in cursor.fetchall():
+                    cursor.execute(f"SELECT {how}(%s)", [pid])
+                    hits += bool(write and cursor.fetchone()[0])
+            time.sleep(0.05)
+    assert hits == 2
     wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() == 16, timeout=120)
     stop(worker)
     assert said in worker.output(), worker.output()
