@@ -34,6 +34,10 @@ class Outbox:
         self.outcomes: list[AttemptOutcome] = []  # under _lock
         self._lock = threading.Lock()
         self._told = False  # the loop was woken for the outcomes waiting here
+        # After writes that timed out (turn.py): the most outcomes one write takes (None: all
+        # that are here), and by job id how many writes of its outcome alone timed out.
+        self.limit: int | None = None
+        self.timeouts: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.outcomes)
@@ -71,7 +75,8 @@ class Outbox:
 
     def take(self) -> list[AttemptOutcome]:
         """The outcomes delivered since the last take, each of an attempt the worker still
-        holds (the same job instance, or its lease token); the others are dropped."""
+        holds (the same job instance, or its lease token); the others are dropped. At most
+        ``limit`` of them: the rest stay here, first in line for the next take."""
         with self._lock:
             taken, self.outcomes = self.outcomes, []
             self._told = False
@@ -82,6 +87,11 @@ class Outbox:
                 held.job is outcome.job or held.job.lease_token == outcome.job.lease_token
             ):
                 outcomes.append(outcome)
+            else:
+                self.timeouts.pop(outcome.job.id, None)
+        if self.limit is not None and len(outcomes) > self.limit:
+            self.put_back(outcomes[self.limit:])
+            del outcomes[self.limit:]
         return outcomes
 
     def put_back(self, outcomes: list[AttemptOutcome]) -> None:

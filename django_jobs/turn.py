@@ -4,7 +4,13 @@ one transaction; then free the slots of what was written, count, log and signal 
 One commit per turn instead of two: commits per second are what bound a queue's throughput
 (docs/explanation-performance.md). An outcome the write could not make (the database is
 away: ``outage.py``) waits in the outbox for a later turn; a batch the database refuses is
-written outcome by outcome (``isolation.py``).
+written outcome by outcome (``isolation.py``). A write that timed out (``outage.classify``) is
+an outage too, but the same statement may time out again for ever if what it writes is too
+big for the database's statement timeout: so its outcomes go back to the outbox, and each
+write that times out halves the outcomes the next one takes, down to one; each write that
+works doubles it, until the outbox is empty again and writes take it whole. An outcome whose
+write times out alone ``TIMEOUTS_ALONE`` times is written as a failed attempt whose
+error says so (``OutcomeTimedOut``): small to write, it spends the attempt like any error.
 
 A turn that fails may still have committed: the connection can drop after the COMMIT reached
 the server and before its reply came back (a pooler or the network cut it). The claim's lease
@@ -22,8 +28,9 @@ from typing import TYPE_CHECKING
 
 from . import solo
 from .deadlines import Running
-from .isolation import finish_isolating, finish_one_by_one, refused
+from .isolation import describe, failure_in_place, finish_isolating, finish_one_by_one, refused
 from .models import Job
+from .outage import TIMEOUT, classify
 from .signals import job_finished
 from .states import Outcome
 from .worklog import log_end
@@ -33,6 +40,12 @@ if TYPE_CHECKING:
     from .worker import Worker
 
 logger = logging.getLogger("django_jobs.worker")
+
+# How many writes of one outcome alone may time out before it is written as a failure
+# (see the module's docstring). The outage's backoff runs between them: when nothing else is
+# written meanwhile (a lock held on the table, a database slow for a moment), the tries span
+# at least 7.5 s (0.5 + 1 + 2 + 4), more with the halvings before them.
+TIMEOUTS_ALONE = 5
 
 
 def claim(worker: Worker) -> int:
@@ -61,11 +74,13 @@ def claim(worker: Worker) -> int:
         if outcomes and refused(exc):  # one outcome the database will not take: isolate it
             settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
             return claim(worker)
-        worker.outbox.put_back(outcomes)
+        put_back(worker, outcomes, exc)
         if limit > 0:
             worker.in_doubt.append(token)
         raise
     record(worker, outcomes, written)
+    if worker.outbox.limit is not None and len(worker.outbox):
+        worker.wake.set()  # outcomes held back by the limit: write them in the next turn
     worker.claimed += len(jobs)
     worker.hand_out(solo.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None)))
     return len(jobs)
@@ -87,14 +102,48 @@ def release_in_doubt(worker: Worker) -> None:
 def finish_outcomes(worker: Worker) -> None:
     """Write the outcomes that came in, claiming nothing (a stopping worker, or one that has
     claimed its ``max_jobs``); on an outage they wait in the outbox."""
-    outcomes = worker.outbox.take()
-    if not outcomes:
-        return
-    done = worker.safely(finish_isolating, outcomes)
-    if done is None:  # the database is away: keep them and try again (outage.py)
-        worker.outbox.put_back(outcomes)
-        return
-    settle(worker, outcomes, *done)
+    while True:  # more than one write only while timeouts hold writes to a limit
+        outcomes = worker.outbox.take()
+        if not outcomes:
+            return
+        done = worker.safely(_finish_isolating, worker, outcomes)
+        if done is None:  # the database is away: they wait in the outbox (outage.py)
+            return
+        settle(worker, outcomes, *done)
+        if done[1]:  # an outage met on the way
+            return
+
+
+def _finish_isolating(
+    worker: Worker, outcomes: list[AttemptOutcome]
+) -> tuple[list[AttemptOutcome], list[AttemptOutcome]]:
+    try:
+        return finish_isolating(outcomes)
+    except BaseException as exc:
+        put_back(worker, outcomes, exc)
+        raise
+
+
+def put_back(worker: Worker, outcomes: list[AttemptOutcome], exc: BaseException) -> None:
+    """Outcomes a write could not make (``exc`` was not a refusal) go back to the outbox; after
+    a timeout, later writes take half as many, and an outcome that timed out alone
+    ``TIMEOUTS_ALONE`` times goes back as its failure (see the module's docstring)."""
+    outbox = worker.outbox
+    if outcomes and classify(exc) is TIMEOUT:
+        outbox.limit = max(1, len(outcomes) // 2)
+        if len(outcomes) == 1:
+            outcome = outcomes[0]
+            tries = outbox.timeouts[outcome.job.id] = outbox.timeouts.get(outcome.job.id, 0) + 1
+            if tries >= TIMEOUTS_ALONE:
+                del outbox.timeouts[outcome.job.id]
+                logger.error("job %s: writing its outcome alone timed out %d times (%s); "
+                             "recorded as a failed attempt", outcome.job.public_id, tries,
+                             describe(exc))
+                outcomes = [failure_in_place(
+                    outcome, "OutcomeTimedOut",
+                    f"the database timed out writing this job's outcome, alone, {tries} times: "
+                    f"{describe(exc)}")]
+    outbox.put_back(outcomes)
 
 
 def settle(
@@ -117,6 +166,11 @@ def record(
     written already by a turn whose reply was lost (the outcome was sent again)."""
     for outcome in outcomes:
         worker.running.pop(outcome.job.id, None)
+        worker.outbox.timeouts.pop(outcome.job.id, None)
+    if not len(worker.outbox):
+        worker.outbox.limit = None  # what the timeouts held back is written: whole batches
+    elif worker.outbox.limit is not None:
+        worker.outbox.limit *= 2  # a write worked: try larger ones
     lost = len(outcomes) - len(written)
     if lost:
         logger.warning(

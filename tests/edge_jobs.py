@@ -90,6 +90,23 @@ def unprintable_error(payload):
     raise Unprintable()
 
 
+@handler("outage_record", max_attempts=1)
+def outage_record(payload):
+    """Notes its run (``tests.models.Execution``), waits for the ``gate`` file if it is given,
+    and returns a result of ``size`` characters (tests/test_outage_workers.py)."""
+    from pathlib import Path
+
+    from tests.models import Execution
+
+    job = current_job()
+    Execution.objects.create(job_public_id=job.public_id, pid=os.getpid(), attempt=job.attempt)
+    if payload.get("gate"):
+        deadline = time.monotonic() + 120
+        while not Path(payload["gate"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return {"pad": "x" * payload.get("size", 0), "n": payload.get("n")}
+
+
 @handler("stray_thread")
 def stray_thread(payload):
     """Starts a non-daemon thread that never ends, then returns."""

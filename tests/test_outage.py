@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connections
+from django.db import connection, connections
 
 from django_jobs.lifecycle import bound_network_waits
 from django_jobs.outage import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, Outages
@@ -110,3 +111,68 @@ def test_a_worker_bounds_how_long_a_silent_connection_can_hold_it():
         options.update(saved)
     assert "keepalives_idle=60" in dsn, dsn
     assert "tcp_user_timeout=30000" in dsn and "keepalives_count=3" in dsn, dsn
+
+
+def _error_of(*statements: str) -> BaseException:
+    """The Django error the last of ``statements`` raises on the test's connection."""
+    from django.db import DatabaseError
+
+    with connection.cursor() as cursor:
+        for sql in statements[:-1]:
+            cursor.execute(sql)
+        try:
+            cursor.execute(statements[-1])
+        except DatabaseError as exc:
+            return exc
+    raise AssertionError(f"{statements[-1]!r} raised nothing")
+
+
+READ_ONLY = {  # a write in a read-only transaction: what a standby, or a demoted primary, says
+    "postgresql": ("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY",
+                   "UPDATE django_jobs_job SET attempt = attempt"),
+    "mysql": ("SET SESSION TRANSACTION READ ONLY", "UPDATE django_jobs_job SET attempt = attempt"),
+}
+READ_WRITE = {"postgresql": "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+              "mysql": "SET SESSION TRANSACTION READ WRITE"}
+
+
+def _read_only_error() -> BaseException:
+    try:
+        return _error_of(*READ_ONLY[connection.vendor])
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(READ_WRITE[connection.vendor])
+TIMED_OUT = {  # a statement past the session's statement timeout
+    "postgresql": ("SET statement_timeout = 50", "SELECT pg_sleep(2)"),
+    "mysql": ("SET STATEMENT max_statement_time = 0.05 FOR "
+              "SELECT COUNT(*) FROM information_schema.columns a, information_schema.columns b, "
+              "information_schema.columns c",),
+}
+
+
+@pytest.mark.skipif(connection.vendor not in READ_ONLY, reason="PostgreSQL's and MariaDB's codes")
+def test_real_errors_are_classified_by_their_code():
+    """The server's own errors: read-only is an outage (25006 is an InternalError, 1792 an
+    OperationalError), a statement timeout a timeout (57014, 1969), a constraint a refusal."""
+    from django_jobs.outage import OUTAGE, REFUSAL, TIMEOUT, classify
+
+    read_only = _read_only_error()
+    assert classify(read_only) == OUTAGE, read_only
+    timed_out = _error_of(*TIMED_OUT[connection.vendor])
+    connection.close()  # the next statement opens a fresh connection, without the timeout
+    assert classify(timed_out) == TIMEOUT, timed_out
+    get_user_model().objects.create(username="taken")
+    taken = _error_of("INSERT INTO auth_user (username, password, is_superuser, first_name, "
+                      "last_name, email, is_staff, is_active, date_joined) VALUES ('taken', '', "
+                      "false, '', '', '', false, true, '2026-01-01')")
+    assert classify(taken) == REFUSAL, taken
+
+
+@pytest.mark.skipif(connection.vendor not in READ_ONLY, reason="PostgreSQL's and MariaDB's codes")
+def test_a_read_only_database_holds_back_every_step_as_an_outage():
+    outages = Outages("w1")
+    read_only = _read_only_error()
+    outages.failed("claim", read_only, now=time.monotonic())
+    ran: list[str] = []
+    assert outages.attempt("heartbeat", lambda: ran.append("beat")) is None  # held back too
+    assert ran == []
