@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
 
 from django.db import models
 from django.utils import timezone
 
-from .managers import RoutedManager
+from .managers import ReloadsWhereWritten, RoutedManager
 
 TOKEN_PREFIX = "djj_"  # noqa: S105 (the public prefix every token shows, not a secret)
 
@@ -24,7 +23,7 @@ def hash_token(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-class ApiToken(models.Model):
+class ApiToken(ReloadsWhereWritten, models.Model):
     class Scope(models.TextChoices):
         SUBMIT = "submit", "Submit jobs"  # POST /jobs
         READ = "read", "Read jobs and metrics"  # GET /jobs, /jobs/<id>, /metrics/jobs
@@ -47,14 +46,6 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.key_prefix}…)"
-
-    def refresh_from_db(self, using: str | None = None, fields: Any = None,
-                        from_queryset: Any = None) -> None:
-        """Reload from the database the row was read from or written to (the jobs' database
-        for a new instance), not the router's read alias: a replica may lag behind."""
-        if using is None and from_queryset is None:
-            using = self._state.db or type(self).objects.db
-        super().refresh_from_db(using, fields, from_queryset)
 
     @classmethod
     def generate(cls, name: str, scopes: list[str]) -> tuple[ApiToken, str]:

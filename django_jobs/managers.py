@@ -47,6 +47,18 @@ class RoutedManager(models.Manager.from_queryset(RoutedQuerySet)):  # type: igno
         return self._db or router.db_for_write(self.model, **self._hints)
 
 
+class ReloadsWhereWritten:
+    """A model mixin: ``refresh_from_db`` reloads from the database the row was read from or
+    written to (the jobs' database for a new instance), not the router's read alias, since a
+    replica may lag behind (``job.cancel()`` reloads the job it locks)."""
+
+    def refresh_from_db(self, using: str | None = None, fields: Any = None,
+                        from_queryset: Any = None) -> None:
+        if using is None and from_queryset is None:
+            using = self._state.db or type(self).objects.db  # type: ignore[attr-defined]
+        super().refresh_from_db(using, fields, from_queryset)  # type: ignore[misc]
+
+
 class JobQuerySet(RoutedQuerySet):
     # Reads: adjectives.
 

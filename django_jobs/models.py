@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .errors import error_dict  # noqa: F401  the error every write stores; imported from here
-from .managers import JobManager, QueueStateManager, RoutedManager
+from .managers import JobManager, QueueStateManager, ReloadsWhereWritten, RoutedManager
 from .states import JobStatus, Outcome
 
 PUBLIC_ID_PREFIX = "j-"
@@ -31,7 +31,7 @@ def new_public_id() -> str:
     return PUBLIC_ID_PREFIX + secrets.token_hex(10)
 
 
-class Job(models.Model):
+class Job(ReloadsWhereWritten, models.Model):
     Status = JobStatus  # pending, processing, completed, failed, dead, canceled, waiting
 
     # Unique through Meta.constraints, not unique=True: on PostgreSQL that would add a second
@@ -121,14 +121,6 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_id} {self.type} ({self.status})"
-
-    def refresh_from_db(self, using: str | None = None, fields: Any = None,
-                        from_queryset: Any = None) -> None:
-        """Reload from the database the row was read from or written to (the jobs' database
-        for a new instance), not the router's read alias: a replica may lag behind."""
-        if using is None and from_queryset is None:
-            using = self._state.db or type(self).objects.db
-        super().refresh_from_db(using, fields, from_queryset)
 
     @classmethod
     def enqueue(
