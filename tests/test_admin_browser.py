@@ -64,7 +64,7 @@ def shoot(driver, name: str) -> Path:
     return path
 
 
-def log_in(driver, base: str) -> None:
+def log_in(driver, base: str, fold_sidebar: bool = True) -> None:
     driver.get(base + "/admin/login/?next=/admin/django_jobs/job/")
     driver.find_element(By.NAME, "username").send_keys("triage")
     driver.find_element(By.NAME, "password").send_keys("pw")
@@ -72,9 +72,10 @@ def log_in(driver, base: str) -> None:
     # Wait for the job list: refreshing before the login's redirect has landed would reload
     # the login page instead (seen once under load).
     driver.find_element(By.ID, "changelist")
-    # Start with the admin's navigation sidebar folded away: more room for the list.
-    driver.execute_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
-    driver.refresh()
+    if fold_sidebar:
+        # The admin's navigation sidebar folded away, as a user who folded it once has it.
+        driver.execute_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
+        driver.refresh()
 
 
 def make_history(start_worker) -> Job:

@@ -1,8 +1,11 @@
 """The job list and the job page read well on a laptop's screen and on a desktop's, in a real
-headless Chromium: at 1280x800 and 1920x1080 neither page scrolls sideways, every column of the
-job list is on screen, and an attempt's traceback, opened, is a wide block, not a column of a
-few characters. Saves a screenshot of each page at each size to tests/artifacts/ (the admin
-how-to shows the 1280 ones, copied to docs/images/)."""
+headless Chromium: at 1280x800 and 1920x1080, with the admin's navigation sidebar as a fresh
+browser has it (open, nothing in localStorage) and folded, neither page scrolls sideways, every
+column of the job list is on screen, and an attempt's traceback, opened, is a wide block, not a
+column of a few characters. The job page keeps the sidebar; the job list leaves it out. Saves a
+screenshot of each page at each size and sidebar state to tests/artifacts/ (the admin how-to
+shows the 1280 ones of a fresh browser, copied to docs/images/ by
+scripts/admin-screenshots)."""
 
 import pytest
 
@@ -49,9 +52,18 @@ def screenshot(driver, name: str) -> None:
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
 
+def sidebar_shown(driver) -> bool:
+    """Whether the navigation sidebar is on the page and open (the toggle shifts #main)."""
+    return driver.execute_script(
+        "const bar = document.getElementById('nav-sidebar'); return !!bar && "
+        "document.getElementById('main').classList.contains('shifted') && "
+        "bar.getBoundingClientRect().width > 0;")
+
+
+@pytest.mark.parametrize("sidebar", ["open", "folded"])
 @pytest.mark.parametrize(("window_width", "window_height"), SIZES)
 def test_the_list_and_the_attempts_fit_the_screen(browser, live_server,  # noqa: F811
-                                                  window_width, window_height):
+                                                  window_width, window_height, sidebar):
     staff("triage", superuser=True)
     error = error_dict(type="TemplateMissing", message="no template named 'invoice-de-AT.html'",
                        traceback=TRACEBACK)
@@ -63,8 +75,10 @@ def test_the_list_and_the_attempts_fit_the_screen(browser, live_server,  # noqa:
         add_attempt(dead, outcome, number=number, error=error,
                     worker_id=f"web-worker-07.example.internal-41{number}27-9f3a1c")
     browser.set_window_size(window_width, window_height)
-    log_in(browser, live_server.url)
-    size = f"{window_width}"
+    log_in(browser, live_server.url, fold_sidebar=sidebar == "folded")
+    stored = browser.execute_script("return localStorage.getItem('django.admin.navSidebarIsOpen');")
+    assert stored == (None if sidebar == "open" else "false")
+    size = f"{window_width}" + ("" if sidebar == "open" else "-folded")
 
     browser.get(live_server.url + "/admin/django_jobs/job/")
     browser.find_element(By.ID, "result_list")
@@ -82,7 +96,12 @@ def test_the_list_and_the_attempts_fit_the_screen(browser, live_server,  # noqa:
                                       header)
         assert edge <= right, f"column {header.text!r} is off screen at {size} px: {widths}"
 
+    # The breadcrumbs lead back from the list, sidebar or not.
+    assert browser.find_element(By.CSS_SELECTOR, ".breadcrumbs a[href$='/admin/']")
+
     browser.get(live_server.url + job_url(dead))
+    # Every other admin page keeps the sidebar where Django puts it.
+    assert sidebar_shown(browser) == (sidebar == "open")
     summaries = browser.find_elements(By.CSS_SELECTOR, "#attempts-group summary")
     assert len(summaries) == 3
     summaries[0].click()

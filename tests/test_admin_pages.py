@@ -166,6 +166,17 @@ def test_the_breadcrumb_names_the_app_apart_from_the_model(viewer):
     assert links == ["Home", "Background jobs"]  # then the list itself, "Jobs"
 
 
+def test_the_job_list_leaves_out_the_navigation_sidebar_and_the_job_page_keeps_it(client):
+    """The wide list has the page; the breadcrumbs lead back. Other pages keep Django's."""
+    client.force_login(staff("triage", superuser=True))
+    job = make_job("dead")
+    html = client.get(LIST).content.decode()
+    assert 'id="nav-sidebar"' not in html
+    assert 'class="breadcrumbs"' in html
+    for url in (job_url(job), LIST + "overview/", "/admin/django_jobs/schedule/"):
+        assert 'id="nav-sidebar"' in client.get(url).content.decode(), url
+
+
 @pytest.mark.parametrize("how", ["public_id", "type", "error", "payload"])
 def test_search_finds_jobs_by_id_type_error_message_and_payload_text(viewer, how):
     target = make_job("dead", type="invoice_pdf", payload={"customer": "Grace Hopper"},
