@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from django.utils import timezone
 
 from .errors import error_dict
 from .exceptions import JobTimeout
 from .models import Job
-from .outcomes import AttemptOutcome
+from .outcomes import AttemptOutcome, now_us
 from .states import Outcome
 
 if TYPE_CHECKING:
@@ -50,12 +49,14 @@ def abandon(worker: Worker, held: Running) -> None:
             worker.slots.remove(slot)
             worker.start_slots(1)
             break
-    now = timezone.now()
+    # The attempt's times are on this host's clock, as every attempt's are: its end now, its
+    # start the time the handler has run before it (the job's started_at is the database's).
+    finished = now_us()
+    started = finished - int((time.monotonic() - held.started) * 1_000_000)
     error = error_dict(
         type="JobTimeout",
         message="the handler ran past its timeout and did not stop; its thread was abandoned",
     )
     worker.outbox.deliver(AttemptOutcome(
-        job=held.job, kind=Outcome.FAILED, error=error, started_at=held.job.started_at or now,
-        finished_at=now,
+        job=held.job, kind=Outcome.FAILED, error=error, started_at=started, finished_at=finished,
     ))

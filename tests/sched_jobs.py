@@ -4,6 +4,7 @@ Imported from ``tests/jobs.py`` so the worker's autodiscovery registers them.
 """
 
 import os
+import threading
 import time
 
 from django_jobs import (
@@ -22,6 +23,15 @@ from django_jobs import (
 def timeout_blocking(payload):
     """Blocks in one C call (``time.sleep``) far past its timeout: it cannot be interrupted."""
     time.sleep(payload.get("seconds", 60))
+
+
+@handler("timeout_blocking_lock", timeout=0.3, max_attempts=1)
+def timeout_blocking_lock(payload):
+    """Blocks in one C call (a lock's acquire) far past its timeout, as ``timeout_blocking``
+    does; usable under libfaketime, where ``time.sleep`` fails with EINVAL."""
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire(timeout=payload.get("seconds", 60))
 
 
 @handler("unique_customer", unique=Unique(fields=("customer_id",)))

@@ -297,3 +297,40 @@ def test_a_bad_clock_skew_setting_is_refused_by_the_system_check(value):
     for fine in (None, 0, 2, 0.5):
         with override_settings(DJANGO_JOBS={"CLOCK_SKEW_WARNING_SECONDS": fine}):
             assert check_settings() == []
+
+
+@requires_faketime
+@requires_row_locks
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("skew", SKEWS)
+def test_the_admins_ages_on_a_skewed_web_host_are_by_the_databases_clock(skew):
+    """The admin's "oldest ready job waiting" and "last heartbeat ... ago": a time the database
+    wrote 10 s ago shows as 10 s on a web host 30 s off, not 40 s or nothing."""
+    seen = in_subprocess(
+        "import json\n"
+        "from datetime import timedelta\n"
+        "from django_jobs import clock\n"
+        "from django_jobs.templatetags.jobs_admin import since\n"
+        "print(json.dumps({'age': since(clock.now('default') - timedelta(seconds=10))}))\n",
+        skewed(skew),
+    )
+    number, unit = seen["age"].split()
+    assert unit == "s" and 9 <= float(number) <= 12, seen
+
+
+@requires_faketime
+@requires_row_locks
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("skew", SKEWS)
+def test_a_skewed_workers_abandoned_attempt_ends_after_it_starts(start_worker, skew):
+    """A handler that ignores its timeout (0.3 s, then the 5 s grace) in a worker 30 s off: the
+    abandoned attempt's start and end are both on the worker's clock, about 5 s apart, not 30 s
+    more or less (the job's started_at is the database's time)."""
+    stuck = Job.enqueue("timeout_blocking_lock", {"seconds": 30})
+    worker = start_worker("--worker-id", "skewed", *FAST, env=skewed(skew))
+    wait_for(lambda: Job.objects.get(pk=stuck.pk).status == Job.Status.DEAD, timeout=60)
+    worker.stop()
+    attempt = JobAttempt.objects.get(job=stuck)
+    assert "abandoned" in attempt.error["message"]
+    ran = (attempt.finished_at - attempt.started_at).total_seconds()
+    assert 5 <= ran < 20, ran

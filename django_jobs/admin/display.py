@@ -10,6 +10,9 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from .. import clock
+from ..schema import jobs_database
+
 EMPTY = "-"
 
 
@@ -113,7 +116,8 @@ def when(value: datetime | None, *, precise: bool = False) -> str:
 
 
 def age(value: datetime | None, now: datetime | None = None) -> str:
-    """How long ago ``value`` was, as a duration."""
+    """How long ago ``value`` was, as a duration, by the jobs database's clock (the times it
+    is given were written by that clock, so a web host whose clock is off shows true ages)."""
     if value is None:
         return EMPTY
-    return duration(max((now or timezone.now()) - value, timedelta(0)))
+    return duration(max((now or clock.now(jobs_database())) - value, timedelta(0)))
