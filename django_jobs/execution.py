@@ -52,6 +52,8 @@ def run_job(
     started = now_us() if started_at is None else micros(started_at)
     cpu_start = time.thread_time_ns()
     found = get_handler(job.type)
+    if tidy and _seen.get(threading.get_ident(), 0) != _lost:
+        _drop_suspect_connections(found)
     if found is None:  # a rolling deploy: wait for a worker that knows the type (unknown.py)
         outcome = unknown_type_outcome(job, started)
     else:
@@ -155,6 +157,32 @@ def _note_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
 
 
 connection_created.connect(_note_connection, dispatch_uid="django_jobs.execution.connected")
+
+
+# How many times the worker saw the database go away (``connections_lost``), and how many of
+# those each thread has answered (by thread ident). A connection the database ended while it sat
+# idle is not marked as failed until a query fails on it, which would be the handler's query,
+# failing its attempt; so after an outage each thread closes its connections before its next
+# job, and the handler's first query opens a new one.
+_lost = 0
+_seen: dict[int, int] = {}
+
+
+def connections_lost() -> None:
+    """The database went away or came back (the worker's outage handling): every thread's
+    connections may be dead. Safe from any thread; costs nothing until a thread's next job."""
+    global _lost
+    _lost += 1
+
+
+def _drop_suspect_connections(found: Handler | None) -> None:
+    ident = threading.get_ident()
+    _seen[ident] = _lost
+    if ident in _connected:
+        _close_connections()
+    queries = _query_threads.get(ident)
+    if queries is not None and found is not None and _is_async(found.func):
+        queries.submit(_close_connections).result()
 
 
 def _tidy_connections() -> None:

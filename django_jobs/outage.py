@@ -112,10 +112,13 @@ class Episode:
 
 @dataclass
 class Outages:
-    """The open episodes of one worker, by step name (or CONNECTION)."""
+    """The open episodes of one worker, by step name (or CONNECTION). ``connections_lost`` is
+    called as an outage starts and as it ends: the database may have ended any connection of
+    the process meanwhile, the job threads' idle ones too (``execution.connections_lost``)."""
 
     worker_id: str
     episodes: dict[str, Episode] = field(default_factory=dict)
+    connections_lost: Callable[[], None] = lambda: None
 
     def attempt(self, step: str, func: Callable[..., T], *args: Any) -> T | None:
         """Run one database step unless its episode's delay is still running; None if skipped
@@ -143,6 +146,8 @@ class Outages:
             logger.warning("worker %s: %s: %s: %s; retrying with backoff", self.worker_id, what,
                            type(exc).__name__, summary)
             logger.debug("worker %s: first error of the episode", self.worker_id, exc_info=exc)
+            if key == CONNECTION:
+                self.connections_lost()
         episode.failures += 1
         delay = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** (episode.failures - 1))
         # Jitter spreads many workers' reconnects; it needs no cryptographic randomness.
@@ -154,6 +159,8 @@ class Outages:
             if episode is None:
                 continue
             what = "database available again" if key == CONNECTION else f"{step} works again"
+            if key == CONNECTION:
+                self.connections_lost()
             logger.info("worker %s: %s after %.1f s (%d failed tries)", self.worker_id, what,
                         now - episode.started, episode.failures)
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from django.db import connections
 
-from . import claimsize, solo, turn
+from . import claimsize, execution, solo, turn
 from .conf import jobs_settings
 from .deadlines import Running, enforce_deadlines
 from .heartbeat import heartbeat
@@ -96,7 +96,8 @@ class Worker:
         self.solo: Job | None = None  # a job that was in a crash, to run alone (solo.py)
         self.solo_started = False
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
-        self.outages = Outages(self.worker_id)  # database errors: back off, log once
+        # Database errors: back off, log once; after an outage the job threads reconnect.
+        self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)
 
     # The loop.
 

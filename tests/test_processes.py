@@ -167,3 +167,27 @@ def test_async_handlers_recover_their_connections_after_they_are_killed(start_wo
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert "did not stop" not in worker.output()  # the query threads are not strays
+
+
+@requires_row_locks
+@pytest.mark.parametrize("handler", ["record", "async_record"])
+def test_after_an_outage_no_handler_meets_a_connection_the_database_ended(start_worker, handler):
+    """The job threads' idle connections end with the worker's own (a restart, a failover):
+    the first query of the next handler in each thread runs on a new connection, so no attempt
+    fails for the outage."""
+    first = Job.enqueue_many(handler, [{} for _ in range(4)])
+    worker = start_worker("--worker-id", "idle-threads", "--concurrency", "2", *FAST)
+    ids = [job.pk for job in first]
+    wait_for(lambda: Job.objects.filter(pk__in=ids, status=S.COMPLETED).count() == 4,
+             timeout=60)
+    assert kill_other_connections() >= 1  # the loop's, the listener's and both threads'
+    second = Job.enqueue_many(handler, [{} for _ in range(4)])
+    ids += [job.pk for job in second]
+    wait_for(lambda: Job.objects.filter(pk__in=ids, status=S.COMPLETED).count() == 8,
+             timeout=60)
+    failed = list(JobAttempt.objects.filter(job_id__in=ids).exclude(outcome=OUT.COMPLETED)
+                  .values_list("outcome", "error"))
+    assert failed == [], (failed, worker.output())
+    assert Execution.objects.count() == 8  # each handler once
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
