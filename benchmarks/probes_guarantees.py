@@ -68,15 +68,20 @@ class Workers:
         log = open(LOGS / f"worker-{time.time_ns()}.log", "w")
         proc = subprocess.Popen(
             [*(prefix or []), sys.executable, "-m", "django", "runworker", *args],
-            cwd=ROOT, env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
+            cwd=ROOT, env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
         self.procs.append(proc)
         return proc
 
     def kill_all(self) -> None:
+        """SIGKILL to each worker's process group: ``faketime`` runs the worker as a child
+        of its own, which a signal to ``faketime`` alone would leave running."""
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait(timeout=10)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
         self.procs = []
 
 
@@ -155,10 +160,13 @@ def runs_per_job() -> dict[int, int]:
 
 
 def other_outcomes() -> dict[str, int]:
+    """The attempts other than completed, by outcome and error type."""
     from django_jobs.models import JobAttempt
 
-    outcomes = Counter(JobAttempt.objects.exclude(outcome="completed")
-                       .values_list("outcome", flat=True))
+    outcomes = Counter(
+        f"{outcome} {(error or {}).get('type', '') if isinstance(error, dict) else ''}".strip()
+        for outcome, error in JobAttempt.objects.exclude(outcome="completed")
+        .values_list("outcome", "error"))
     return dict(outcomes)
 
 
