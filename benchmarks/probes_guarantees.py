@@ -170,6 +170,16 @@ def other_outcomes() -> dict[str, int]:
     return dict(outcomes)
 
 
+def other_messages() -> dict[str, int]:
+    """The error messages of the attempts other than completed (their first line, cut)."""
+    from django_jobs.models import JobAttempt
+
+    errors = JobAttempt.objects.exclude(outcome="completed").values_list("error", flat=True)
+    return dict(Counter(str((error or {}).get("message", "")).splitlines()[0][:120]
+                        if isinstance(error, dict) and error.get("message") else ""
+                        for error in errors))
+
+
 def statuses() -> dict[str, int]:
     from django_jobs.models import Job
 
@@ -321,7 +331,7 @@ def probe_readonly(workers: Workers, db: str, skew: int, small: bool) -> dict[st
         "completed": completed(),
         "seconds_to_all_after_window": round(time.monotonic() - back, 1) if done else None,
         "statuses": statuses(), "runs_per_job": runs_per_job(),
-        "attempts_not_completed": other_outcomes(),
+        "attempts_not_completed": other_outcomes(), "their_messages": other_messages(),
     }
 
 
