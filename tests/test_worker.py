@@ -236,3 +236,47 @@ def test_log_lines_for_start_and_end_carry_job_fields(caplog):
     line = json.loads(JSONFormatter().format(end))
     assert line["job_id"] == job.public_id and line["level"] == "debug"
     assert line["timestamp"].endswith("Z") and line["outcome"] == "completed"
+
+
+def _end_line(caplog, job):
+    """The worker's end line for ``job``, as its record and as the JSON formatter writes it."""
+    [end] = [r for r in caplog.records
+             if getattr(r, "job_id", None) == job.public_id and r.event == "job_finished"]
+    return end, json.loads(JSONFormatter().format(end))
+
+
+def test_a_job_of_a_type_without_handler_logs_why_and_until_when_it_waits(caplog):
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.objects.create(type="not_in_this_worker")
+    run_burst()
+    end, line = _end_line(caplog, job)
+    assert end.outcome == "snoozed" and end.attempt == 1  # the attempt that ran
+    assert end.reason == "no handler for type 'not_in_this_worker' in this worker"
+    assert end.next.startswith("waiting for a worker that has it until ")
+    assert " UTC; tried again at " in end.next
+    message = end.getMessage()
+    assert "attempt 1" in message and end.reason in message and end.next in message
+    assert (line["reason"], line["next"]) == (end.reason, end.next)
+
+
+def test_a_failure_that_is_retried_logs_the_error_and_when_it_runs_again(caplog):
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("always_fails")
+    run_burst()
+    end, line = _end_line(caplog, job)
+    assert end.outcome == "failed"
+    assert end.reason == "RuntimeError: boom"
+    assert end.next.startswith("retried at ") and end.next.endswith("(attempt 2 of 3)")
+    assert end.reason in end.getMessage() and end.next in end.getMessage()
+    assert (line["reason"], line["next"]) == (end.reason, end.next)
+
+
+def test_a_permanent_failure_logs_that_the_job_is_dead(caplog):
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("permanent")
+    run_burst()
+    end, line = _end_line(caplog, job)
+    assert end.outcome == "dead"
+    assert "cannot ever work" in end.reason
+    assert end.next == "dead: the error is not retried"
+    assert line["next"] == end.next and end.next in end.getMessage()
