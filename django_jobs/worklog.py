@@ -78,13 +78,13 @@ def why(outcome: AttemptOutcome) -> tuple[str, str]:
         try:
             since = datetime.fromisoformat(details["waiting_since"])
             grace = float(jobs_settings.UNKNOWN_TYPE_GRACE or 0)
-            until = f" until {_clock(since + timedelta(seconds=grace))}"
+            until = f" until {at_utc(since + timedelta(seconds=grace))}"
         except (KeyError, TypeError, ValueError):
             pass
         return (f"no handler for type {job.type!r} in this worker",
-                f"waiting for a worker that has it{until}; tried again at {_clock(job.run_at)}")
+                f"waiting for a worker that has it{until}; tried again at {at_utc(job.run_at)}")
     if kind == Outcome.SNOOZED:
-        return "the handler snoozed it", f"runs again at {_clock(job.run_at)}"
+        return "the handler snoozed it", f"runs again at {at_utc(job.run_at)}"
     text = _error_text(error)
     if kind == Outcome.CANCELED:
         return text or "cancel requested", "canceled: it does not run again"
@@ -94,7 +94,7 @@ def why(outcome: AttemptOutcome) -> tuple[str, str]:
         return text or "failed", f"dead: no attempt left ({job.attempt} of {job.max_attempts})"
     if kind == Outcome.FAILED:
         return (text or "failed",
-                f"retried at {_clock(job.run_at)} (attempt {job.attempt + 1} of "
+                f"retried at {at_utc(job.run_at)} (attempt {job.attempt + 1} of "
                 f"{job.max_attempts})")
     return text or kind, f"status {job.status}"
 
@@ -104,7 +104,7 @@ def _error_text(error: dict[str, Any]) -> str:
     return f"{kind}: {message}" if kind and message else str(kind or message)
 
 
-def _clock(when: datetime | None) -> str:
+def at_utc(when: datetime | None) -> str:
     """A time of day in UTC (``14:05:12 UTC``), with the date when it is not today."""
     if when is None:
         return "an unknown time"

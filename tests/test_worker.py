@@ -280,3 +280,21 @@ def test_a_permanent_failure_logs_that_the_job_is_dead(caplog):
     assert "cannot ever work" in end.reason
     assert end.next == "dead: the error is not retried"
     assert line["next"] == end.next and end.next in end.getMessage()
+
+
+def test_a_rescued_job_logs_why_and_what_happens_next(caplog):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("echo", queue="held")
+    Job.objects.claim(worker_id="gone", limit=1, lease_seconds=30, queues=["held"])
+    Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(minutes=5))
+    run_burst(worker_id="rescuer", queues=["other"])
+    [line] = [r for r in caplog.records if getattr(r, "event", None) == "job_rescued"]
+    assert line.job_id == job.public_id
+    assert line.reason == "the lease of worker gone ran out"
+    assert line.next.startswith(("pending, runs again at ", "failed, runs again at "))
+    assert "its lease ran out; " + line.next in line.getMessage()
+    assert json.loads(JSONFormatter().format(line))["next"] == line.next
