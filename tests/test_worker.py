@@ -298,3 +298,14 @@ def test_a_rescued_job_logs_why_and_what_happens_next(caplog):
     assert line.next.startswith(("pending, runs again at ", "failed, runs again at "))
     assert "its lease ran out; " + line.next in line.getMessage()
     assert json.loads(JSONFormatter().format(line))["next"] == line.next
+
+
+def test_a_real_worker_says_why_it_leaves_a_job_of_a_type_it_has_no_handler_for(start_worker):
+    job = Job.objects.create(type="not_in_this_worker")
+    worker = start_worker("--burst")
+    assert worker.wait(timeout=120) == 0, worker.output()
+    [line] = [text for text in worker.output().splitlines() if job.public_id in text]
+    assert "WARNING" in line and "job snoozed:" in line and "attempt 1 " in line, line
+    assert ("no handler for type 'not_in_this_worker' in this worker; waiting for a worker "
+            "that has it until ") in line, line
+    assert " UTC; tried again at " in line and line.endswith(" UTC"), line
