@@ -40,7 +40,14 @@ def heartbeat(worker: Worker) -> None:
     held = {pk: r.job.lease_token for pk, r in running.items() if r.job.lease_token is not None}
     still, cancel = Job.objects.heartbeat(held=held, lease_seconds=lease_seconds)
     for pk in set(running) - still:
-        logger.warning("worker %s: lost the lease of job %s", worker.worker_id, pk)
+        logger.warning(
+            "worker %s: lost the lease of job %s: the job is no longer held under this "
+            "worker's lease (rescued by another worker, changed or deleted); its handler runs "
+            "on here, and its outcome is not written", worker.worker_id, pk,
+            extra={"worker_id": worker.worker_id, "event": "lease_lost",
+                   "reason": "the job is no longer held under this worker's lease",
+                   "next": "its handler runs on here, and its outcome is not written"},
+        )
     for pk in cancel:
         worker.interrupt(pk, JobCanceled)
     for job in Job.objects.rescue():

@@ -309,3 +309,27 @@ def test_a_real_worker_says_why_it_leaves_a_job_of_a_type_it_has_no_handler_for(
     assert ("no handler for type 'not_in_this_worker' in this worker; waiting for a worker "
             "that has it until ") in line, line
     assert " UTC; tried again at " in line and line.endswith(" UTC"), line
+
+
+def test_a_job_whose_lease_is_lost_logs_why_and_what_happens_next(caplog):
+    import uuid
+
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("slow", {"seconds": 1.5})
+
+    def take_over():
+        wait_for(lambda: Job.objects.filter(pk=job.pk, status=S.PROCESSING).exists())
+        Job.objects.filter(pk=job.pk).update(lease_token=uuid.uuid4())  # another worker's now
+        connections.close_all()
+
+    thief = threading.Thread(target=take_over)
+    thief.start()
+    run_burst(heartbeat_seconds=0.1)
+    thief.join()
+    lines = [r for r in caplog.records if getattr(r, "event", None) == "lease_lost"]
+    assert lines
+    line = lines[0]
+    assert line.reason == "the job is no longer held under this worker's lease"
+    assert line.next == "its handler runs on here, and its outcome is not written"
+    assert line.reason in line.getMessage() and line.next in line.getMessage()
+    assert json.loads(JSONFormatter().format(line))["reason"] == line.reason
