@@ -108,8 +108,13 @@ def hand_back(worker: Worker, jobs: list[Job]) -> None:
     for job in jobs:
         worker.running.pop(job.id, None)
     if not worker.stopping:
-        logger.info("worker %s: handed back %d claimed job(s) that waited %.1f s for a thread",
-                    worker.worker_id, released, HANDBACK_AFTER_SECONDS)
+        logger.info("worker %s: handed back %d claimed job(s) that waited %.1f s for a thread; "
+                    "they are pending again for any worker, their attempt not spent",
+                    worker.worker_id, released, HANDBACK_AFTER_SECONDS,
+                    extra={"worker_id": worker.worker_id, "event": "jobs_handed_back",
+                           "jobs": released,
+                           "reason": f"waited {HANDBACK_AFTER_SECONDS:.1f} s for a thread",
+                           "next": "pending again for any worker, their attempt not spent"})
 
 
 def on_start(worker: Worker, job: Job) -> None:

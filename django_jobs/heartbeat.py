@@ -19,6 +19,7 @@ from . import clock
 from .exceptions import JobCanceled
 from .models import Job, QueueState
 from .models import Worker as WorkerRow
+from .worklog import at_utc
 
 if TYPE_CHECKING:
     from .worker import Worker
@@ -39,13 +40,25 @@ def heartbeat(worker: Worker) -> None:
     held = {pk: r.job.lease_token for pk, r in running.items() if r.job.lease_token is not None}
     still, cancel = Job.objects.heartbeat(held=held, lease_seconds=lease_seconds)
     for pk in set(running) - still:
-        logger.warning("worker %s: lost the lease of job %s", worker.worker_id, pk)
+        logger.warning(
+            "worker %s: lost the lease of job %s: the job is no longer held under this "
+            "worker's lease (rescued by another worker, changed or deleted); its handler runs "
+            "on here, and its outcome is not written", worker.worker_id, pk,
+            extra={"worker_id": worker.worker_id, "event": "lease_lost",
+                   "reason": "the job is no longer held under this worker's lease",
+                   "next": "its handler runs on here, and its outcome is not written"},
+        )
     for pk in cancel:
         worker.interrupt(pk, JobCanceled)
     for job in Job.objects.rescue():
+        then = ("dead: it does not run again" if job.status == Job.Status.DEAD
+                else f"{job.status}, runs again at {at_utc(job.run_at)}")
         logger.warning(
-            "worker %s: rescued job %s of lost worker %s: %s",
-            worker.worker_id, job.public_id, job.worker_id, job.status,
+            "worker %s: rescued job %s of lost worker %s: its lease ran out; %s",
+            worker.worker_id, job.public_id, job.worker_id, then,
+            extra={"worker_id": worker.worker_id, "job_id": job.public_id,
+                   "job_type": job.type, "event": "job_rescued",
+                   "reason": f"the lease of worker {job.worker_id} ran out", "next": then},
         )
     worker.paused = set(QueueState.objects.filter(paused=True).values_list("name", flat=True))
     now = clock.now(WorkerRow.objects.db)

@@ -10,7 +10,7 @@ import logging
 from datetime import UTC, datetime
 
 EXTRA_FIELDS = ("worker_id", "job_id", "job_type", "attempt", "duration_ms", "outcome", "event",
-                "jobs", "seconds", "outcomes")
+                "jobs", "seconds", "outcomes", "reason", "next")
 
 
 class JSONFormatter(logging.Formatter):

@@ -56,8 +56,12 @@ def shut_down(worker: Worker) -> None:
     unstarted = [job for job in unstarted if worker.running.pop(job.id, None) is not None]
     if unstarted:
         released = worker.safely(Job.objects.release, unstarted)
-        logger.warning("worker %s: handed back %s job(s) no thread had started",
-                       worker.worker_id, released)
+        logger.warning("worker %s: handed back %s job(s) no thread had started: the worker is "
+                       "stopping; they are pending again for any worker, their attempt not "
+                       "spent", worker.worker_id, released,
+                       extra={"worker_id": worker.worker_id, "event": "jobs_handed_back",
+                              "jobs": released, "reason": "the worker is stopping",
+                              "next": "pending again for any worker, their attempt not spent"})
     if worker.listener:
         worker.listener.stop()
     worker.safely(lambda: WorkerRow.objects.filter(pk=worker.worker_id).delete())
@@ -89,8 +93,9 @@ def leave_running(worker: Worker, jobs: list[Job]) -> None:
                        "process now", worker.worker_id, len(jobs))
     else:
         logger.warning("worker %s: handed back %d job(s) still running, and ending the process "
-                       "now, without its exit hooks, so that they do not run twice at once",
-                       worker.worker_id, released)
+                       "now, without its exit hooks, so that they do not run twice at once; "
+                       "they are pending again for any worker in %.0f s, their attempt not spent",
+                       worker.worker_id, released, HANDBACK_MARGIN_SECONDS)
     worker.tally.flush()
     if worker.failure is not None:  # the process ends before the error could be reported
         logger.error("worker %s: ended by an error", worker.worker_id, exc_info=worker.failure)

@@ -86,6 +86,9 @@ def claim(worker: Worker) -> int:
     return len(jobs)
 
 
+HB = "; they are pending again for any worker, their attempt not spent"
+
+
 def release_in_doubt(worker: Worker) -> None:
     """Hand back the jobs of claims whose reply never came (see the module's docstring);
     raises, keeping the tokens, while the database is still away."""
@@ -94,8 +97,11 @@ def release_in_doubt(worker: Worker) -> None:
         worker.in_doubt.pop(0)
         if released:
             logger.warning(
-                "worker %s: handed back %d job(s) of a claim whose reply was lost",
-                worker.worker_id, released,
+                "worker %s: handed back %d job(s) of a claim whose reply was lost%s",
+                worker.worker_id, released, HB,
+                extra={"worker_id": worker.worker_id, "event": "jobs_handed_back",
+                       "jobs": released, "reason": "the claim's reply was lost",
+                       "next": HB[len("; they are "):]},
             )
 
 

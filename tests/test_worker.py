@@ -236,3 +236,100 @@ def test_log_lines_for_start_and_end_carry_job_fields(caplog):
     line = json.loads(JSONFormatter().format(end))
     assert line["job_id"] == job.public_id and line["level"] == "debug"
     assert line["timestamp"].endswith("Z") and line["outcome"] == "completed"
+
+
+def _end_line(caplog, job):
+    """The worker's end line for ``job``, as its record and as the JSON formatter writes it."""
+    [end] = [r for r in caplog.records
+             if getattr(r, "job_id", None) == job.public_id and r.event == "job_finished"]
+    return end, json.loads(JSONFormatter().format(end))
+
+
+def test_a_job_of_a_type_without_handler_logs_why_and_until_when_it_waits(caplog):
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.objects.create(type="not_in_this_worker")
+    run_burst()
+    end, line = _end_line(caplog, job)
+    assert end.outcome == "snoozed" and end.attempt == 1  # the attempt that ran
+    assert end.reason == "no handler for type 'not_in_this_worker' in this worker"
+    assert end.next.startswith("waiting for a worker that has it until ")
+    assert " UTC; tried again at " in end.next
+    message = end.getMessage()
+    assert "attempt 1" in message and end.reason in message and end.next in message
+    assert (line["reason"], line["next"]) == (end.reason, end.next)
+
+
+def test_a_failure_that_is_retried_logs_the_error_and_when_it_runs_again(caplog):
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("always_fails")
+    run_burst()
+    end, line = _end_line(caplog, job)
+    assert end.outcome == "failed"
+    assert end.reason == "RuntimeError: boom"
+    assert end.next.startswith("retried at ") and end.next.endswith("(attempt 2 of 3)")
+    assert end.reason in end.getMessage() and end.next in end.getMessage()
+    assert (line["reason"], line["next"]) == (end.reason, end.next)
+
+
+def test_a_permanent_failure_logs_that_the_job_is_dead(caplog):
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("permanent")
+    run_burst()
+    end, line = _end_line(caplog, job)
+    assert end.outcome == "dead"
+    assert "cannot ever work" in end.reason
+    assert end.next == "dead: the error is not retried"
+    assert line["next"] == end.next and end.next in end.getMessage()
+
+
+def test_a_rescued_job_logs_why_and_what_happens_next(caplog):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("echo", queue="held")
+    Job.objects.claim(worker_id="gone", limit=1, lease_seconds=30, queues=["held"])
+    Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(minutes=5))
+    run_burst(worker_id="rescuer", queues=["other"])
+    [line] = [r for r in caplog.records if getattr(r, "event", None) == "job_rescued"]
+    assert line.job_id == job.public_id
+    assert line.reason == "the lease of worker gone ran out"
+    assert line.next.startswith(("pending, runs again at ", "failed, runs again at "))
+    assert "its lease ran out; " + line.next in line.getMessage()
+    assert json.loads(JSONFormatter().format(line))["next"] == line.next
+
+
+def test_a_real_worker_says_why_it_leaves_a_job_of_a_type_it_has_no_handler_for(start_worker):
+    job = Job.objects.create(type="not_in_this_worker")
+    worker = start_worker("--burst")
+    assert worker.wait(timeout=120) == 0, worker.output()
+    [line] = [text for text in worker.output().splitlines() if job.public_id in text]
+    assert "WARNING" in line and "job snoozed:" in line and "attempt 1 " in line, line
+    assert ("no handler for type 'not_in_this_worker' in this worker; waiting for a worker "
+            "that has it until ") in line, line
+    assert " UTC; tried again at " in line and line.endswith(" UTC"), line
+
+
+def test_a_job_whose_lease_is_lost_logs_why_and_what_happens_next(caplog):
+    import uuid
+
+    caplog.set_level(logging.INFO, logger="django_jobs")
+    job = Job.enqueue("slow", {"seconds": 1.5})
+
+    def take_over():
+        wait_for(lambda: Job.objects.filter(pk=job.pk, status=S.PROCESSING).exists())
+        Job.objects.filter(pk=job.pk).update(lease_token=uuid.uuid4())  # another worker's now
+        connections.close_all()
+
+    thief = threading.Thread(target=take_over)
+    thief.start()
+    run_burst(heartbeat_seconds=0.1)
+    thief.join()
+    lines = [r for r in caplog.records if getattr(r, "event", None) == "lease_lost"]
+    assert lines
+    line = lines[0]
+    assert line.reason == "the job is no longer held under this worker's lease"
+    assert line.next == "its handler runs on here, and its outcome is not written"
+    assert line.reason in line.getMessage() and line.next in line.getMessage()
+    assert json.loads(JSONFormatter().format(line))["reason"] == line.reason

@@ -2,14 +2,29 @@
 
 A ``window`` limits every figure to jobs submitted within it, except the age of the oldest
 ready job, which always looks at the whole queue (a stuck job must not hide behind a window).
+
+The histograms of run time and wait time per type are counted in the same two grouped
+queries as the per-type counts and means (one conditional count per bucket), so they cost no
+scan of their own: a window bounds them as it bounds every other figure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet
+from django.db.models import (
+    Avg,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Min,
+    Q,
+    QuerySet,
+    Sum,
+)
 
 from .. import clock
 from ..models import Job, JobAttempt
@@ -19,6 +34,9 @@ STATUSES = list(Job.Status.values)
 # Attempt outcomes that count against the error rate.
 ERRORED = (Outcome.FAILED, Outcome.DEAD, Outcome.LOST)
 COUNTED = (*ERRORED, Outcome.COMPLETED)  # canceled and released attempts are neither
+# Upper bounds (seconds) of the histogram buckets, from a fast handler to an hour's wait.
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+           900.0, 3600.0)
 
 
 def _duration(start: str, end: str) -> ExpressionWrapper:
@@ -27,6 +45,30 @@ def _duration(start: str, end: str) -> ExpressionWrapper:
 
 def _ms(value: timedelta | None) -> float | None:
     return None if value is None else round(value.total_seconds() * 1000, 3)
+
+
+def _seconds(value: timedelta | None) -> float:
+    """Seconds to the microsecond, without float noise; 0.0 for an empty sum."""
+    return 0.0 if value is None else round(value.total_seconds(), 6)
+
+
+def _bucket_counts(prefix: str, start: str, end: str, only: Q) -> dict[str, Count]:
+    """One conditional count per bucket: rows of ``only`` with ``end - start <= le``."""
+    return {
+        f"{prefix}_le_{i}": Count(
+            "pk", filter=only & Q(**{f"{end}__lte": F(start) + timedelta(seconds=le)}))
+        for i, le in enumerate(BUCKETS)
+    }
+
+
+def _histogram(row: Mapping[str, Any] | None, prefix: str) -> dict[str, Any]:
+    """``buckets`` as cumulative ``[le, count]`` pairs, ending with ``["+Inf", count]``."""
+    count = row[f"{prefix}_count"] if row else 0
+    buckets: list[list[Any]] = [
+        [le, row[f"{prefix}_le_{i}"] if row else 0] for i, le in enumerate(BUCKETS)]
+    buckets.append(["+Inf", count])
+    return {"buckets": buckets, "sum": _seconds(row[f"{prefix}_sum"] if row else None),
+            "count": count}
 
 
 def job_metrics(window: timedelta | None = None, now: datetime | None = None) -> dict[str, Any]:
@@ -59,12 +101,26 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None) ->
 
 
 def _job_types(jobs: QuerySet[Job], attempts: QuerySet[JobAttempt]) -> list[dict[str, Any]]:
-    counts = dict(jobs.order_by().values_list("type").annotate(n=Count("pk")))
+    # Wait: from when the job was due (run_at) to when its completing attempt started; a
+    # completed job keeps both, as the claim that started that attempt wrote them.
+    waited = Q(status=Job.Status.COMPLETED, started_at__isnull=False)
+    counts = {
+        row["type"]: row for row in jobs.order_by().values("type").annotate(
+            n=Count("pk"),
+            wait_count=Count("pk", filter=waited),
+            wait_sum=Sum(_duration("run_at", "started_at"), filter=waited),
+            **_bucket_counts("wait", "run_at", "started_at", waited),
+        )
+    }
+    completed = Q(outcome=Outcome.COMPLETED)
     rows = (
         attempts.order_by().values("job__type").annotate(
             finished=Count("pk"),
             errored=Count("pk", filter=Q(outcome__in=ERRORED)),
-            avg=Avg(_duration("started_at", "finished_at"), filter=Q(outcome=Outcome.COMPLETED)),
+            avg=Avg(_duration("started_at", "finished_at"), filter=completed),
+            run_count=Count("pk", filter=completed),
+            run_sum=Sum(_duration("started_at", "finished_at"), filter=completed),
+            **_bucket_counts("run", "started_at", "finished_at", completed),
         )
     )
     stats = {row["job__type"]: row for row in rows}
@@ -73,9 +129,11 @@ def _job_types(jobs: QuerySet[Job], attempts: QuerySet[JobAttempt]) -> list[dict
         row = stats.get(type_name)
         result.append({
             "type": type_name,
-            "count": counts[type_name],
+            "count": counts[type_name]["n"],
             "avg_time": _ms(row["avg"]) if row else None,
             "error_rate": round(row["errored"] / row["finished"], 4) if row else None,
+            "run_seconds": _histogram(row, "run"),
+            "wait_seconds": _histogram(counts[type_name], "wait"),
         })
     return result
 
@@ -89,21 +147,35 @@ def _label(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-def _number(value: float | int | None) -> str:
-    if value is None:
-        return "NaN"
-    return repr(float(value)) if isinstance(value, float) else str(value)
+def _number(value: float | int) -> str:
+    """The shortest form of the value to the microsecond: ``6.210684``, not float noise."""
+    return repr(round(float(value), 6)) if isinstance(value, float) else str(value)
 
 
 def prometheus_text(data: dict[str, Any]) -> str:
-    """The figures of ``job_metrics`` as gauges; times in seconds, as Prometheus prefers."""
+    """The figures of ``job_metrics`` as gauges, and the per-type histograms; times in
+    seconds, as Prometheus prefers. A figure with nothing behind it (``None``) has no sample,
+    as Prometheus has absent data, never ``NaN``."""
     lines: list[str] = []
 
     def family(name: str, help_text: str, samples: list[tuple[str, Any]]) -> None:
         lines.append(f"# HELP django_jobs_{name} {help_text}")
         lines.append(f"# TYPE django_jobs_{name} gauge")
         for labels, value in samples:
-            lines.append(f"django_jobs_{name}{labels} {_number(value)}")
+            if value is not None:
+                lines.append(f"django_jobs_{name}{labels} {_number(value)}")
+
+    def histogram(name: str, help_text: str, key: str) -> None:
+        lines.append(f"# HELP django_jobs_{name} {help_text}")
+        lines.append(f"# TYPE django_jobs_{name} histogram")
+        for t in types:
+            label = f'type="{_label(t["type"])}"'
+            h = t[key]
+            for le, count in h["buckets"]:
+                bound = le if isinstance(le, str) else repr(float(le))
+                lines.append(f'django_jobs_{name}_bucket{{{label},le="{bound}"}} {count}')
+            lines.append(f"django_jobs_{name}_sum{{{label}}} {_number(float(h['sum']))}")
+            lines.append(f"django_jobs_{name}_count{{{label}}} {h['count']}")
 
     def seconds(ms: float | None) -> float | None:
         return None if ms is None else ms / 1000
@@ -123,4 +195,8 @@ def prometheus_text(data: dict[str, Any]) -> str:
            [(f'{{type="{_label(t["type"])}"}}', seconds(t["avg_time"])) for t in types])
     family("type_error_ratio", "Share of finished attempts that raised, by type.",
            [(f'{{type="{_label(t["type"])}"}}', t["error_rate"]) for t in types])
+    histogram("type_run_seconds", "Duration of completed attempts, by type.", "run_seconds")
+    histogram("type_wait_seconds",
+              "Time from due (run_at) to the start of the completing attempt, by type.",
+              "wait_seconds")
     return "\n".join(lines) + "\n"

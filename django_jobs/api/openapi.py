@@ -166,9 +166,17 @@ def _schemas() -> dict[str, Any]:
         "next": {"type": ["string", "null"]}, "previous": {"type": ["string", "null"]},
     }}
     number = {"type": ["number", "null"]}
-    job_type = {"type": "object", "required": ["type", "count", "avg_time", "error_rate"],
+    histogram = {"type": "object", "required": ["buckets", "sum", "count"], "properties": {
+        "buckets": {"type": "array", "items": {
+            "type": "array", "minItems": 2, "maxItems": 2,
+            "prefixItems": [{"type": ["number", "string"]}, {"type": "integer", "minimum": 0}]}},
+        "sum": {"type": "number"}, "count": {"type": "integer", "minimum": 0}}}
+    job_type = {"type": "object",
+                "required": ["type", "count", "avg_time", "error_rate", "run_seconds",
+                             "wait_seconds"],
                 "properties": {"type": {"type": "string"}, "count": {"type": "integer"},
-                               "avg_time": number, "error_rate": number}}
+                               "avg_time": number, "error_rate": number,
+                               "run_seconds": histogram, "wait_seconds": histogram}}
     counts = {name: {"type": "integer", "minimum": 0} for name in ["total_jobs", *STATUS["enum"]]}
     metrics_properties = {
         **counts, "avg_processing_time_ms": number, "avg_time_to_complete_ms": number,
