@@ -2,7 +2,7 @@
 
     python benchmarks/claim_build.py [--rounds 400] [--batch 10]
 
-``engine/pgrows.py`` turns a claim's rows into Jobs by filling each instance's ``__dict__``
+``engine/postgres/rows.py`` turns a claim's rows into Jobs by filling each instance's ``__dict__``
 (``plainly_built``) and decodes each JSON column of the batch with one ``json.loads``
 (``load_column``). Each is switched off in turn and the same claim timed, with the order
 rotated every round:
@@ -39,7 +39,7 @@ from benchmarks import throughput  # noqa: E402
 def variant(name: str):  # type: ignore[no-untyped-def]
     from django.db.models import JSONField
 
-    from django_jobs.engine import pgrows
+    from django_jobs.engine.postgres import rows as pgrows
 
     saved = pgrows.load_column, pgrows.plainly_built
 
@@ -62,7 +62,7 @@ def variant(name: str):  # type: ignore[no-untyped-def]
 def measure(rounds: int, batch: int) -> dict[str, dict[str, list[float]]]:
     from django.db import connection, transaction
 
-    from django_jobs.engine import pgrows
+    from django_jobs.engine.postgres import rows as pgrows
     from django_jobs.models import Job
 
     names = ["shipped", "per_job_json", "from_db"]
@@ -76,7 +76,7 @@ def measure(rounds: int, batch: int) -> dict[str, dict[str, list[float]]]:
         spent_building.append(time.perf_counter() - start)
         return jobs
 
-    pgrows_postgres = __import__("django_jobs.engine.postgres", fromlist=["claimed_jobs"])
+    pgrows_postgres = __import__("django_jobs.engine.postgres.engine", fromlist=["claimed_jobs"])
     pgrows_postgres.claimed_jobs = timed_build
     payload = {"order": 42, "customer": "c-1234", "items": [1, 2, 3], "note": "x" * 40}
     for n in range(rounds + 10):  # the first ten warm up (prepare) and are not counted

@@ -101,8 +101,8 @@ def drain_round(alias: str, jobs: int, batch: int, queues: list[str] | None) -> 
     (a worker given ``queues``, or of all queues)."""
     from django.utils import timezone
 
+    from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
-    from django_jobs.outcomes import AttemptOutcome
 
     manager = Job.objects.db_manager(alias)
     claimed = manager.claim(worker_id="bench", limit=batch, lease_seconds=300, queues=queues)

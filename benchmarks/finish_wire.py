@@ -3,8 +3,8 @@
     python benchmarks/finish_wire.py [--rounds 300] [--batch 10]
 
 A finish sends each outcome's ten values to PostgreSQL. Three forms of the same statement
-(``engine/sql.py``'s ``FINISH``, its first CTE changed) are timed against each other, in the
-same run, on the same connection, with the order rotated each round:
+(``engine/postgres/statements.py``'s ``FINISH``, its first CTE changed) are timed against each
+other, in the same run, on the same connection, with the order rotated each round:
 
 - ``positional``: one JSON array of arrays, read by position (``e->>0`` ... ``e->>9``): the
   baseline;
@@ -56,7 +56,7 @@ ARRAYS = """v AS (
 
 
 def statements():  # type: ignore[no-untyped-def]
-    from django_jobs.engine import sql
+    from django_jobs.engine.postgres import statements as sql
     from django_jobs.models import Job
 
     named = sql.FINISH_CTES
@@ -70,7 +70,7 @@ def statements():  # type: ignore[no-untyped-def]
 
 def values(outcomes, changes):  # type: ignore[no-untyped-def]
     """Each outcome's ten values, as ``postgres.finish_params`` gathers them."""
-    from django_jobs.outcomes import micros
+    from django_jobs.core.outcomes import micros
 
     for outcome, change in zip(outcomes, changes, strict=True):
         job, fields = outcome.job, change.fields
@@ -81,7 +81,7 @@ def values(outcomes, changes):  # type: ignore[no-untyped-def]
 
 
 def params(form, outcomes, changes, now):  # type: ignore[no-untyped-def]
-    from django_jobs.engine import postgres
+    from django_jobs.engine.postgres import engine as postgres
 
     ids = "{" + ",".join(str(o.job.id) for o in outcomes) + "}"
     if form == "named":
@@ -99,10 +99,10 @@ def measure(rounds: int, batch: int) -> dict[str, list[float]]:
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.engine.postgres.cursor import run
     from django_jobs.engine.writes import transition_of
     from django_jobs.models import Job
-    from django_jobs.outcomes import AttemptOutcome
-    from django_jobs.pgcursor import run
 
     texts = statements()
     forms = list(texts)

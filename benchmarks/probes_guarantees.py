@@ -138,7 +138,7 @@ def migrate(env: dict[str, str], database: str = "default") -> None:
 def db_epoch() -> float:
     from django.db import connection
 
-    from django_jobs import clock
+    from django_jobs.core import clock
 
     with connection.cursor() as cursor:
         cursor.execute(clock.QUERIES[connection.vendor])
@@ -366,8 +366,8 @@ def probe_routed(workers: Workers, db: str, skew: int, small: bool) -> dict[str,
     Idempotency-Key."""
     from django.conf import settings
 
-    from django_jobs.apitokens import ApiToken
     from django_jobs.models import Job, JobAttempt
+    from django_jobs.models.tokens import ApiToken
     from tests.models import Execution
 
     jobs_name = settings.DATABASES["jobs"]["NAME"]

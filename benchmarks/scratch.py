@@ -45,8 +45,8 @@ def claim_and_finish(limit: int = 10) -> tuple[float, float] | None:
     manager's verbs: the seconds the claim and the finish took, or None if none was ready."""
     from django.utils import timezone
 
+    from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
-    from django_jobs.outcomes import AttemptOutcome
 
     start = time.perf_counter()
     jobs = Job.objects.claim(worker_id="bench", limit=limit, lease_seconds=30)

@@ -32,7 +32,7 @@ if os.environ.get("BENCH_JSON_LOGS"):
     LOGGING = {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "django_jobs.jsonlog.JSONFormatter"}},
+        "formatters": {"json": {"()": "django_jobs.core.log_format.JSONFormatter"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
         "loggers": {"django_jobs": {"handlers": ["console"], "level": "INFO"}},
     }

@@ -45,7 +45,7 @@ def timed(func, count: int) -> float:
 
 
 def drain(concurrency: int) -> float:
-    from django_jobs.worker import Worker, WorkerOptions
+    from django_jobs.worker.loop import Worker, WorkerOptions
 
     worker = Worker(WorkerOptions(burst=True, concurrency=concurrency, poll_interval=0.05))
     start = time.perf_counter()

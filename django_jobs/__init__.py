@@ -3,8 +3,10 @@
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .control import enqueue_after_success, set_progress
-from .exceptions import (
+from django_jobs.core.registry import handler
+from django_jobs.core.retry import ExponentialBackoff, FixedSchedule
+from django_jobs.core.version import __version__
+from django_jobs.exceptions import (
     InvalidJob,
     JobCanceled,
     JobTimeout,
@@ -12,13 +14,12 @@ from .exceptions import (
     Snooze,
     UnknownJobType,
 )
-from .limits.rules import ConcurrencyLimit, RateLimit
-from .registry import handler
-from .retry import ExponentialBackoff, FixedSchedule
-from .unique import Unique
+from django_jobs.features.handler_control import enqueue_after_success, set_progress
+from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
+from django_jobs.features.unique import Unique
 
 if TYPE_CHECKING:
-    from .models import Job
+    from django_jobs.models import Job
 
 __all__ = [
     "ConcurrencyLimit",
@@ -32,18 +33,18 @@ __all__ = [
     "Snooze",
     "Unique",
     "UnknownJobType",
+    "__version__",
     "current_job",
     "enqueue_after_success",
     "handler",
     "set_progress",
     "task",
 ]
-__version__ = "0.1.0.dev0"
 
 
 def current_job() -> "Job | None":
     """The Job the calling handler is running, or None outside a worker."""
-    from .execution import current_job as _current
+    from django_jobs.core.current import current_job as _current
 
     return _current.get()
 
@@ -54,6 +55,6 @@ def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     The same as the framework's ``@task`` plus ``max_attempts``, ``backoff``, ``retry_on``,
     ``permanent`` and ``timeout``; see docs/reference-tasks-backend.md.
     """
-    from .backends.tasks import task as _task
+    from django_jobs.backends.tasks import task as _task
 
     return _task(function, **options)

@@ -8,28 +8,29 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # checks, dbchecks, scheduling.checks: the system checks; execution:
-        # notes the threads that open connections
-        from . import checks, dbchecks, execution, hooks, store  # noqa: F401
-        from .backends import setup as setup_tasks_backend
-        from .callbacks import Callbacks
-        from .control import FollowUps
-        from .crashes import CrashCounting
-        from .dependencies import Dependencies
-        from .engine import engine_for, load_engines
-        from .enqueueing import UniqueAndDependencies
-        from .limits.claim import Limits
-        from .registry import autodiscover
-        from .retention import Retention
-        from .scheduling import checks as scheduling_checks  # noqa: F401
-        from .scheduling.ticker import Schedules
+        # checks: the system checks, registered on import; execution: notes the threads that
+        # open connections
+        from django_jobs.backends import setup as setup_tasks_backend
+        from django_jobs.checks import configuration, databases, schedules  # noqa: F401
+        from django_jobs.core import contract
+        from django_jobs.core.registry import autodiscover
+        from django_jobs.engine import engine_for, hooks, load_engines
+        from django_jobs.features.callbacks import Callbacks
+        from django_jobs.features.crashes import CrashCounting
+        from django_jobs.features.dependencies import Dependencies
+        from django_jobs.features.guarded_insert import UniqueAndDependencies
+        from django_jobs.features.handler_control import FollowUps
+        from django_jobs.features.limits.claim import Limits
+        from django_jobs.features.retention import Retention
+        from django_jobs.features.schedules.ticker import Schedules
+        from django_jobs.worker import execution  # noqa: F401
 
         if apps.is_installed("django.contrib.admin"):
             # API tokens are created and revoked there; schedules are paused and run there.
-            from .api import admin as api_admin  # noqa: F401
-            from .scheduling import admin as scheduling_admin  # noqa: F401
+            from django_jobs.admin import schedules as schedules_admin  # noqa: F401
+            from django_jobs.admin import tokens as tokens_admin  # noqa: F401
 
-        store.provide(engine_for)  # the store's verbs reach the engine through store.py
+        contract.provide(engine_for)  # the store's verbs reach the engine through core/contract.py
         load_engines()
 
         # The features' hooks, in the order they run at each point: a finish enqueues the

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .testing import JobsHelper
+    from django_jobs.testing import JobsHelper
 
 
 @pytest.fixture
 def jobs(db: None) -> JobsHelper:
     """``run`` the ready jobs inline, list what is ``enqueued``, ``assert_enqueued``."""
-    from .testing import JobsHelper  # imported when used: Django is set up by then
+    from django_jobs.testing import JobsHelper  # imported when used: Django is set up by then
 
     return JobsHelper()

@@ -14,11 +14,11 @@ from typing import Any, cast
 
 from django.db import DatabaseError, connections
 
-from .conf import jobs_settings
-from .execution import run_job
-from .models import Job, QueueState
-from .signals import job_finished
-from .worklog import log_end
+from django_jobs.core.settings import jobs_settings
+from django_jobs.models import Job, QueueState
+from django_jobs.signals import job_finished
+from django_jobs.worker.execution import run_job
+from django_jobs.worker.log_lines import log_end
 
 __all__ = ["JobsHelper", "TooManyJobs", "assert_enqueued", "enqueued_jobs", "run_jobs"]
 

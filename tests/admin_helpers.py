@@ -11,7 +11,8 @@ from datetime import timedelta
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
-from django_jobs.models import Job, JobAttempt, error_dict
+from django_jobs.core.stored_errors import error_dict
+from django_jobs.models import Job, JobAttempt
 
 TRACEBACK = 'Traceback (most recent call last):\n  File "jobs.py", line 3, in send\nSMTPError: 550'
 

@@ -8,8 +8,8 @@ from typing import Any
 from django.db import connection
 from django.test import Client
 
-from django_jobs.execution import run_job
 from django_jobs.models import ApiToken, Job
+from django_jobs.worker.execution import run_job
 
 ALL_SCOPES = ("submit", "read", "manage")
 

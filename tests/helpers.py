@@ -1,7 +1,7 @@
 """Small helpers shared by the worker tests."""
 
 from django_jobs.models import Job
-from django_jobs.worker import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker, WorkerOptions
 
 
 def run_burst(**options) -> int:

@@ -40,11 +40,12 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _import_statements(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+def _import_statements(tree: ast.AST, type_checking: bool = False
+                       ) -> Iterator[ast.Import | ast.ImportFrom]:
     pending: list[ast.AST] = [tree]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             pending.extend(node.orelse)
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -52,8 +53,9 @@ def _import_statements(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
         pending.extend(ast.iter_child_nodes(node))
 
 
-def import_graph(root: Path, package: str) -> dict[str, set[str]]:
-    """For each module of the package, the modules of the package it imports."""
+def import_graph(root: Path, package: str, type_checking: bool = False) -> dict[str, set[str]]:
+    """For each module of the package, the modules of the package it imports (with
+    ``type_checking``, those imported under ``if TYPE_CHECKING:`` too)."""
     files = module_files(root, package)
 
     def nearest_module(name: str) -> str | None:
@@ -65,7 +67,7 @@ def import_graph(root: Path, package: str) -> dict[str, set[str]]:
     for module, path in files.items():
         here = module if path.name == "__init__.py" else module.rpartition(".")[0]
         targets: set[str] = set()
-        for node in _import_statements(ast.parse(path.read_text(), str(path))):
+        for node in _import_statements(ast.parse(path.read_text(), str(path)), type_checking):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             else:

@@ -27,9 +27,9 @@ from django.db import connections, transaction
 from django.test import Client
 from django.utils import timezone
 
-from django_jobs.checks import check_settings
+from django_jobs.checks.configuration import check_settings
 from django_jobs.models import IdempotencyKey, Job
-from django_jobs.schema import jobs_database
+from django_jobs.models.schema import jobs_database
 
 from .api_support import Api, make_token
 from .conftest import wait_for

@@ -9,7 +9,7 @@ scripts/admin-screenshots)."""
 
 import pytest
 
-from django_jobs.models import error_dict
+from django_jobs.core.stored_errors import error_dict
 
 from .admin_helpers import add_attempt, job_url, make_job, staff
 from .test_admin_browser import ARTIFACTS, browser, log_in, missing  # noqa: F401 browser: fixture

@@ -15,9 +15,9 @@ from django.db import transaction
 from django.test import override_settings
 
 from django_jobs import InvalidJob
-from django_jobs.callbacks import CALLBACK_TYPE, verify
-from django_jobs.execution import run_job
+from django_jobs.features.callbacks import CALLBACK_TYPE, verify
 from django_jobs.models import Job
+from django_jobs.worker.execution import run_job
 from tests.api_support import Api, make_token, run_ready
 from tests.callback_receiver import Receiver
 from tests.conftest import wait_for

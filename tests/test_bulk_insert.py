@@ -12,10 +12,10 @@ from django.db import transaction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_jobs.engine import pgenqueue
-from django_jobs.instances import build, varying
+from django_jobs.core.validation import check_payload, enqueue_fields
+from django_jobs.engine.postgres import enqueue as pgenqueue
 from django_jobs.models import Job
-from django_jobs.validation import check_payload, enqueue_fields
+from django_jobs.models.instances import build, varying
 from tests.conftest import requires_postgres
 from tests.json_strategies import python_values
 
@@ -130,7 +130,7 @@ def test_build_many_makes_what_the_model_makes_for_the_same_values(listened):
     """With or without a pre_init receiver (then the model itself is called)."""
     from django.db.models.signals import pre_init
 
-    from django_jobs.instances import build_many
+    from django_jobs.models.instances import build_many
 
     seen = []
 

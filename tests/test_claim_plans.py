@@ -23,11 +23,12 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from django_jobs.engine import engine_for, postgres
-from django_jobs.engine import sql as statements
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.core.states import READY_STATES
+from django_jobs.engine import engine_for
+from django_jobs.engine.postgres import engine as postgres
+from django_jobs.engine.postgres import statements
 from django_jobs.models import Job
-from django_jobs.outcomes import AttemptOutcome
-from django_jobs.states import READY_STATES
 
 pytestmark = pytest.mark.django_db
 
@@ -234,7 +235,7 @@ def test_the_finish_finds_its_batch_by_primary_key(jobs_table, state):
 def test_the_limited_claim_walks_the_ready_index_in_order(jobs_table, state):
     """With concurrency or rate limits registered the claim selects its candidates through
     the ORM (``lockedrows.locked``); they are read the same way."""
-    from django_jobs.lockedrows import locked_sql
+    from django_jobs.engine.locked_rows import locked_sql
 
     state()
     faults = {}

@@ -10,9 +10,9 @@ from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from django_jobs.mariadb import CANDIDATES_PER_SLOT
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.engine.mariadb.locks import CANDIDATES_PER_SLOT
 from django_jobs.models import Job, JobAttempt
-from django_jobs.outcomes import AttemptOutcome
 from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -131,10 +131,10 @@ def test_a_claim_from_several_queues_locks_one_row_of_each_other_queue_at_most()
 
 
 @pytest.mark.skipif(os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite") != "mariadb",
-                    reason="MariaDB's claim (django_jobs/mariadb.py)")
+                    reason="MariaDB's claim (django_jobs/engine/mariadb/schema.py)")
 def test_a_claim_from_several_queues_on_mariadb_locks_only_candidates_of_those_queues():
     """MariaDB's claim reads a few claims' worth of candidates of its queues without locks and
-    locks those (``mariadb.lock_ready``): until its transaction ends it may hold the
+    locks those (``locks.lock_ready``): until its transaction ends it may hold the
     candidates it did not take, never a row beyond them or of a queue it was not given."""
     for queue in ("a", "b", "c"):
         Job.enqueue_many("noop", [{}] * 20, queue=queue)
@@ -320,8 +320,8 @@ def test_claim_query_is_served_by_a_partial_ready_index(queues, index):
 
     from django.db import connection
 
-    from django_jobs.engine import postgres
-    from django_jobs.states import READY_STATES
+    from django_jobs.core.states import READY_STATES
+    from django_jobs.engine.postgres import engine as postgres
 
     if connection.vendor != "postgresql":
         pytest.skip("partial index plans are checked on PostgreSQL")

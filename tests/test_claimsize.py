@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from django_jobs.claimsize import ClaimSize
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.core.registry import handler, unregister
 from django_jobs.models import Job, JobAttempt
-from django_jobs.outcomes import AttemptOutcome
-from django_jobs.registry import handler, unregister
 from django_jobs.signals import job_started
+from django_jobs.worker.claim_size import ClaimSize
 from tests.conftest import wait_for
 from tests.helpers import run_burst
 

@@ -1,5 +1,5 @@
 """One clock, the database's: workers and web processes whose host clock is off by 30 s judge
-leases, rescue and readiness by the database server's time (``django_jobs/clock.py``).
+leases, rescue and readiness by the database server's time (``django_jobs/core/clock.py``).
 
 The skewed processes are real subprocesses under libfaketime (``LD_PRELOAD``), which shifts
 what the process's ``time.time()`` and ``datetime.now()`` say; ``time.monotonic()`` is left
@@ -24,7 +24,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_jobs import clock
+from django_jobs.core import clock
 from django_jobs.models import Job, JobAttempt, Worker
 from tests.conftest import ROOT, requires_row_locks, wait_for
 from tests.models import Execution
@@ -290,7 +290,7 @@ def test_a_step_of_a_workers_clock_is_caught_on_its_next_heartbeat(start_worker,
 
 @pytest.mark.parametrize("value", ["2", -1, True, [2]])
 def test_a_bad_clock_skew_setting_is_refused_by_the_system_check(value):
-    from django_jobs.checks import check_settings
+    from django_jobs.checks.configuration import check_settings
 
     with override_settings(DJANGO_JOBS={"CLOCK_SKEW_WARNING_SECONDS": value}):
         assert [e.id for e in check_settings()] == ["django_jobs.E005"]

@@ -6,8 +6,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_jobs.api.models import ApiToken
 from django_jobs.models import Job
+from django_jobs.models.tokens import ApiToken
 from django_jobs.testing import run_jobs
 
 pytestmark = pytest.mark.django_db

@@ -4,10 +4,10 @@ import pytest
 from django.utils import timezone
 
 from django_jobs import InvalidJob, Snooze, enqueue_after_success, set_progress
-from django_jobs.dependencies import JobDependency
-from django_jobs.execution import run_job
+from django_jobs.features.dependencies import JobDependency
 from django_jobs.models import Job, JobAttempt
-from django_jobs.periodic import ReleaseWaiting
+from django_jobs.worker.execution import run_job
+from django_jobs.worker.periodic import ReleaseWaiting
 from tests.conftest import wait_for
 
 
@@ -193,7 +193,7 @@ def test_two_dependencies_completing_at_once_release_the_dependent_without_the_s
         try:
             barrier.wait()
             now = timezone.now()
-            from django_jobs.outcomes import AttemptOutcome
+            from django_jobs.core.outcomes import AttemptOutcome
 
             Job.objects.finish([AttemptOutcome(job=job, kind="completed", started_at=now,
                                                finished_at=now)])

@@ -11,8 +11,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.utils import ConnectionHandler
 
-from django_jobs import dbchecks
-from django_jobs.dbchecks import check_skip_locked, has_skip_locked, vendor_problems
+from django_jobs.checks import databases as dbchecks
+from django_jobs.checks.databases import check_skip_locked, has_skip_locked, vendor_problems
 from django_jobs.models import Job, Worker
 from tests.conftest import ROOT
 

@@ -7,10 +7,10 @@ import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.utils import timezone
 
-from django_jobs.execution import run_job
+from django_jobs.features.retention import prune
 from django_jobs.models import Job, JobDependency
-from django_jobs.periodic import ReleaseWaiting
-from django_jobs.retention import prune
+from django_jobs.worker.execution import run_job
+from django_jobs.worker.periodic import ReleaseWaiting
 
 from .admin_helpers import job_url, staff
 from .test_control import run_once

@@ -5,9 +5,9 @@ import threading
 import pytest
 from django.db import connection, transaction
 
+from django_jobs.core.registry import handler, unregister
 from django_jobs.models import Job
-from django_jobs.registry import handler, unregister
-from django_jobs.threads import Inbox
+from django_jobs.worker.slots import Inbox
 from tests.helpers import run_burst
 from tests.models import Execution
 

@@ -1,14 +1,15 @@
 """The engine per database: its class is chosen once from the connection, and the store's
-verbs reach it through ``store.py``."""
+verbs reach it through ``core/contract.py``."""
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from django_jobs import store
+from django_jobs.core import contract
 from django_jobs.engine import engine_for
-from django_jobs.engine.portable import MariaDBEngine, WithoutRowLocksEngine
-from django_jobs.engine.postgres import PostgresEngine
+from django_jobs.engine.mariadb.engine import MariaDBEngine
+from django_jobs.engine.portable import WithoutRowLocksEngine
+from django_jobs.engine.postgres.engine import PostgresEngine
 from django_jobs.models import Job
 
 EXPECTED = {"postgresql": PostgresEngine, "mysql": MariaDBEngine, "sqlite": WithoutRowLocksEngine}
@@ -22,24 +23,24 @@ def test_each_database_gets_one_engine_of_its_vendors_class():
 
 
 def test_the_store_hands_its_verbs_to_the_engine_the_app_provided():
-    assert store.engine(connection.alias) is engine_for(connection.alias)
+    assert contract.engine(connection.alias) is engine_for(connection.alias)
 
 
 def test_without_the_app_the_store_says_how_to_wire_it():
-    provided = store._engine_for
-    store.provide(None)  # type: ignore[arg-type]
+    provided = contract._engine_for
+    contract.provide(None)  # type: ignore[arg-type]
     try:
         with pytest.raises(ImproperlyConfigured, match="INSTALLED_APPS"):
             Job.objects.claim(worker_id="w", limit=1, lease_seconds=30)
     finally:
-        store.provide(provided)  # type: ignore[arg-type]
+        contract.provide(provided)  # type: ignore[arg-type]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_job_goes_through_the_engines_verbs_from_enqueue_to_completed():
     from django.utils import timezone
 
-    from django_jobs.outcomes import AttemptOutcome
+    from django_jobs.core.outcomes import AttemptOutcome
 
     job = Job.enqueue("noop", {"n": 1})
     engine = engine_for(Job.objects.db)

@@ -16,7 +16,8 @@ from django.db import connection
 from django.utils import timezone
 
 import django_jobs
-from django_jobs import retention, testing
+from django_jobs import testing
+from django_jobs.features import retention
 from django_jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)

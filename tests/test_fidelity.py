@@ -280,7 +280,7 @@ def test_every_value_the_insert_sends_as_it_is_is_what_get_db_prep_save_gives():
     """``pgenqueue.insert`` skips get_db_prep_save only for the values it would return as they are
     (per field: bool, int, str, an aware datetime); JSON and UUID fields always go through it.
     Then a JSON field's string is sent as JSON, never as JSON text."""
-    from django_jobs.engine.pgenqueue import _sent_as_is
+    from django_jobs.engine.postgres.enqueue import _sent_as_is
 
     samples = {
         bool: [True, False],
@@ -375,7 +375,7 @@ def test_a_result_past_max_result_bytes_fails_the_job_for_good(settings):
 
 
 def test_a_size_setting_that_is_not_a_positive_integer_or_none_fails_the_check(settings):
-    from django_jobs.checks import check_settings
+    from django_jobs.checks.configuration import check_settings
 
     settings.DJANGO_JOBS = {"MAX_PAYLOAD_BYTES": "1MB", "MAX_RESULT_BYTES": 0}
     assert [e.id for e in check_settings()] == ["django_jobs.E004", "django_jobs.E004"]

@@ -1,4 +1,4 @@
-"""The feature hooks (django_jobs/hooks.py): a feature added here joins the engine's verbs on
+"""The feature hooks (django_jobs/engine/hooks.py): a feature added here joins the engine's verbs on
 the real database, in their transactions, beside the features the app registers."""
 
 import pytest
@@ -6,10 +6,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_jobs import hooks
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.engine import hooks
 from django_jobs.models import Job
-from django_jobs.outcomes import AttemptOutcome
-from django_jobs.periodic import Periodic
+from django_jobs.worker.periodic import Periodic
 
 from .helpers import run_burst
 

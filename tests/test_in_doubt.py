@@ -5,9 +5,9 @@ import uuid
 import pytest
 from django.db import OperationalError, connection
 
-from django_jobs import turn
 from django_jobs.models import Job, JobAttempt
-from django_jobs.worker import Worker, WorkerOptions
+from django_jobs.worker import turn
+from django_jobs.worker.loop import Worker, WorkerOptions
 from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection, transaction
 
 from django_jobs.engine import engine_for
-from django_jobs.models import LISTED_BY_STATUS, Job
+from django_jobs.models.jobs import LISTED_BY_STATUS, Job
 
 pytestmark = pytest.mark.django_db
 
@@ -73,8 +73,9 @@ def test_the_finish_finds_its_batch_by_primary_key_not_through_every_processing_
     all through it to find its own batch; it must go by primary key."""
     from django.utils import timezone
 
-    from django_jobs.engine import postgres, sql
-    from django_jobs.outcomes import AttemptOutcome
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.engine.postgres import engine as postgres
+    from django_jobs.engine.postgres import statements as sql
 
     Job.enqueue_many("noop", [{}] * 40)
     batches = [Job.objects.claim(worker_id=f"w{n}", limit=10, lease_seconds=30)

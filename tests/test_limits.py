@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_jobs import ConcurrencyLimit, RateLimit
-from django_jobs.limits.models import LimitStart
+from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.models import Job
-from django_jobs.outcomes import AttemptOutcome
+from django_jobs.models.limits import LimitStart
 from tests.conftest import wait_for
 from tests.sched_jobs import register_limited, unregister_limited
 

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from django_jobs.mariadb import INDEXES, TABLE
+from django_jobs.engine.mariadb.schema import INDEXES, TABLE
 from django_jobs.models import Job
 
 pytestmark = pytest.mark.django_db

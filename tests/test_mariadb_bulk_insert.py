@@ -15,10 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import given
 from hypothesis import strategies as st
 
-from django_jobs.engine import mariadbenqueue
-from django_jobs.instances import build, varying
+from django_jobs.core.validation import check_payload, enqueue_fields
+from django_jobs.engine.mariadb import enqueue as mariadbenqueue
 from django_jobs.models import Job
-from django_jobs.validation import check_payload, enqueue_fields
+from django_jobs.models.instances import build, varying
 from tests.json_strategies import python_values
 from tests.test_bulk_insert import COMPARED, other_fields, stored
 

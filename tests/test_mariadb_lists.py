@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from django_jobs.admin.paginator import EstimatedCountPaginator, planner_estimate
 from django_jobs.admin.stats import overview, summary
-from django_jobs.mariadb import (
+from django_jobs.engine.mariadb.schema import (
     COVERING_STATUS_INDEX,
     FILTER_INDEXES,
     LIST_INDEXES,

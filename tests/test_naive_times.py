@@ -220,9 +220,9 @@ def test_admin_schedules_list_and_run_now(root):
 @naive_only
 @pytest.mark.django_db
 def test_schedules_tick_on_naive_times_of_the_zone():
+    from django_jobs.features.schedules.config import parse
+    from django_jobs.features.schedules.ticker import tick
     from django_jobs.models import Schedule, ScheduleOccurrence
-    from django_jobs.scheduling.config import parse
-    from django_jobs.scheduling.ticker import tick
 
     t0 = datetime(2026, 1, 5, 15, 30, 0)  # 10:00 UTC in Kolkata
     specs = {"s": parse("s", {"type": "echo", "every": 60}),

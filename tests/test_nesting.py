@@ -6,7 +6,7 @@ import json
 import pytest
 
 from django_jobs import InvalidJob
-from django_jobs.jsonvalues import MAX_NESTING, nesting
+from django_jobs.core.json_rules import MAX_NESTING, nesting
 from django_jobs.models import Job
 from tests.api_support import Api, make_token, run_ready
 

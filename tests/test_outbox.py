@@ -1,15 +1,15 @@
-"""The outbox (django_jobs/outbox.py): which outcomes the worker's loop takes, and when a
+"""The outbox (django_jobs/worker/outbox.py): which outcomes the worker's loop takes, and when a
 delivered outcome wakes it."""
 
 import threading
 import uuid
 
-from django_jobs.deadlines import Running
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.core.states import Outcome
 from django_jobs.models import Job
-from django_jobs.outbox import Outbox
-from django_jobs.outcomes import AttemptOutcome
-from django_jobs.states import Outcome
-from django_jobs.threads import Inbox
+from django_jobs.worker.deadlines import Running
+from django_jobs.worker.outbox import Outbox
+from django_jobs.worker.slots import Inbox
 
 
 def held(*ids: int) -> dict[int, Running]:

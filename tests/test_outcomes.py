@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from django_jobs.outcomes import AttemptOutcome, micros, moment, now_us
+from django_jobs.core.outcomes import AttemptOutcome, micros, moment, now_us
 
 
 def test_an_aware_time_goes_to_microseconds_and_back_exactly():

@@ -15,9 +15,9 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
-from django_jobs import pooler
+from django_jobs.engine.postgres import pooler
+from django_jobs.engine.postgres.cursor import run
 from django_jobs.models import Job, JobAttempt
-from django_jobs.pgcursor import run
 from tests.api_support import Api, make_token, submit
 from tests.conftest import requires_postgres, wait_for
 from tests.models import Execution

@@ -9,7 +9,7 @@ import signal
 import pytest
 from django.db import connection
 
-from django_jobs.errors import error_dict, storable, storable_text
+from django_jobs.core.stored_errors import error_dict, storable, storable_text
 from django_jobs.models import Job, JobAttempt
 from tests.conftest import wait_for
 from tests.edge_jobs import read_claim_log
@@ -224,7 +224,7 @@ def test_mariadb_refusals_are_told_apart_from_outages():
     a lock wait timeout and a lost connection are outages, whose outcomes are written later."""
     from django.db import connections
 
-    from django_jobs.isolation import refused as is_refusal
+    from django_jobs.worker.isolation import refused as is_refusal
 
     signal_error = _error_of("SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no'")
     assert signal_error.__cause__.args[0] == 1644 and is_refusal(signal_error)

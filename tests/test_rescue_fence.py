@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from django_jobs import crashes
 from django_jobs.engine import engine_for
+from django_jobs.features import crashes
 from django_jobs.models import Job, JobAttempt
 
 from .admin_helpers import make_job

@@ -8,8 +8,8 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
+from django_jobs.features.retention import AutoPruner, prune
 from django_jobs.models import Job, JobAttempt
-from django_jobs.retention import AutoPruner, prune
 from tests.conftest import wait_for
 
 

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from django_jobs.retry import ExponentialBackoff, FixedSchedule, as_backoff, decide
+from django_jobs.core.retry import ExponentialBackoff, FixedSchedule, as_backoff, decide
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

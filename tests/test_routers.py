@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from django_jobs.checks import check_settings
-from django_jobs.schema import jobs_database, migrate_hint
+from django_jobs.checks.configuration import check_settings
+from django_jobs.models.schema import jobs_database, migrate_hint
 
 from .conftest import requires_postgres
 

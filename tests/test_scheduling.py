@@ -8,10 +8,16 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
+from django_jobs.checks.schedules import check_schedules
+from django_jobs.features.schedules.config import parse, schedules
+from django_jobs.features.schedules.ticker import (
+    Ticker,
+    enqueue_occurrence,
+    run_now,
+    set_paused,
+    tick,
+)
 from django_jobs.models import Job, Schedule, ScheduleOccurrence
-from django_jobs.scheduling.checks import check_schedules
-from django_jobs.scheduling.config import parse, schedules
-from django_jobs.scheduling.ticker import Ticker, enqueue_occurrence, run_now, set_paused, tick
 from tests.conftest import wait_for
 
 T0 = datetime(2026, 1, 5, 10, 0, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from django_jobs.models import Job
-from django_jobs.sdnotify import Notifier, socket_address, watchdog_interval
+from django_jobs.worker.systemd import Notifier, socket_address, watchdog_interval
 from tests.conftest import wait_for
 
 FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]

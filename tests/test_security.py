@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from django_jobs.callbacks import CALLBACK_TYPE
+from django_jobs.features.callbacks import CALLBACK_TYPE
 from django_jobs.models import Job
 from tests.admin_helpers import add_attempt, job_url, make_job, staff
 from tests.api_support import ALL_SCOPES, Api, make_token

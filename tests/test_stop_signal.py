@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from django_jobs.lifecycle import SignalWake
 from django_jobs.models import Job
-from django_jobs.worker import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.process import SignalWake
 from tests.conftest import wait_for
 
 FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]

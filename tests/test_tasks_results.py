@@ -10,8 +10,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from django_jobs.models import Job, JobAttempt, error_dict
-from django_jobs.outcomes import AttemptOutcome
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.core.stored_errors import error_dict
+from django_jobs.models import Job, JobAttempt
 
 pytestmark = [
     pytest.mark.skipif(

@@ -8,13 +8,7 @@ from django.test import TestCase, override_settings
 
 from django_jobs.models import Job, JobAttempt, QueueState
 from django_jobs.signals import job_finished
-from django_jobs.testing import (
-    WORKER_ID,
-    TooManyJobs,
-    assert_enqueued,
-    enqueued_jobs,
-    run_jobs,
-)
+from django_jobs.testing import WORKER_ID, TooManyJobs, assert_enqueued, enqueued_jobs, run_jobs
 from tests.conftest import on_postgres
 from tests.models import Execution
 

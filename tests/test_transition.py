@@ -9,10 +9,10 @@ from django.db import transaction
 from hypothesis import given
 from hypothesis import strategies as st
 
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.core.retry import ExponentialBackoff, FixedSchedule
 from django_jobs.engine.transition import Transition, apply, transition
 from django_jobs.models import Job, JobAttempt
-from django_jobs.outcomes import AttemptOutcome
-from django_jobs.retry import ExponentialBackoff, FixedSchedule
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TEN = FixedSchedule((10.0,))

@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from django_jobs.engine import engine_for, postgres
-from django_jobs.engine import sql as statements
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.core.states import READY_STATES, Outcome
+from django_jobs.engine import engine_for
+from django_jobs.engine.postgres import engine as postgres
+from django_jobs.engine.postgres import statements
 from django_jobs.engine.writes import claim_values
 from django_jobs.models import Job
-from django_jobs.outcomes import AttemptOutcome
-from django_jobs.states import READY_STATES, Outcome
 
 from .test_claim_plans import (  # noqa: F401 jobs_table: fixture
     SELECTIONS,

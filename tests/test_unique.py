@@ -8,9 +8,9 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from django_jobs import InvalidJob
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.features.unique import Rule
 from django_jobs.models import Job
-from django_jobs.outcomes import AttemptOutcome
-from django_jobs.unique import Rule
 from tests.conftest import requires_row_locks
 
 

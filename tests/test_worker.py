@@ -10,9 +10,9 @@ from django.conf import settings
 from django.db import connections
 from django.test import override_settings
 
-from django_jobs.jsonlog import JSONFormatter
+from django_jobs.core.log_format import JSONFormatter
+from django_jobs.core.registry import handler, unregister
 from django_jobs.models import Job, JobAttempt
-from django_jobs.registry import handler, unregister
 from django_jobs.signals import job_finished, job_started
 from tests.conftest import wait_for
 from tests.helpers import run_burst, run_until_settled

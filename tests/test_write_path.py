@@ -1,7 +1,7 @@
 """The claim and finish write path (``Job.objects.claim`` / ``.finish``) on SQLite and PostgreSQL.
 
-On PostgreSQL each is a single statement (``django_jobs/engine/postgres.py``); on SQLite the ORM
-verbs of ``engine/verbs.py`` and ``engine/portable.py`` run. Both must give the same results,
+On PostgreSQL each is a single statement (``engine/postgres/engine.py``); on SQLite the
+ORM verbs of ``engine/verbs.py`` and ``engine/portable.py`` run. Both must give the same results,
 which is what these tests pin down.
 """
 
@@ -15,9 +15,10 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_jobs.execution import run_job
-from django_jobs.models import Job, JobAttempt, error_dict
-from django_jobs.outcomes import AttemptOutcome
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.core.stored_errors import error_dict
+from django_jobs.models import Job, JobAttempt
+from django_jobs.worker.execution import run_job
 from tests.conftest import requires_postgres, requires_row_locks
 
 pytestmark = pytest.mark.django_db
@@ -383,7 +384,7 @@ def test_claimed_jobs_are_built_through_init_when_something_listens_to_post_init
 def test_the_statements_also_run_on_djangos_own_cursor(monkeypatch):
     """Under psycopg2 (anything but psycopg 3) pgcursor runs the same statements on Django's
     cursor, bound on the client; here psycopg 3's client cursor stands in for it."""
-    from django_jobs import pgcursor
+    from django_jobs.engine.postgres import cursor as pgcursor
 
     monkeypatch.setattr(pgcursor, "_psycopg3", lambda connection: False)
     first = Job.enqueue("noop")
@@ -427,7 +428,7 @@ def test_a_built_job_is_what_the_model_gives_for_the_same_values():
     callable defaults called afresh for each instance."""
     from django.utils import timezone
 
-    from django_jobs.instances import build
+    from django_jobs.models.instances import build
 
     now = timezone.now()
     values = {"type": "noop", "payload": {"a": 1}, "priority": 10, "run_at": now,
@@ -566,7 +567,7 @@ def test_a_batch_with_a_text_that_is_not_json_is_decoded_one_value_at_a_time():
     """What JSONField.from_db_value does for text it cannot parse: keep the text."""
     from types import SimpleNamespace
 
-    from django_jobs.engine.pgrows import load_column, load_json
+    from django_jobs.engine.postgres.rows import load_column, load_json
 
     rows = [SimpleNamespace(payload=text) for text in ['{"a": 1}', None, "not json", "[2]"]]
     load_column(rows, "payload", load_json, connection)
@@ -574,7 +575,7 @@ def test_a_batch_with_a_text_that_is_not_json_is_decoded_one_value_at_a_time():
 
 
 def test_a_claimed_job_is_what_a_queryset_reads_back_field_by_field():
-    """The claim builds Jobs by filling __dict__ (``engine/pgrows.py``) where ``from_db`` is
+    """The claim builds Jobs by filling __dict__ (``engine/postgres/rows.py``) where ``from_db`` is
     Django's own: each must equal the plain path's ``Job.objects.get``, in every field."""
     Job.enqueue_many("noop", [{"n": 1, "s": "é"}, [1, None], "text", None, 7])
     for job in claim(limit=10):

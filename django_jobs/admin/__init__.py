@@ -2,8 +2,8 @@
 
 from django.contrib import admin
 
-from ..models import Job
-from .job_admin import JobAdmin
+from django_jobs.admin.job_admin import JobAdmin
+from django_jobs.models import Job
 
 admin.site.register(Job, JobAdmin)
 

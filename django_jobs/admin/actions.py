@@ -17,9 +17,9 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.text import capfirst
 
-from ..dependencies import waiting_dependents
-from ..managers import JobQuerySet
-from ..states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
+from django_jobs.core.states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
+from django_jobs.features.dependencies import waiting_dependents
+from django_jobs.models.managers import JobQuerySet
 
 RETRYABLE = (DEAD, FAILED, CANCELED)
 CANCELABLE = (PENDING, FAILED)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html
 
-from ..models import JobAttempt
-from . import display
+from django_jobs.admin import display
+from django_jobs.models import JobAttempt
 
 # Every column of the inline, each read-only.
 ATTEMPT_COLUMNS = (

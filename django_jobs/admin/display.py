@@ -10,8 +10,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from .. import clock
-from ..schema import jobs_database
+from django_jobs.core import clock
+from django_jobs.models.schema import jobs_database
 
 EMPTY = "-"
 

@@ -20,10 +20,10 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from ..exceptions import InvalidJob
-from ..jsonvalues import MAX_NESTING
-from ..models import Job
-from ..states import DEAD
+from django_jobs.core.json_rules import MAX_NESTING
+from django_jobs.core.states import DEAD
+from django_jobs.exceptions import InvalidJob
+from django_jobs.models import Job
 
 # The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
 # ModelAdmin they extend.
@@ -95,7 +95,7 @@ class EditPayloadMixin(_AdminBase):
     def edit_payload_view(self, request: HttpRequest, object_id: str):
         if not self.has_edit_payload_permission(request):
             raise PermissionDenied
-        from .views import get_job_or_404
+        from django_jobs.admin.views import get_job_or_404
 
         job = get_job_or_404(object_id)
         if job.status != DEAD:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
-from ..conf import jobs_settings
-from ..models import Job, QueueState, Worker
-from ..registry import get_handler, registered_types
-from ..validation import PRIORITY_NAMES
+from django_jobs.core.registry import get_handler, registered_types
+from django_jobs.core.settings import jobs_settings
+from django_jobs.core.validation import PRIORITY_NAMES
+from django_jobs.models import Job, QueueState, Worker
 
 
 class HasErrorFilter(admin.SimpleListFilter):

@@ -12,15 +12,15 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from ..models import Job, JobDependency
-from ..states import READY_STATES
-from . import actions, display, search
-from .attempts import AttemptInline
-from .edit_payload import EditPayloadMixin
-from .filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
-from .paginator import EstimatedCountPaginator
-from .requests import StockAnswers
-from .views import JobViewsMixin
+from django_jobs.admin import actions, display, search
+from django_jobs.admin.attempts import AttemptInline
+from django_jobs.admin.edit_payload import EditPayloadMixin
+from django_jobs.admin.filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
+from django_jobs.admin.paginator import EstimatedCountPaginator
+from django_jobs.admin.requests import StockAnswers
+from django_jobs.admin.views import JobViewsMixin
+from django_jobs.core.states import READY_STATES
+from django_jobs.models import Job, JobDependency
 
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
 HEAVY_FIELDS = ("payload", "result", "error")
@@ -160,7 +160,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     @admin.display(description="priority")
     def priority_label(self, job: Job) -> str:
-        from ..validation import priority_label
+        from django_jobs.core.validation import priority_label
 
         return priority_label(job.priority)
 

@@ -28,7 +28,7 @@ PK_RANGE = range(-(2**63), 2**63)  # a BigAutoField's
 def job_pk(object_id: object) -> int | None:
     """The job's primary key ``object_id`` names, read as the stock admin reads it (Python's
     ``int``), or None if no row can have it: not an integer, or outside the column's range."""
-    from ..models import Job
+    from django_jobs.models import Job
 
     try:
         pk = Job._meta.pk.to_python(object_id)

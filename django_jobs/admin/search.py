@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from ..models import Job
+from django_jobs.models import Job
 
 # Newest jobs a free-text search reads when no period is chosen.
 SEARCH_WINDOW = 100_000

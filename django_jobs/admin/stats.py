@@ -15,11 +15,19 @@ from urllib.parse import urlencode
 
 from django.db.models import Count, Min, Q
 
-from .. import clock
-from ..conf import jobs_settings
-from ..models import Job, QueueState, Worker
-from ..states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
-from .paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS, planner_estimate
+from django_jobs.admin.paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS, planner_estimate
+from django_jobs.core import clock
+from django_jobs.core.settings import jobs_settings
+from django_jobs.core.states import (
+    CANCELED,
+    COMPLETED,
+    DEAD,
+    FAILED,
+    PENDING,
+    PROCESSING,
+    READY_STATES,
+)
+from django_jobs.models import Job, QueueState, Worker
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
 SCHEDULED = "scheduled"  # a column, not a state: pending jobs due later

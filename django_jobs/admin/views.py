@@ -13,11 +13,11 @@ from django.urls import path, reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from ..exceptions import InvalidJob
-from ..models import Job, QueueState
-from ..states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
-from . import actions, stats
-from .requests import job_pk
+from django_jobs.admin import actions, stats
+from django_jobs.admin.requests import job_pk
+from django_jobs.core.states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
+from django_jobs.exceptions import InvalidJob
+from django_jobs.models import Job, QueueState
 
 # The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
 # ModelAdmin they extend.

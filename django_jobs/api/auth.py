@@ -19,8 +19,8 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from .errors import ApiError
-from .models import ApiToken
+from django_jobs.api.errors import ApiError
+from django_jobs.models.tokens import ApiToken
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="django-jobs"'}

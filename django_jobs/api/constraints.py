@@ -16,9 +16,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
-from ..conf import jobs_settings
-from ..models import Job
-from ..validation import QUEUE_RE
+from django_jobs.core.settings import jobs_settings
+from django_jobs.core.validation import QUEUE_RE
+from django_jobs.models import Job
 
 JOB_ID = r"j-[0-9a-f]{20}"
 STATUS_NAME = "(" + "|".join(Job.Status.values) + ")"

@@ -8,7 +8,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from ..exceptions import InvalidJob
+from django_jobs.exceptions import InvalidJob
 
 
 class ApiError(Exception):

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
-from .. import clock
-from ..conf import jobs_settings
-from .constraints import IDEMPOTENCY_KEY, matches
-from .errors import ApiError
-from .models import IdempotencyKey
+from django_jobs.api.constraints import IDEMPOTENCY_KEY, matches
+from django_jobs.api.errors import ApiError
+from django_jobs.core import clock
+from django_jobs.core.settings import jobs_settings
+from django_jobs.models.tokens import IdempotencyKey
 
 if TYPE_CHECKING:
-    from ..models import Job
+    from django_jobs.models import Job
 
 
 

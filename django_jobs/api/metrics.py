@@ -26,9 +26,9 @@ from django.db.models import (
     Sum,
 )
 
-from .. import clock
-from ..models import Job, JobAttempt
-from ..states import Outcome
+from django_jobs.core import clock
+from django_jobs.core.states import Outcome
+from django_jobs.models import Job, JobAttempt
 
 STATUSES = list(Job.Status.values)
 # Attempt outcomes that count against the error rate.

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..conf import jobs_settings
-from ..models import Job
-from ..registry import get_handler, registered_types
-from ..validation import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
-from .constraints import (
+from django_jobs.api.constraints import (
     CALLBACK_URL_MAX_LENGTH,
     CURSOR,
     IDEMPOTENCY_KEY,
@@ -21,7 +17,11 @@ from .constraints import (
     callback_url_pattern,
     schema_of,
 )
-from .submission import RESERVED_PREFIX
+from django_jobs.api.submission import RESERVED_PREFIX
+from django_jobs.core.registry import get_handler, registered_types
+from django_jobs.core.settings import jobs_settings
+from django_jobs.core.validation import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
+from django_jobs.models import Job
 
 STATUS = {"type": "string", "enum": list(Job.Status.values)}
 NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold a NUL: the API refuses it everywhere
@@ -286,7 +286,7 @@ def _paths() -> dict[str, Any]:
 
 
 def openapi_document(server_url: str = "/api") -> dict[str, Any]:
-    from .. import __version__
+    from django_jobs.core.version import __version__
 
     return {
         "openapi": "3.1.0",

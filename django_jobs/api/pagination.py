@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
 
-from ..outcomes import micros, moment, stored
-from .constraints import CURSOR, EARLIEST, LATEST, matches
-from .errors import ApiError
+from django_jobs.api.constraints import CURSOR, EARLIEST, LATEST, matches
+from django_jobs.api.errors import ApiError
+from django_jobs.core.outcomes import micros, moment, stored
 
 if TYPE_CHECKING:
-    from ..models import Job
+    from django_jobs.models import Job
 
 OLDER, NEWER = "o", "n"
 MAX_PK = 2**63 - 1  # the largest BigAutoField value

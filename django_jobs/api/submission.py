@@ -9,16 +9,16 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
-from ..conf import jobs_settings
-from ..validation import callback_url_problem
-from .constraints import (
+from django_jobs.api.constraints import (
     CALLBACK_URL_MAX_LENGTH,
     MAX_DELAY_MS,
     QUEUE,
     callback_url_pattern,
     matches,
 )
-from .errors import ApiError
+from django_jobs.api.errors import ApiError
+from django_jobs.core.settings import jobs_settings
+from django_jobs.core.validation import callback_url_problem
 
 RESERVED_PREFIX = "django_jobs."  # the app's own job types (callbacks) are not for clients
 MAX_DEPTH = 64

@@ -2,8 +2,8 @@
 
 from django.urls import path, re_path
 
-from . import views_jobs, views_manage, views_metrics
-from .errors import not_found
+from django_jobs.api import views_jobs, views_manage, views_metrics
+from django_jobs.api.errors import not_found
 
 app_name = "django_jobs_api"
 

@@ -8,17 +8,17 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import reverse
 
-from ..conf import jobs_settings
-from ..exceptions import InvalidJob
-from ..jobjson import job_json
-from ..models import Job
-from ..outcomes import stored
-from .auth import READ, SUBMIT, caller_of, endpoint
-from .constraints import JOB_ID, instant, matches, page_size
-from .errors import ApiError, json_response
-from .idempotency import check_key, submit_once
-from .pagination import Cursor, paginate
-from .submission import enqueue_arguments, read_body
+from django_jobs.api.auth import READ, SUBMIT, caller_of, endpoint
+from django_jobs.api.constraints import JOB_ID, instant, matches, page_size
+from django_jobs.api.errors import ApiError, json_response
+from django_jobs.api.idempotency import check_key, submit_once
+from django_jobs.api.pagination import Cursor, paginate
+from django_jobs.api.submission import enqueue_arguments, read_body
+from django_jobs.core.job_json import job_json
+from django_jobs.core.outcomes import stored
+from django_jobs.core.settings import jobs_settings
+from django_jobs.exceptions import InvalidJob
+from django_jobs.models import Job
 
 LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")
 

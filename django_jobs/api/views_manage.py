@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from ..jobjson import job_json
-from ..models import Job
-from .auth import CANCEL, RETRY, endpoint
-from .errors import ApiError, json_response
-from .views_jobs import find_job, job_url
+from django_jobs.api.auth import CANCEL, RETRY, endpoint
+from django_jobs.api.errors import ApiError, json_response
+from django_jobs.api.views_jobs import find_job, job_url
+from django_jobs.core.job_json import job_json
+from django_jobs.models import Job
 
 
 @endpoint({"POST": CANCEL})

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
 
-from .auth import READ, endpoint
-from .constraints import WINDOW_MAX_LENGTH, window_seconds
-from .errors import ApiError, json_response
-from .metrics import PROMETHEUS_CONTENT_TYPE, job_metrics, prometheus_text
-from .openapi import openapi_document
+from django_jobs.api.auth import READ, endpoint
+from django_jobs.api.constraints import WINDOW_MAX_LENGTH, window_seconds
+from django_jobs.api.errors import ApiError, json_response
+from django_jobs.api.metrics import PROMETHEUS_CONTENT_TYPE, job_metrics, prometheus_text
+from django_jobs.api.openapi import openapi_document
 
 METRICS_PARAMETERS = ("window", "format")
 

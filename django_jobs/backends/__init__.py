@@ -34,7 +34,7 @@ def setup() -> None:
     """
     from django.conf import settings
 
-    from ..registry import register_resolver
+    from django_jobs.core.registry import register_resolver
 
     register_resolver("task:", _resolve)
     configured = getattr(settings, "TASKS", None) or {}
@@ -42,14 +42,14 @@ def setup() -> None:
         isinstance(params, dict) and str(params.get("BACKEND", "")).startswith(f"{__name__}.")
         for params in configured.values()
     ):
-        from . import database  # noqa: F401
+        from django_jobs.backends import database  # noqa: F401
 
 
 def _resolve(type: str) -> Any:
     from django.core.exceptions import ImproperlyConfigured
 
     try:
-        from .runner import resolve
+        from django_jobs.backends.runner import resolve
     except ImproperlyConfigured:  # no Tasks framework installed: no task can exist
         return None
     found = resolve(type)
@@ -66,8 +66,8 @@ def _send_task_finished() -> None:
     task's outcome is written. Until then job_finished has no receiver of ours, and a worker
     that runs no tasks does not call one for every job it finishes.
     """
-    from ..models import Job
-    from ..signals import job_finished
+    from django_jobs.models import Job
+    from django_jobs.signals import job_finished
 
     job_finished.connect(_job_finished, sender=Job, dispatch_uid="django_jobs.task_finished")
 
@@ -75,6 +75,6 @@ def _send_task_finished() -> None:
 def _job_finished(sender: Any, **kwargs: Any) -> None:
     if not str(getattr(kwargs.get("job"), "type", "")).startswith("task:"):
         return
-    from .runner import send_task_finished
+    from django_jobs.backends.runner import send_task_finished
 
     send_task_finished(sender, **kwargs)

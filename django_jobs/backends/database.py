@@ -17,11 +17,7 @@ from django.apps import apps
 from django.core import checks
 from django.db import transaction
 
-from ..exceptions import InvalidJob
-from ..models import Job, JobAttempt
-from ..registry import get_handler
-from ..validation import MAX_ATTEMPTS_LIMIT, QUEUE_RE
-from .compat import (
+from django_jobs.backends.compat import (
     BaseTaskBackend,
     InvalidTask,
     Task,
@@ -30,7 +26,7 @@ from .compat import (
     TaskResultStatus,
     task_enqueued,
 )
-from .results import (
+from django_jobs.backends.results import (
     MAX_PATH_LENGTH,
     RESULT_ID_RE,
     TYPE_PREFIX,
@@ -39,7 +35,11 @@ from .results import (
     job_type,
     rebuild_task,
 )
-from .tasks import JobTask
+from django_jobs.backends.tasks import JobTask
+from django_jobs.core.registry import get_handler
+from django_jobs.core.validation import MAX_ATTEMPTS_LIMIT, QUEUE_RE
+from django_jobs.exceptions import InvalidJob
+from django_jobs.models import Job, JobAttempt
 
 # OPTIONS the backend reads, with what each does.
 KNOWN_OPTIONS = {

@@ -17,9 +17,9 @@ from typing import Any
 from django.apps import apps
 from django.utils.module_loading import import_string
 
-from .. import exceptions as jobs_exceptions
-from ..models import Job, JobAttempt
-from .compat import Task, TaskError, TaskResult, TaskResultStatus
+from django_jobs import exceptions as jobs_exceptions
+from django_jobs.backends.compat import Task, TaskError, TaskResult, TaskResultStatus
+from django_jobs.models import Job, JobAttempt
 
 TYPE_PREFIX = "task:"
 # Job.type is a CharField(100): the module path of a task function gets 95 characters.

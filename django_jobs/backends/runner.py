@@ -13,11 +13,7 @@ import logging
 from inspect import iscoroutinefunction
 from typing import Any
 
-from ..exceptions import PermanentError
-from ..execution import current_job
-from ..models import Job
-from ..registry import Handler
-from .compat import (
+from django_jobs.backends.compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
     Task,
     TaskContext,
@@ -25,7 +21,11 @@ from .compat import (
     task_finished,
     task_started,
 )
-from .results import attempts_of, build_result, import_task, rebuild_task
+from django_jobs.backends.results import attempts_of, build_result, import_task, rebuild_task
+from django_jobs.core.current import current_job
+from django_jobs.core.registry import Handler
+from django_jobs.exceptions import PermanentError
+from django_jobs.models import Job
 
 logger = logging.getLogger("django_jobs.tasks")
 
@@ -62,7 +62,7 @@ def resolve(type: str) -> Handler | None:
 
 def _runner(task: Task) -> Any:
     def run_task(payload: Any) -> Any:
-        from .database import DatabaseBackend
+        from django_jobs.backends.database import DatabaseBackend
 
         job = current_job.get()
         if job is None:  # the worker sets it before it calls a handler
@@ -106,7 +106,7 @@ def send_task_finished(sender: Any, job: Job, outcome: str, **kwargs: Any) -> No
     """
     if not job.type.startswith("task:") or outcome not in FINAL_OUTCOMES:
         return
-    from .database import DatabaseBackend
+    from django_jobs.backends.database import DatabaseBackend
 
     try:
         found = import_task(job.type)

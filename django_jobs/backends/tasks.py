@@ -15,15 +15,15 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from ..retry import Backoff, as_backoff
-from ..validation import MAX_ATTEMPTS_LIMIT
-from .compat import (
+from django_jobs.backends.compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
     DEFAULT_TASK_PRIORITY,
     DEFAULT_TASK_QUEUE_NAME,
     InvalidTask,
     Task,
 )
+from django_jobs.core.retry import Backoff, as_backoff
+from django_jobs.core.validation import MAX_ATTEMPTS_LIMIT
 
 ExceptionTypes = tuple[type[BaseException], ...]
 

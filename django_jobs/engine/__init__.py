@@ -1,14 +1,14 @@
 """The engine: the only code that writes jobs, as named verbs on one object per database.
 
 ``engine_for(using)`` gives the database's engine, its class chosen once from the
-connection's vendor: ``PostgresEngine`` (``engine/postgres.py``: hand-written statements for
+connection's vendor: ``PostgresEngine`` (``engine/postgres/engine.py``: hand-written statements for
 enqueue, claim, finish and the turn), or the portable ORM implementation
 (``engine/verbs.py``, ``engine/staff.py``) with the claim of ``engine/portable.py``: row locks
 on MariaDB, none on SQLite. Its parts that know no database are the transition an outcome
 makes (``transition``) and what the writes put in the rows (``writes``).
 
-The store (``models.py``, ``managers.py``) does not import this package: the app's
-``ready()`` hands ``engine_for`` to ``store.py``, which the managers' verbs delegate to.
+The store (``models/jobs.py``, ``models/managers.py``) does not import this package: the app's
+``ready()`` hands ``engine_for`` to ``core/contract.py``, which the managers' verbs delegate to.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from django.db import connections
 
 if TYPE_CHECKING:
-    from .verbs import Engine
+    from django_jobs.engine.verbs import Engine
 
 _engines: dict[str, Engine] = {}
 
@@ -37,20 +37,24 @@ def load_engines() -> None:
     Reads each alias's vendor only: no connection is opened."""
     vendors = {connections[alias].vendor for alias in connections}
     if "postgresql" in vendors:
-        from . import postgres  # noqa: F401
+        from django_jobs.engine.postgres import engine as postgres  # noqa: F401
+    if "mysql" in vendors:
+        from django_jobs.engine.mariadb import engine as mariadb  # noqa: F401
     if vendors - {"postgresql"}:
-        from . import portable  # noqa: F401
+        from django_jobs.engine import portable  # noqa: F401
 
 
 def _engine_class(using: str) -> type[Engine]:
     connection = connections[using]
     if connection.vendor == "postgresql":
-        from .postgres import PostgresEngine
+        from django_jobs.engine.postgres.engine import PostgresEngine
 
         return PostgresEngine
-    from .portable import MariaDBEngine, RowLockEngine, WithoutRowLocksEngine
+    from django_jobs.engine.portable import RowLockEngine, WithoutRowLocksEngine
 
     if connection.vendor == "mysql":
+        from django_jobs.engine.mariadb.engine import MariaDBEngine
+
         return MariaDBEngine
     if connection.features.has_select_for_update_skip_locked:
         return RowLockEngine

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.db.models import F
 
-from .. import clock, hooks
-from ..states import PENDING, PROCESSING, WAITING
+from django_jobs.core import clock
+from django_jobs.core.states import PENDING, PROCESSING, WAITING
+from django_jobs.engine import hooks
 
 if TYPE_CHECKING:
-    from ..models import Job
+    from django_jobs.models import Job
 
 
 class LeaseVerbs:
@@ -62,7 +63,7 @@ class LeaseVerbs:
 
     def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
         """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
-        counted apart from errors (the rescue hook of ``crashes.py``).
+        counted apart from errors (the rescue hook of ``features/crashes.py``).
 
         Any worker may run this at any time: every write is fenced on the old lease token,
         so two rescuers never both record the same lost attempt.
@@ -77,8 +78,8 @@ class LeaseVerbs:
     def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:
         """Hand held jobs back to the queue at shutdown, without spending their attempt; they
         are due ``delay`` seconds from now (a stopping worker whose handler still runs keeps
-        them from other workers until its process is gone: ``shutdown.py``)."""
-        from ..models import JobAttempt
+        them from other workers until its process is gone: ``worker/shutdown.py``)."""
+        from django_jobs.models import JobAttempt
 
         now = clock.now(self.db)
         released = 0

@@ -1,5 +1,6 @@
-"""How a claim takes its rows on Django's ORM: with row locks (MariaDB, and PostgreSQL when a
-feature admits claims) or without (SQLite). The rest of the verbs are ``engine/verbs.py``'s.
+"""How a claim takes its rows on Django's ORM: with row locks (PostgreSQL when a feature admits
+claims; MariaDB's engine in ``engine/mariadb/`` builds on it) or without (SQLite). The rest of
+the verbs are ``engine/verbs.py``'s.
 """
 
 from __future__ import annotations
@@ -7,18 +8,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, models, transaction
+from django.db import models
 
-from .. import hooks, mariadb
-from ..instances import varying
-from ..lockedrows import locked
-from ..states import READY_STATES
-from . import mariadbenqueue
-from .verbs import Engine
-from .writes import claim_fields
+from django_jobs.core.states import READY_STATES
+from django_jobs.engine import hooks
+from django_jobs.engine.locked_rows import locked
+from django_jobs.engine.verbs import Engine
+from django_jobs.engine.writes import claim_fields
 
 if TYPE_CHECKING:
-    from ..models import Job
+    from django_jobs.models import Job
 
 
 class RowLockEngine(Engine):
@@ -40,26 +39,6 @@ class RowLockEngine(Engine):
     def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
         """The first ``limit`` rows of ``ready``, locked, skipping rows other claimers hold."""
         return locked(ready, limit)
-
-
-class MariaDBEngine(RowLockEngine):
-    """MariaDB and MySQL: the candidates' ids are read first, then only those are locked
-    (``mariadb.lock_ready``: MariaDB would lock every ready row it sorts)."""
-
-    def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
-        return mariadb.lock_ready(ready, limit)
-
-    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
-        """On MariaDB ``bulk_create``'s INSERT with the values all jobs share sent once
-        (``engine/mariadbenqueue.py``); a failed INSERT marks the caller's atomic block for
-        rollback, as ``bulk_create``'s does. MySQL has no ``INSERT ... RETURNING``: it keeps
-        ``bulk_create``."""
-        connection: Any = connections[self.db]  # the MySQL backend's wrapper
-        if not connection.mysql_is_mariadb:
-            return super().insert_many(jobs, shared)
-        with transaction.mark_for_rollback_on_error(self.db):
-            mariadbenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
-        return jobs
 
 
 class WithoutRowLocksEngine(Engine):

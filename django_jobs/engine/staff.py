@@ -8,12 +8,13 @@ from typing import Any
 
 from django.db import transaction
 
-from .. import clock, hooks
-from ..exceptions import InvalidJob
-from ..states import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING
-from ..uniquekey import keep_key_if
-from ..validation import QUEUE_RE, check_payload
-from .writes import retry_fields
+from django_jobs.core import clock
+from django_jobs.core.states import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING
+from django_jobs.core.validation import QUEUE_RE, check_payload
+from django_jobs.engine import hooks
+from django_jobs.engine.unique_column import keep_key_if
+from django_jobs.engine.writes import retry_fields
+from django_jobs.exceptions import InvalidJob
 
 
 class StaffVerbs:
@@ -104,7 +105,7 @@ class StaffVerbs:
         return self._set_paused(queue, paused=False)
 
     def _set_paused(self, name: str, *, paused: bool) -> bool:
-        from ..models import QueueState
+        from django_jobs.models import QueueState
 
         if not isinstance(name, str) or not QUEUE_RE.fullmatch(name):
             raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {name!r}"})

@@ -1,9 +1,9 @@
 """What an attempt's outcome does to its job: a pure function of the job's counters, the
 outcome and the retry policy, with no query and no change to the job or the outcome.
 
-The write path (``engine/verbs.py``, ``engine/sql.py``) writes ``Transition.fields`` fenced on the
-job's lease; only for the rows that write changed does it set the fields on the ``Job``
-instance and ``Transition.outcome`` as the outcome's kind (``apply``).
+The write path (``engine/verbs.py``, ``engine/postgres/statements.py``) writes ``Transition.fields``
+fenced on the job's lease; only for the rows that write changed does it set the fields on the
+``Job`` instance and ``Transition.outcome`` as the outcome's kind (``apply``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..retry import Backoff, decide
-from ..states import JobStatus, Outcome
+from django_jobs.core.retry import Backoff, decide
+from django_jobs.core.states import JobStatus, Outcome
 
 if TYPE_CHECKING:
-    from ..models import Job
-    from ..outcomes import AttemptOutcome
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models import Job
 
 
 @dataclass(frozen=True, slots=True)

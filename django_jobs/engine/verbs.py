@@ -4,11 +4,11 @@ One ``Engine`` per database alias (``engine_for``). The worker's verbs are here 
 claim, finish, the finish-and-claim turn, heartbeat, rescue, release); the staff's (retry,
 cancel, run now, discard, pause) are in ``engine/staff.py``. How a claim takes its rows
 depends on whether the database has row locks (``engine/portable.py``); PostgreSQL replaces
-the hot verbs with hand-written statements (``engine/postgres.py``).
+the hot verbs with hand-written statements (``engine/postgres/engine.py``).
 
 A snooze is a finish: the worker hands ``finish`` an outcome of kind ``snoozed``, whose
 transition makes the job pending again at the time it asked for, its attempt not counted.
-Features join these verbs through ``hooks.py``; each hook gets the jobs' manager (``jobs``).
+Features join these verbs through ``engine/hooks.py``; each hook gets the jobs' manager (``jobs``).
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from .. import clock, hooks
-from ..instances import build, build_many
-from ..signals import job_enqueued
-from ..states import COMPLETED, PROCESSING
-from ..validation import check_payload, enqueue_fields
-from .leases import LeaseVerbs
-from .staff import StaffVerbs
-from .transition import Apply, Transition, undone_on_error
-from .writes import (
+from django_jobs.core import clock
+from django_jobs.core.states import COMPLETED, PROCESSING
+from django_jobs.core.validation import check_payload, enqueue_fields
+from django_jobs.engine import hooks
+from django_jobs.engine.leases import LeaseVerbs
+from django_jobs.engine.staff import StaffVerbs
+from django_jobs.engine.transition import Apply, Transition, undone_on_error
+from django_jobs.engine.writes import (
     attempt_row,
     claim_fields,
     claim_values,
@@ -39,10 +38,12 @@ from .writes import (
     transition_of,
     update_fields,
 )
+from django_jobs.models.instances import build, build_many
+from django_jobs.signals import job_enqueued
 
 if TYPE_CHECKING:
-    from ..models import Job
-    from ..outcomes import AttemptOutcome
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models import Job
 
 # The database whose worker's turn (``Engine.finish_and_claim``) this context is inside, if any
 _turn: ContextVar[str | None] = ContextVar("django_jobs_turn", default=None)
@@ -59,7 +60,7 @@ class Engine(StaffVerbs, LeaseVerbs):
     @cached_property
     def jobs(self) -> Any:
         """``Job.objects`` on this database: what the verbs query, and what hooks get."""
-        from ..models import Job
+        from django_jobs.models import Job
 
         return Job.objects.db_manager(self.db)
 
@@ -113,7 +114,7 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     def save_new(self, job: Job) -> None:
         """``save()``'s INSERT on every database: for an insert that takes over the enqueue
-        (``unique.py`` catches the unique key's IntegrityError in a savepoint)."""
+        (``features/unique.py`` catches the unique key's IntegrityError in a savepoint)."""
         job.save(force_insert=True, using=self.db)
 
     def bulk_insert(self, jobs: list[Job]) -> list[Job]:
@@ -153,7 +154,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         Every write is fenced on (id, lease_token, status=processing): a worker whose lease
         was taken over cannot overwrite the newer attempt, and its outcome is dropped.
         """
-        from ..models import JobAttempt
+        from django_jobs.models import JobAttempt
 
         now = clock.now(self.db)
         done: list[AttemptOutcome] = []

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import F
 from django.db.models.functions import Greatest
 
-from ..registry import get_handler
-from ..retry import Backoff, as_backoff
-from ..states import COMPLETED, FAILED, PENDING, PROCESSING
-from ..uniquekey import keep_key_if
-from . import transition
-from .transition import Apply, Transition, apply
+from django_jobs.core.registry import get_handler
+from django_jobs.core.retry import Backoff, as_backoff
+from django_jobs.core.states import COMPLETED, FAILED, PENDING, PROCESSING
+from django_jobs.engine import transition
+from django_jobs.engine.transition import Apply, Transition, apply
+from django_jobs.engine.unique_column import keep_key_if
 
 if TYPE_CHECKING:
-    from ..models import JobAttempt
-    from ..outcomes import AttemptOutcome
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models import JobAttempt
 
 
 def backoff(type: str) -> Backoff:
@@ -72,7 +72,7 @@ def retry_fields(now: datetime) -> dict[str, Any]:
 
 def attempt_row(outcome: AttemptOutcome) -> JobAttempt:
     """The attempt row of a written outcome."""
-    from ..models import JobAttempt
+    from django_jobs.models import JobAttempt
 
     job = outcome.job
     return JobAttempt(

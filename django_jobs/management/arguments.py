@@ -16,11 +16,11 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from django_jobs import clock
-from django_jobs.models import PUBLIC_ID_PREFIX, Job
-from django_jobs.outcomes import stored
-from django_jobs.schema import NotMigrated, require_migrated
-from django_jobs.validation import QUEUE_RE
+from django_jobs.core import clock
+from django_jobs.core.outcomes import stored
+from django_jobs.core.validation import QUEUE_RE
+from django_jobs.models.jobs import PUBLIC_ID_PREFIX, Job
+from django_jobs.models.schema import NotMigrated, require_migrated
 
 JOB_ID_RE = re.compile(rf"^{PUBLIC_ID_PREFIX}[0-9a-f]{{20}}$")
 AGE_RE = re.compile(r"^(\d{1,9}(?:\.\d{1,6})?)([smhdw])$")

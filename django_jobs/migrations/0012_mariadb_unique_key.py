@@ -1,10 +1,10 @@
 from django.db import migrations
 
-from django_jobs.mariadb import add_indexes, drop_indexes
+from django_jobs.engine.mariadb.schema import add_indexes, drop_indexes
 
 
 class Migration(migrations.Migration):
-    """On MariaDB and MySQL only: full indexes in place of the partial ones (django_jobs/mariadb.py)."""
+    """On MariaDB and MySQL only: full indexes in place of the partial ones (django_jobs/engine/mariadb/schema.py)."""
 
     dependencies = [
         ('django_jobs', '0010_crashes'),

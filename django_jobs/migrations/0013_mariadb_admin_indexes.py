@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from django_jobs.mariadb import order_list_indexes_by_id, restore_list_indexes
+from django_jobs.engine.mariadb.schema import order_list_indexes_by_id, restore_list_indexes
 
 
 class Migration(migrations.Migration):

@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from django_jobs.mariadb import add_admin_indexes, drop_admin_indexes
+from django_jobs.engine.mariadb.schema import add_admin_indexes, drop_admin_indexes
 
 
 class Migration(migrations.Migration):

@@ -91,7 +91,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)-7s %(message)s"},
-        "json": {"()": "django_jobs.jsonlog.JSONFormatter"},
+        "json": {"()": "django_jobs.core.log_format.JSONFormatter"},
     },
     "handlers": {
         "console": {

@@ -17,7 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
-from django_jobs.jobjson import attempt_json, iso, job_json
+from django_jobs.core.job_json import attempt_json, iso, job_json
 from django_jobs.management import arguments
 from django_jobs.models import Job
 

@@ -17,9 +17,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 from django.utils import timezone
 
-from django_jobs.api.models import TOKEN_PREFIX, ApiToken
-from django_jobs.jobjson import iso
+from django_jobs.core.job_json import iso
 from django_jobs.management import arguments
+from django_jobs.models.tokens import TOKEN_PREFIX, ApiToken
 
 NAME_LENGTH = cast(int, ApiToken._meta.get_field("name").max_length)
 

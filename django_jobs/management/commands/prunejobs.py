@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_jobs.retention import PRUNABLE, configured_ages, kept_for_dependents, prune
-from django_jobs.schema import NotMigrated, require_migrated
+from django_jobs.features.retention import PRUNABLE, configured_ages, kept_for_dependents, prune
+from django_jobs.models.schema import NotMigrated, require_migrated
 
 AGE_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -12,14 +12,14 @@ from django.core.checks import CheckMessage
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from django_jobs.claimsize import PREFETCH_HORIZON_SECONDS
-from django_jobs.conf import jobs_settings
-from django_jobs.dbchecks import database_checks, vendor_problems
-from django_jobs.exiting import exit_without_stray_threads
-from django_jobs.lifecycle import bound_network_waits
-from django_jobs.schema import NotMigrated, Unreachable, jobs_database, require_migrated
-from django_jobs.validation import QUEUE_RE
-from django_jobs.worker import Worker, WorkerOptions
+from django_jobs.checks.databases import database_checks, vendor_problems
+from django_jobs.core.settings import jobs_settings
+from django_jobs.core.validation import QUEUE_RE
+from django_jobs.models.schema import NotMigrated, Unreachable, jobs_database, require_migrated
+from django_jobs.worker.claim_size import PREFETCH_HORIZON_SECONDS
+from django_jobs.worker.exit import exit_without_stray_threads
+from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.process import bound_network_waits
 
 # Each slot is a thread with its own database connection, and the worker holds two more (the
 # loop's, and on PostgreSQL the LISTEN connection): --concurrency + 2 in all. Past a few hundred

@@ -1,0 +1,132 @@
+"""Admin for recurring schedules: when each runs, its last and next run, pause, run now.
+
+Schedules are defined in settings; this page shows their state and acts on it. Rows appear
+for every configured schedule; the actions need the ``run_schedule`` permission.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html, format_html_join
+
+from django_jobs.admin.requests import StockAnswers
+from django_jobs.core import clock
+from django_jobs.features.schedules.config import ScheduleSpec, schedules
+from django_jobs.features.schedules.ticker import run_now, set_paused
+from django_jobs.models.schedules import Schedule
+
+
+def _specs() -> dict[str, ScheduleSpec]:
+    try:
+        return schedules()
+    except ImproperlyConfigured:
+        return {}
+
+
+def _job_link(job_id: int | None, text: str) -> str:
+    if job_id is None:
+        return "-"
+    try:
+        url = reverse("admin:django_jobs_job_change", args=[job_id])
+    except NoReverseMatch:  # the Job admin is not registered on this site
+        return text
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
+    list_display = ("name", "job_type", "when", "misfire", "paused", "last_run_at",
+                    "next_run_at", "last_job_link", "configured")
+    list_filter = ("paused",)
+    search_fields = ("name",)
+    readonly_fields = ("name", "job_type", "when", "misfire", "paused", "last_occurrence",
+                       "last_run_at", "next_run_at", "last_job_link", "recent_occurrences")
+    fields = readonly_fields
+    actions = ("pause", "resume", "run_now_action")
+
+    def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
+        specs = _specs()
+        now = clock.now(Schedule.objects.db)
+        Schedule.objects.bulk_create(
+            [Schedule(name=name, next_run_at=spec.next_after(now), created_at=now,
+                      updated_at=now) for name, spec in specs.items()],
+            ignore_conflicts=True,
+        )
+        return super().changelist_view(request, extra_context)
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_run_permission(self, request: Any) -> bool:
+        return request.user.has_perm("django_jobs.run_schedule")
+
+    # Columns.
+
+    @admin.display(description="type")
+    def job_type(self, obj: Schedule) -> str:
+        spec = _specs().get(obj.name)
+        return spec.type if spec else "-"
+
+    @admin.display(description="runs")
+    def when(self, obj: Schedule) -> str:
+        spec = _specs().get(obj.name)
+        if spec is None:
+            return "-"
+        if spec.every is not None:
+            return f"every {spec.every}"
+        return f"{spec.cron} ({spec.timezone})"
+
+    @admin.display(description="after downtime")
+    def misfire(self, obj: Schedule) -> str:
+        spec = _specs().get(obj.name)
+        return spec.misfire if spec else "-"
+
+    @admin.display(boolean=True, description="in settings")
+    def configured(self, obj: Schedule) -> bool:
+        return obj.name in _specs()
+
+    @admin.display(description="last job")
+    def last_job_link(self, obj: Schedule) -> str:
+        return _job_link(obj.last_job_id, f"job {obj.last_job_id}")
+
+    @admin.display(description="recent occurrences")
+    def recent_occurrences(self, obj: Schedule) -> str:
+        rows = obj.occurrences.order_by("-at")[:20]
+        return format_html("<ul>{}</ul>", format_html_join(
+            "", "<li>{} {} {}</li>",
+            ((o.at.isoformat(), "(run now)" if o.manual else "", _job_link(o.job_id, "job"))
+             for o in rows),
+        ))
+
+    # Actions.
+
+    @admin.action(description="Pause selected schedules", permissions=["run"])
+    def pause(self, request: Any, queryset: Any) -> None:
+        count = set_paused(list(queryset.values_list("name", flat=True)), True)
+        self.message_user(request, f"{count} schedule(s) paused.", messages.SUCCESS)
+
+    @admin.action(description="Resume selected schedules (skipping what fell due meanwhile)",
+                  permissions=["run"])
+    def resume(self, request: Any, queryset: Any) -> None:
+        count = set_paused(list(queryset.values_list("name", flat=True)), False)
+        self.message_user(request, f"{count} schedule(s) resumed.", messages.SUCCESS)
+
+    @admin.action(description="Run selected schedules now", permissions=["run"])
+    def run_now_action(self, request: Any, queryset: Any) -> None:
+        specs = _specs()
+        names = [n for n in queryset.values_list("name", flat=True) if n in specs]
+        skipped = queryset.count() - len(names)
+        for name in names:
+            job = run_now(name)
+            if job is not None:
+                self.message_user(request, f"{name}: enqueued {job.public_id}.", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} schedule(s) are not in settings any more.",
+                              messages.WARNING)

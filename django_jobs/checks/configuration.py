@@ -1,0 +1,97 @@
+"""System checks for a wrong setup of django-jobs."""
+
+from __future__ import annotations
+
+import sys
+from types import FrameType
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.db import DEFAULT_DB_ALIAS
+
+from django_jobs.core.settings import DEFAULTS, jobs_settings
+from django_jobs.models.schema import jobs_database, problem
+
+
+@register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
+    problems: list = []
+    user = getattr(settings, "DJANGO_JOBS", {}) or {}
+    if not isinstance(user, dict):
+        return [Error("DJANGO_JOBS must be a dict", id="django_jobs.E001")]
+    for key in sorted(set(user) - set(DEFAULTS)):
+        problems.append(Error(f"DJANGO_JOBS has an unknown key {key!r}", id="django_jobs.E002",
+                              hint=f"known keys: {', '.join(sorted(DEFAULTS))}"))
+    max_attempts = jobs_settings.MAX_ATTEMPTS
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        problems.append(Error("DJANGO_JOBS['MAX_ATTEMPTS'] must be a positive integer",
+                              id="django_jobs.E003"))
+    for key in ("MAX_PAYLOAD_BYTES", "MAX_RESULT_BYTES"):
+        limit = getattr(jobs_settings, key)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                                  or limit < 1):
+            problems.append(Error(f"DJANGO_JOBS[{key!r}] must be a positive integer or None",
+                                  id="django_jobs.E004"))
+    skew = jobs_settings.CLOCK_SKEW_WARNING_SECONDS
+    if skew is not None and (not isinstance(skew, int | float) or isinstance(skew, bool)
+                             or skew < 0):
+        problems.append(Error("DJANGO_JOBS['CLOCK_SKEW_WARNING_SECONDS'] must be a number of "
+                              "seconds (0 or more) or None", id="django_jobs.E005"))
+    lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
+    if lease < 2 * beat:
+        problems.append(Warning(
+            f"LEASE_SECONDS ({lease}) is less than twice HEARTBEAT_SECONDS ({beat}): a busy "
+            "worker may lose its lease and see its jobs run twice",
+            id="django_jobs.W001",
+        ))
+    problems.extend(check_jobs_alias())
+    return problems
+
+
+def check_jobs_alias() -> list:
+    """Jobs routed off ``default``: ``transaction.atomic()`` (on ``default``) does not hold
+    their writes."""
+    using = jobs_database()
+    if using == DEFAULT_DB_ALIAS:
+        return []
+    return [Warning(
+        f"django-jobs writes jobs to database {using!r}, not 'default': a job enqueued inside "
+        f"transaction.atomic() on another database is not part of that transaction (it commits "
+        f"and stays if that transaction rolls back)",
+        id="django_jobs.W003",
+        hint=f"enqueue inside transaction.atomic(using={using!r}), or from "
+             f"transaction.on_commit(), where a job must follow a transaction; then silence "
+             f"this check (SILENCED_SYSTEM_CHECKS)",
+    )]
+
+
+@register(Tags.database)
+def check_migrated(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+    """The jobs tables exist and are up to date (``check --database default``).
+
+    Quiet while ``manage.py migrate`` runs: it runs the database checks just before it applies
+    the very migrations this check asks for. A warning, not an error, so that it can never
+    stop ``migrate`` either.
+    """
+    using = jobs_database()
+    if not databases or using not in databases or migrate_is_running():
+        return []
+    found = problem(using)
+    if found is None:
+        return []
+    return [Warning(found.reason, id="django_jobs.W002", hint=found.hint)]
+
+
+def migrate_is_running() -> bool:
+    """True when called from inside the ``migrate`` command (or a site's subclass of it): a
+    method of it is on the stack, whether it runs the checks in ``execute`` (Django 5.2+) or
+    in ``handle``, and however the command was started."""
+    from django.core.management.commands.migrate import Command as Migrate
+
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("self"), Migrate):
+            return True
+        frame = frame.f_back
+    return False

@@ -1,0 +1,29 @@
+"""System check: every schedule parses, and names a registered job type with valid options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import Error, register
+from django.core.exceptions import ImproperlyConfigured
+
+
+@register()
+def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    from django_jobs.core.validation import enqueue_fields
+    from django_jobs.exceptions import InvalidJob
+    from django_jobs.features.schedules.config import schedules
+
+    try:
+        specs = schedules()
+    except ImproperlyConfigured as exc:
+        return [Error(str(exc), id="django_jobs.E101")]
+    problems = []
+    for spec in specs.values():
+        try:
+            enqueue_fields(spec.type, priority=spec.priority, queue=spec.queue,
+                           max_attempts=spec.max_attempts)
+        except InvalidJob as exc:
+            problems.append(Error(f"DJANGO_JOBS['SCHEDULES'][{spec.name!r}]: {exc.messages[0]}",
+                                  id="django_jobs.E102"))
+    return problems

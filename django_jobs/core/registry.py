@@ -1,0 +1,149 @@
+"""Handler registration (``@handler("email_send")``) and discovery of every app's ``jobs.py``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import autodiscover_modules
+
+from django_jobs.core.retry import Backoff, as_backoff
+from django_jobs.exceptions import PermanentError
+
+TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
+
+ExceptionTypes = tuple[type[BaseException], ...]
+# A crash's policies: give the lost attempt back, or count it as a failed attempt.
+ON_CRASH = ("retry", "fail")
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A registered handler and its job options; None means "use the settings"."""
+
+    type: str
+    func: Callable[..., Any]
+    max_attempts: int | None = None
+    backoff: Backoff | Sequence[float] | None = None
+    retry_on: ExceptionTypes | None = None
+    permanent: ExceptionTypes = field(default=())
+    timeout: float | None = None
+    queue: str | None = None
+    # A Unique rule (features/unique.py) and concurrency/rate limits (features/limits/)
+    unique: Any = None
+    limits: tuple[Any, ...] = ()
+    # What a crash of the worker process running the job does to it (features/crashes.py):
+    # "retry" gives the lost attempt back, "fail" counts it as a failed attempt. None: settings.
+    on_crash: str | None = None
+    max_crashes: int | None = None
+
+    def is_permanent(self, exc: BaseException) -> bool:
+        """True for errors not worth retrying: PermanentError, listed classes, or unlisted ones."""
+        if isinstance(exc, (PermanentError, *self.permanent)):
+            return True
+        return self.retry_on is not None and not isinstance(exc, self.retry_on)
+
+    def get_backoff(self) -> Backoff:
+        return as_backoff(self.backoff)
+
+
+_handlers: dict[str, Handler] = {}
+# Resolvers for type prefixes (``"task:"`` for django.tasks) consulted when no handler matches.
+_resolvers: dict[str, Callable[[str], Handler | None]] = {}
+
+
+def handler(
+    type: str,
+    *,
+    max_attempts: int | None = None,
+    backoff: Backoff | Sequence[float] | None = None,
+    retry_on: Sequence[type[BaseException]] | None = None,
+    permanent: Sequence[type[BaseException]] = (),
+    timeout: float | None = None,
+    queue: str | None = None,
+    unique: Any = None,
+    limits: Sequence[Any] = (),
+    on_crash: str | None = None,
+    max_crashes: int | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``func(payload)`` as the handler of jobs of ``type``.
+
+    ``on_crash`` and ``max_crashes`` say what happens to a job when the process running it dies
+    (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back;
+    "fail" counts it as a failed attempt. Either way a job that has crashed ``max_crashes``
+    times, the last time alone in its worker, goes dead."""
+    if not isinstance(type, str) or not TYPE_RE.fullmatch(type):
+        raise ImproperlyConfigured(f"job type {type!r} must match {TYPE_RE.pattern}")
+    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+        raise ImproperlyConfigured(f"max_attempts for {type!r} must be a positive integer")
+    if timeout is not None and timeout <= 0:
+        raise ImproperlyConfigured(f"timeout for {type!r} must be positive")
+    if on_crash is not None and on_crash not in ON_CRASH:
+        raise ImproperlyConfigured(f"on_crash for {type!r} must be one of {', '.join(ON_CRASH)}")
+    if max_crashes is not None and (not isinstance(max_crashes, int) or max_crashes < 1):
+        raise ImproperlyConfigured(f"max_crashes for {type!r} must be a positive integer")
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        existing = _handlers.get(type)
+        if existing is not None and _qualname(existing.func) != _qualname(func):
+            raise ImproperlyConfigured(
+                f"job type {type!r} is registered twice: {_qualname(existing.func)} "
+                f"and {_qualname(func)}"
+            )
+        _handlers[type] = Handler(
+            type=type,
+            func=func,
+            max_attempts=max_attempts,
+            backoff=as_backoff(backoff) if backoff is not None else None,
+            retry_on=tuple(retry_on) if retry_on is not None else None,
+            permanent=tuple(permanent),
+            timeout=timeout,
+            queue=queue,
+            unique=unique,
+            limits=tuple(limits),
+            on_crash=on_crash,
+            max_crashes=max_crashes,
+        )
+        return func
+
+    return register
+
+
+def register_resolver(prefix: str, resolve: Callable[[str], Handler | None]) -> None:
+    """Let types starting with ``prefix`` be resolved on demand (used by the tasks backend)."""
+    _resolvers[prefix] = resolve
+
+
+def get_handler(type: str) -> Handler | None:
+    """The handler of ``type``, or None (also for a type that is not even a string)."""
+    if not isinstance(type, str):
+        return None
+    found = _handlers.get(type)
+    if found is not None:
+        return found
+    for prefix, resolve in _resolvers.items():
+        if type.startswith(prefix):
+            return resolve(type)
+    return None
+
+
+def unregister(type: str) -> None:
+    """Forget a handler (for tests that register throwaway types)."""
+    _handlers.pop(type, None)
+
+
+def registered_types() -> list[str]:
+    """The job types registered with ``@handler``, sorted."""
+    return sorted(_handlers)
+
+
+def autodiscover() -> None:
+    """Import ``jobs.py`` of every installed app so their handlers register."""
+    autodiscover_modules("jobs")
+
+
+def _qualname(func: Callable[..., Any]) -> str:
+    return f"{func.__module__}.{getattr(func, '__qualname__', repr(func))}"

@@ -1,0 +1,90 @@
+"""Settings, read lazily from ``settings.DJANGO_JOBS`` so ``override_settings`` works."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+
+from django_jobs.core.states import CANCELED, COMPLETED, DEAD
+
+DEFAULTS: dict[str, Any] = {
+    # Attempts a job gets when neither its handler nor the enqueue call says.
+    "MAX_ATTEMPTS": 3,
+    # Exponential backoff: base * 2**(attempt - 1) seconds, capped, with jitter.
+    "BACKOFF_BASE": 10.0,
+    "BACKOFF_CAP": 3600.0,
+    "BACKOFF_JITTER": True,
+    # A fixed schedule of delays in seconds (the last repeats); overrides the three above.
+    "BACKOFF_SCHEDULE": None,
+    # How long a claim holds without a heartbeat before another worker rescues the job.
+    "LEASE_SECONDS": 30.0,
+    # How often a worker renews its leases and looks for jobs of lost workers.
+    "HEARTBEAT_SECONDS": 5.0,
+    # Every process judges time by the database server's clock (clock.py); one whose own
+    # clock is off by more than this many seconds logs a warning. None: never warn.
+    "CLOCK_SKEW_WARNING_SECONDS": 2.0,
+    # How long an idle worker waits before looking again (PostgreSQL wakes it sooner).
+    "POLL_INTERVAL": 1.0,
+    # How long a stopping worker lets running jobs finish before handing them back.
+    "SHUTDOWN_TIMEOUT": 30.0,
+    "DEFAULT_QUEUE": "default",
+    # Seconds a job whose type no worker has a handler for (a rolling deploy) waits for one,
+    # handed back with a backoff and its attempt not spent, before it goes dead. 0: dead at once.
+    "UNKNOWN_TYPE_GRACE": 3600.0,
+    # Crashes (a worker process dying mid-job) a job may be part of before it goes dead, the
+    # last one alone in its worker; a handler's max_crashes overrides it
+    # (docs/explanation-guarantees.md).
+    "MAX_CRASHES": 3,
+    # What a crash does to the attempt: "retry" gives it back, "fail" counts it as failed.
+    "ON_CRASH": "retry",
+    # Largest payload and result, in bytes of their JSON text (UTF-8); None: no limit. A payload
+    # past it is refused at enqueue; a result past it fails its attempt (the job goes dead).
+    "MAX_PAYLOAD_BYTES": 1024 * 1024,
+    "MAX_RESULT_BYTES": 1024 * 1024,
+    # PostgreSQL: prepare the claim, finish and insert statements on each connection, so the
+    # server plans them once instead of on every call. None: prepare them unless the
+    # connection goes through a pooler that does not keep sessions (found out by itself, see
+    # pooler.py); True: always (PgBouncer 1.21+ with max_prepared_statements); False: never.
+    "PREPARED_STATEMENTS": None,
+    # --- HTTP API and completion callbacks (django_jobs.api, django_jobs.features.callbacks) ---
+    # Largest request body POST /jobs accepts, in bytes.
+    "API_MAX_PAYLOAD_BYTES": 65536,
+    # Page size of GET /jobs when the caller gives no limit, and the most it may ask for.
+    "API_PAGE_SIZE": 50,
+    "API_MAX_PAGE_SIZE": 200,
+    # Seconds an Idempotency-Key is remembered after the job it created.
+    "IDEMPOTENCY_TTL": 86400,
+    # Hosts a callback_url may name, as in ALLOWED_HOSTS ("api.example.com", ".example.com").
+    # Empty: callbacks are refused.
+    "CALLBACK_ALLOWED_HOSTS": [],
+    # The HMAC-SHA256 key callbacks are signed with; callbacks are refused while it is empty.
+    "CALLBACK_SECRET": "",
+    # Seconds one delivery may take, and the attempts and delays (seconds) between them.
+    "CALLBACK_TIMEOUT": 10.0,
+    "CALLBACK_MAX_ATTEMPTS": 8,
+    "CALLBACK_BACKOFF": [10, 30, 120, 600, 1800, 3600, 7200],
+    "CALLBACK_QUEUE": "default",
+    # How long finished jobs are kept, by status (seconds, a timedelta, or None = for
+    # ever), for ``manage.py prunejobs`` and the workers' automatic pruning.
+    "RETENTION": {COMPLETED: 7 * 86400, CANCELED: 7 * 86400, DEAD: 30 * 86400},
+    # Seconds between automatic prune passes by each worker; None turns it off.
+    "PRUNE_INTERVAL": None,
+    # Rows deleted per prune transaction.
+    "PRUNE_BATCH_SIZE": 500,
+    # Recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
+    "SCHEDULES": {},
+}
+
+
+class Settings:
+    """Attribute access to the merged settings; nothing is cached."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"django-jobs has no setting {name!r}")
+        user = getattr(django_settings, "DJANGO_JOBS", {}) or {}
+        return user.get(name, DEFAULTS[name])
+
+
+jobs_settings = Settings()

@@ -1,0 +1,163 @@
+"""Checks and normalises the arguments of ``Job.enqueue``; raises InvalidJob naming each field."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.http.request import validate_host
+from django.utils import timezone
+
+from django_jobs.core.json_rules import NotStorable, storable_json
+from django_jobs.core.outcomes import stored
+from django_jobs.core.registry import get_handler
+from django_jobs.core.settings import jobs_settings
+from django_jobs.exceptions import InvalidJob, UnknownJobType
+
+PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+QUEUE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+MAX_ATTEMPTS_LIMIT = 1000
+
+
+def priority_value(priority: str | int) -> int:
+    """``low``/``normal``/``high`` or an integer from -100 (last) to 100 (first)."""
+    if isinstance(priority, str) and priority in PRIORITY_NAMES:
+        return PRIORITY_NAMES[priority]
+    if isinstance(priority, int) and not isinstance(priority, bool):
+        if PRIORITY_MIN <= priority <= PRIORITY_MAX:
+            return priority
+    raise InvalidJob(
+        {"priority": f"must be low, normal, high or an integer from {PRIORITY_MIN} to "
+         f"{PRIORITY_MAX}, not {priority!r}"}
+    )
+
+
+def priority_label(value: int) -> str:
+    """The name of a priority value if it has one, else the number as text."""
+    for name, number in PRIORITY_NAMES.items():
+        if number == value:
+            return name
+    return str(value)
+
+
+def check_payload(payload: Any) -> Any:
+    """The payload to store: ``None`` (the default, no payload) is ``{}``; anything else must be
+    storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload."""
+    if payload is None:
+        return {}
+    try:
+        storable_json(payload, jobs_settings.MAX_PAYLOAD_BYTES, "MAX_PAYLOAD_BYTES")
+    except NotStorable as exc:
+        raise InvalidJob({"payload": str(exc)}) from None
+    return payload
+
+
+def resolve_run_at(delay: Any, run_at: Any, now: datetime) -> datetime:
+    if delay is not None and run_at is not None:
+        raise InvalidJob({"delay": "give either delay or run_at, not both"})
+    if run_at is not None:
+        if not isinstance(run_at, datetime):
+            raise InvalidJob({"run_at": f"must be a datetime, not {type(run_at).__name__}"})
+        if settings.USE_TZ and timezone.is_naive(run_at):
+            raise InvalidJob({"run_at": "must be timezone-aware (USE_TZ is on)"})
+        return stored(run_at)  # aware under USE_TZ = False: naive in the default time zone
+    if delay is None:
+        return now
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif isinstance(delay, int | float) and not isinstance(delay, bool):
+        seconds = float(delay)
+    else:
+        raise InvalidJob({"delay": f"must be a timedelta or seconds, not {type(delay).__name__}"})
+    if not seconds >= 0:  # also refuses NaN
+        raise InvalidJob({"delay": f"must not be negative, got {seconds} seconds"})
+    try:
+        return now + timedelta(seconds=seconds)
+    except OverflowError:
+        raise InvalidJob({"delay": f"{seconds} seconds is too far in the future"}) from None
+
+
+def enqueue_fields(
+    type: Any,
+    *,
+    priority: Any = "normal",
+    queue: Any = None,
+    delay: Any = None,
+    run_at: Any = None,
+    max_attempts: Any = None,
+    callback_url: Any = None,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Model field values shared by every job of one enqueue call (all but the payload)."""
+    if not isinstance(type, str) or not type:
+        raise InvalidJob({"type": "must be a non-empty string"})
+    found = get_handler(type)
+    if found is None:
+        raise UnknownJobType({"type": f"no handler is registered for job type {type!r}"})
+    queue = queue if queue is not None else (found.queue or jobs_settings.DEFAULT_QUEUE)
+    if not isinstance(queue, str) or not QUEUE_RE.fullmatch(queue):
+        raise InvalidJob({"queue": f"must match {QUEUE_RE.pattern}, not {queue!r}"})
+    if max_attempts is None:
+        max_attempts = found.max_attempts or jobs_settings.MAX_ATTEMPTS
+    if (
+        not isinstance(max_attempts, int)
+        or isinstance(max_attempts, bool)
+        or not 1 <= max_attempts <= MAX_ATTEMPTS_LIMIT
+    ):
+        raise InvalidJob(
+            {"max_attempts": f"must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}, "
+             f"not {max_attempts!r}"}
+        )
+    now = now or timezone.now()
+    return {
+        "type": type,
+        "priority": priority_value(priority),
+        "queue": queue,
+        "run_at": resolve_run_at(delay, run_at, now),
+        "max_attempts": max_attempts,
+        "callback_url": check_callback_url(callback_url),
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+# --- callback_url: where a job's completion callback may be sent ---
+
+CALLBACK_URL_MAX_LENGTH = 2000
+
+
+def check_callback_url(url: Any) -> str:
+    """``url`` if a callback may be sent there, "" for none; else InvalidJob naming the field."""
+    if url is None or url == "":
+        return ""
+    if not isinstance(url, str):
+        raise InvalidJob({"callback_url": f"must be a string, not {type(url).__name__}"})
+    problem = callback_url_problem(url)
+    if problem:
+        raise InvalidJob({"callback_url": problem})
+    return url
+
+
+def callback_url_problem(url: str) -> str | None:
+    """Why a callback may not go to ``url`` (checked at enqueue and again at delivery)."""
+    if len(url) > CALLBACK_URL_MAX_LENGTH:
+        return f"must be at most {CALLBACK_URL_MAX_LENGTH} characters"
+    try:
+        URLValidator(schemes=["http", "https"])(url)
+    except ValidationError:
+        return "must be an absolute http or https URL"
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        return "must not carry a user name or password"
+    if not jobs_settings.CALLBACK_SECRET:
+        return "callbacks are off on this server (DJANGO_JOBS['CALLBACK_SECRET'] is not set)"
+    host = parts.hostname or ""
+    if not validate_host(host, list(jobs_settings.CALLBACK_ALLOWED_HOSTS)):
+        return f"host {host!r} is not allowed (DJANGO_JOBS['CALLBACK_ALLOWED_HOSTS'])"
+    return None

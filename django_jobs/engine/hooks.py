@@ -1,0 +1,218 @@
+"""Feature hooks: the points where features (unique keys, dependencies, limits, callbacks,
+follow-ups, crash counting, recurring jobs, pruning) join the engine's verbs and the worker's
+heartbeat.
+
+The engine (``engine/``) and the worker import no feature. A feature subclasses ``Feature``,
+overrides the points it joins (every default does nothing) and is registered once, when the
+app starts (``apps.py``). The engine (the worker, for ``periodic_steps``) calls the module
+functions below at each point; they ask the registered features in registration order. The
+points::
+
+    Point                     Verb            Called
+    ------------------------  --------------  ------------------------------------------------
+    take_enqueue_options      enqueue(_many)  before validation: a feature pops its own options
+                                              and may return an ``Insert`` that takes over
+    joins_finish              finish          whether ``after_finish`` has work for a job (if
+                                              none has, a PostgreSQL turn is one statement)
+    limits_claims / admit     claim           which claims need admission; the candidates,
+                                              locked, in the claim's transaction
+    claim_without_row_locks   claim           without row locks (SQLite), in place of admit:
+                                              the whole admitted claim, or None
+    after_finish              finish          in the finish transaction, with what was written
+    hold_for_cancel / ended   cancel          rows read (and locked) before the cancel; jobs
+                                              that ended outside a finish (cancel, rescue)
+    release                   heartbeat       waiting jobs a feature no longer holds back
+    rescue                    heartbeat       the lost attempts of jobs whose lease expired
+    periodic_steps            heartbeat       work a worker does on each heartbeat (recurring
+                                              jobs, pruning), outside any verb
+
+A hook runs inside the verb's transaction: what it writes commits or rolls back with the
+verb's own write (a periodic step is the exception: it runs in no transaction of the worker's).
+Hooks that write jobs do so through the engine's verbs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models import Job
+
+# Takes over an enqueue's insert: (manager, jobs built) -> one job per input, in order.
+Insert = Callable[[Any, list["Job"]], list["Job"]]
+# Work on a worker's heartbeat: called with the worker's id; every worker runs it, so it is
+# idempotent across workers (the database decides).
+Step = Callable[[str], object]
+
+
+class Feature:
+    """A feature's hooks; subclass and override the points the feature joins."""
+
+    name = "feature"
+
+    def take_enqueue_options(self, type: str, options: dict[str, Any]) -> Insert | None:
+        """Pop this feature's options out of an enqueue call's ``options`` (raise InvalidJob
+        on bad ones); return an ``Insert`` to take over the insert, or None."""
+        return None
+
+    def limits_claims(self) -> bool:
+        """True if some claim may need ``admit``: the engine then selects candidates first
+        instead of claiming in one statement."""
+        return False
+
+    def admit(self, manager: Any, jobs: list[Job], ready: Any, limit: int,
+              now: datetime) -> list[Job]:
+        """On a database with row locks: of the candidates ``jobs`` (locked, selected from the
+        ``ready`` queryset), those this claim may take."""
+        return jobs
+
+    def claim_without_row_locks(self, manager: Any, ready: Any, claim: dict[str, Any],
+                                limit: int, now: datetime) -> list[Job] | None:
+        """On a database without row locks, the whole claim (``claim``: the fields it writes)
+        when this feature must admit it; None to leave it to the engine."""
+        return None
+
+    def joins_finish(self, job: Job) -> bool:
+        """True if ``after_finish`` may have work when ``job`` finishes. Asked for every job a
+        worker ends: read the job's fields, make no query."""
+        return False
+
+    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+        """In the finish transaction: the outcomes written (their jobs carry the new state)."""
+
+    def hold_for_cancel(self, cancelable: Any) -> list[Job]:
+        """Before a cancel: the rows of the ``cancelable`` queryset this feature acts on once
+        they are canceled, read (and locked where the database can) until commit."""
+        return []
+
+    def ended(self, jobs: Sequence[Job], using: str) -> None:
+        """Jobs that reached an end state outside a finish (canceled, or dead by a rescue), in
+        the transaction that ended them."""
+
+    def release(self, manager: Any, waiting: Any, now: datetime) -> int:
+        """Make pending the jobs of the ``waiting`` queryset this feature held back and no
+        longer does; returns how many."""
+        return 0
+
+    def rescue(self, manager: Any, *, limit: int, now: datetime) -> list[Job] | None:
+        """Record the lost attempts of up to ``limit`` stale jobs, in the caller's transaction;
+        returns the jobs rescued, or None to leave the rescue to the next feature."""
+        return None
+
+    def periodic_steps(self) -> Sequence[Step]:
+        """The steps a worker runs on each of its heartbeats for this feature, made once per
+        worker: a step may keep state from one heartbeat to the next (when it next has work,
+        for one) and skips the heartbeats it has nothing to do on."""
+        return ()
+
+
+_features: list[Feature] = []
+
+
+def register(feature: Feature) -> Feature:
+    """Add a feature after those registered; registering the same class again replaces it."""
+    for index, known in enumerate(_features):
+        if type(known) is type(feature):
+            _features[index] = feature
+            return feature
+    _features.append(feature)
+    return feature
+
+
+def unregister(feature: Feature) -> None:
+    """Take a feature's hooks out (a test's own feature, for one)."""
+    _features[:] = [known for known in _features if known is not feature]
+
+
+def registered() -> tuple[Feature, ...]:
+    """The features, in the order their hooks run."""
+    return tuple(_features)
+
+
+def take_enqueue_options(type: str, options: dict[str, Any]) -> Insert | None:
+    """Every feature takes its options; at most one may take over the insert."""
+    taken: Insert | None = None
+    for feature in _features:
+        insert = feature.take_enqueue_options(type, options)
+        if insert is not None:
+            if taken is not None:
+                raise RuntimeError(f"two features take over the insert of {type!r}")
+            taken = insert
+    return taken
+
+
+def limits_claims() -> bool:
+    return any(feature.limits_claims() for feature in _features)
+
+
+def admit(manager: Any, jobs: list[Job], ready: Any, limit: int, now: datetime) -> list[Job]:
+    for feature in _features:
+        if not jobs:
+            break
+        jobs = feature.admit(manager, jobs, ready, limit, now)
+    return jobs
+
+
+def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], limit: int,
+                            now: datetime) -> list[Job] | None:
+    for feature in _features:
+        claimed = feature.claim_without_row_locks(manager, ready, claim, limit, now)
+        if claimed is not None:
+            return claimed
+    return None
+
+
+def joins_finish(job: Job) -> bool:
+    for feature in _features:  # a loop, not any(): asked for every job a worker ends
+        if feature.joins_finish(job):
+            return True
+    return False
+
+
+def after_finish(manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+    for feature in _features:
+        feature.after_finish(manager, written, now)
+
+
+def hold_for_cancel(cancelable: Any) -> list[Job]:
+    held: dict[int, Job] = {}
+    for feature in _features:
+        for job in feature.hold_for_cancel(cancelable):
+            held.setdefault(job.pk, job)
+    return list(held.values())
+
+
+def ended(jobs: Sequence[Job], using: str) -> None:
+    if jobs:
+        for feature in _features:
+            feature.ended(jobs, using)
+
+
+def release(manager: Any, waiting: Any, now: datetime) -> int:
+    return sum(feature.release(manager, waiting, now) for feature in _features)
+
+
+def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
+    """The first feature that answers does the rescue (crash counting, registered by the app)."""
+    for feature in _features:
+        rescued = feature.rescue(manager, limit=limit, now=now)
+        if rescued is not None:
+            return rescued
+    return []
+
+
+def periodic_steps(made: dict[Feature, Sequence[Step]]) -> list[Step]:
+    """The heartbeat steps of the features registered, in their order. ``made`` is one
+    worker's: a feature's steps are made the first time the worker asks and kept, and those of
+    a feature no longer registered are dropped."""
+    for gone in [feature for feature in made if feature not in _features]:
+        del made[gone]
+    steps: list[Step] = []
+    for feature in _features:
+        if feature not in made:
+            made[feature] = tuple(feature.periodic_steps())
+        steps.extend(made[feature])
+    return steps

@@ -1,0 +1,7 @@
+"""The engine on PostgreSQL: hand-written statements for the hot paths, and what they need.
+
+``engine`` (``PostgresEngine``), ``statements`` (the named SQL), ``enqueue`` (one round trip
+per enqueue), ``rows`` (claimed rows made ``Job`` instances), ``cursor`` (server-side
+parameters and prepared statements), ``pooler`` (whether a connection keeps its session) and
+``listener`` (LISTEN/NOTIFY wake-ups).
+"""

@@ -1,0 +1,233 @@
+"""The engine on PostgreSQL (``PostgresEngine``): the enqueue INSERTs, the claim, the finish
+and a worker's turn of both as hand-written statements, one round trip each; every other verb
+is the ORM's (``engine/verbs.py``). The statements are in ``engine/postgres/statements.py``; the
+claimed rows become Jobs in ``engine/postgres/rows.py``; the enqueue INSERTs are in
+``engine/postgres/enqueue.py``.
+
+What bounds a queue's throughput is commits per second, so a batch of jobs is claimed by one
+statement and finished by one, and the worker runs a finish and the next claim as one
+(``docs/explanation-performance.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, transaction
+from django.db.models.signals import post_save, pre_save
+
+from django_jobs.core import clock
+from django_jobs.core.outcomes import micros
+from django_jobs.core.states import READY_STATES, Outcome
+from django_jobs.engine import hooks
+from django_jobs.engine.locked_rows import locked_in_order
+from django_jobs.engine.portable import RowLockEngine
+from django_jobs.engine.postgres import enqueue as pgenqueue
+from django_jobs.engine.postgres import statements as sql
+from django_jobs.engine.postgres.cursor import run
+from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
+from django_jobs.engine.transition import undone_on_error
+from django_jobs.engine.writes import claim_values, written
+from django_jobs.models.instances import varying
+
+if TYPE_CHECKING:
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.engine.transition import Transition
+    from django_jobs.models import Job
+
+
+class PostgresEngine(RowLockEngine):
+    """The ORM's verbs, with the hot ones as single statements. A claim that a feature admits
+    (concurrency and rate limits need the locked candidates first) and a finish with a snooze
+    take the ORM's path."""
+
+    def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
+        """The ready rows read as the plain claim reads them, in the ready index's order
+        (``lockedrows.locked_in_order``)."""
+        return locked_in_order(ready, limit)
+
+    def insert(self, job: Job) -> None:
+        """``pgenqueue.insert`` with what ``save()`` adds: pre/post_save for any receivers,
+        and a failed INSERT marking the caller's atomic block for rollback."""
+        sender, using = type(job), self.db
+        if pre_save.has_listeners(sender):
+            pre_save.send(sender=sender, instance=job, raw=False, using=using,
+                          update_fields=None)
+        with transaction.mark_for_rollback_on_error(using):
+            pgenqueue.insert(job, using)
+        if post_save.has_listeners(sender):
+            post_save.send(sender=sender, instance=job, created=True, update_fields=None,
+                           raw=False, using=using)
+
+    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+        """``bulk_create``'s INSERT, the values all jobs share sent once."""
+        with transaction.mark_for_rollback_on_error(self.db):
+            pgenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
+        return jobs
+
+    def claim(
+        self, *, worker_id: str, limit: int, lease_seconds: float,
+        queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
+        lease_token: uuid.UUID | None = None,
+    ) -> list[Job]:
+        if limit < 1 or hooks.limits_claims():
+            return super().claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
+                                 queues=queues, exclude_queues=exclude_queues,
+                                 lease_token=lease_token)
+        now = clock.now(self.db)
+        return claim(
+            self.jobs.model, ready_states=READY_STATES, now=now, queues=queues,
+            exclude_queues=exclude_queues, limit=limit, using=self.db,
+            values=claim_values(worker_id, now, lease_seconds, lease_token),
+        )
+
+    def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
+        """The fenced updates and the attempt rows of a batch in one statement, in the
+        worker's transaction if it has one; a snooze takes the ORM's path."""
+        if any(outcome.kind == Outcome.SNOOZED for outcome in outcomes):
+            return super().finish(outcomes)
+        if not outcomes:
+            return []
+        now = clock.now(self.db)
+        changes = [self.transition(outcome, now) for outcome in outcomes]
+        with undone_on_error() as applying, transaction.atomic(using=self.db, savepoint=False):
+            mine = finish(self.jobs.model, outcomes, changes, now, self.db)
+            done = written(outcomes, changes, mine, applying)
+            hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
+        return done
+
+    def finish_and_claim(
+        self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
+        lease_seconds: float, queues: Sequence[str] | None = None,
+        exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
+    ) -> tuple[list[AttemptOutcome], list[Job]]:
+        """One statement in its own transaction when no outcome needs more than its own row
+        and attempt row written (no callback, dependents, follow-ups or snooze) and no limits
+        are registered; otherwise ``finish`` and ``claim`` in one transaction."""
+        if not (limit > 0 and self._plain_turn(outcomes)):
+            return super().finish_and_claim(
+                outcomes, worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
+                queues=queues, exclude_queues=exclude_queues, lease_token=lease_token)
+        if not outcomes:  # one statement: no BEGIN and COMMIT around it
+            return [], self.claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
+                                  queues=queues, exclude_queues=exclude_queues,
+                                  lease_token=lease_token)
+        now = clock.now(self.db)
+        changes = [self.transition(outcome, now) for outcome in outcomes]
+        mine, jobs = finish_and_claim(
+            self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,
+            queues=queues, exclude_queues=exclude_queues, limit=limit, using=self.db,
+            values=claim_values(worker_id, now, lease_seconds, lease_token),
+        )
+        return written(outcomes, changes, mine), jobs
+
+    @staticmethod
+    def _plain_turn(outcomes: Sequence[AttemptOutcome]) -> bool:
+        """True if a turn may be the one statement (see ``finish_and_claim``)."""
+        if hooks.limits_claims():
+            return False
+        for outcome in outcomes:  # a loop, not any(): this runs for every job a worker ends
+            if outcome.kind == Outcome.SNOOZED or hooks.joins_finish(outcome.job):
+                return False
+        return True
+
+
+def claim_statement(
+    model: type[Job],
+    *,
+    values: dict[str, Any],
+    ready_states: Sequence[str],
+    now: datetime,
+    queues: Sequence[str] | None,
+    exclude_queues: Sequence[str],
+    limit: int,
+) -> tuple[str, list[Any], RowPlan]:
+    """The claim's SQL, its parameters, and how its rows become Jobs."""
+    queues = list(dict.fromkeys(queues or ()))  # a queue named twice is read once
+    shape = (model, tuple(ready_states), len(queues), len(exclude_queues), int(limit))
+    return sql.claim_sql(*shape), [
+        values["lease_token"], values["leased_until"], values["worker_id"],
+        values["started_at"], values["updated_at"],
+        *sql.claim_where_params(now, queues, exclude_queues),
+    ], _row_plan(model)
+
+
+def _row_plan(model: type[Job]) -> RowPlan:
+    plan = _PLANS.get(model)
+    if plan is None:
+        plan = _PLANS[model] = RowPlan.of(model, sql.claimed_fields(model))
+    return plan
+
+
+_PLANS: dict[type, RowPlan] = {}
+
+
+def claim(model: type[Job], *, using: str, **statement: Any) -> list[Job]:
+    """Lock, mark and read back up to ``limit`` ready jobs, in claim order, in one statement.
+
+    ``UPDATE ... WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED)
+    RETURNING ...``: concurrent claimers skip each other's locked rows instead of waiting.
+    ``statement`` holds ``claim_statement``'s keyword arguments; its ``values`` are the claim's
+    plain values (lease token, lease end, worker id, times).
+    """
+    connection = connections[using]
+    text, params, plan = claim_statement(model, **statement)
+    rows = run(connection, text, params)
+    return claimed_jobs(model, rows, plan, statement["values"], using, connection)
+
+
+def finish(
+    model: type[Job], outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition],
+    now: datetime, using: str,
+) -> set[int]:
+    """Write each outcome with its job's transition; return the ids written."""
+    params = finish_params(outcomes, changes, now)
+    return {row[0] for row in run(connections[using], sql.finish_sql(model), params)}
+
+
+def finish_and_claim(
+    model: type[Job],
+    outcomes: Sequence[AttemptOutcome],
+    changes: Sequence[Transition],
+    *,
+    using: str,
+    **claim: Any,
+) -> tuple[set[int], list[Job]]:
+    """``finish`` then ``claim`` as one statement (``sql.TURN``); returns the ids written and
+    the jobs claimed. ``claim`` holds ``claim``'s keyword arguments."""
+    connection = connections[using]
+    claim_text, claim_params, plan = claim_statement(model, **claim)
+    params = [*finish_params(outcomes, changes, claim["now"]), *claim_params]
+    rows = run(connection, sql.turn_sql(model, claim_text), params)
+    written = set(rows[0][0] or ())
+    claimed = [row[1:] for row in rows if row[1] is not None]
+    return written, claimed_jobs(model, claimed, plan, claim["values"], using, connection)
+
+
+def finish_params(
+    outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime
+) -> tuple[Any, ...]:
+    """The finish's parameters: the outcomes as one JSON array of objects with the columns of
+    ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time twice, the ids."""
+    last, token = None, ""  # a claim gives all its jobs one token (one object): one str()
+    rows = []
+    ids = []
+    names = sql.OUTCOME_NAMES
+    for outcome, change in zip(outcomes, changes, strict=True):
+        job = outcome.job
+        if job.lease_token is not last:
+            last, token = job.lease_token, str(job.lease_token)
+        values = change.fields
+        run_at = values.get("run_at")
+        rows.append(dict(zip(names, (
+            job.id, token, change.status, values.get("result"), values.get("error"),
+            None if run_at is None else micros(run_at), outcome.started, outcome.finished,
+            outcome.cpu_ns, outcome.peak_memory,
+        ), strict=True)))
+        ids.append(str(job.id))
+    # The ids as an array literal: psycopg's list dumper is Python, a join is C.
+    return json.dumps(rows), now, now, f"{{{','.join(ids)}}}"

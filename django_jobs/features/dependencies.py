@@ -1,0 +1,140 @@
+"""Jobs that wait for other jobs: ``Job.enqueue(..., depends_on=[a, b])``.
+
+A job with unfinished dependencies is inserted ``waiting`` (outside the claim index). Enqueue
+marks each dependency ``has_dependents`` (an UPDATE, which also locks it, so a concurrent finish
+waits for the enqueue to commit) before reading its status. The finish transaction of a job with
+``has_dependents`` makes pending the waiting jobs whose dependencies have all completed (the
+``Dependencies`` hooks); it locks those waiting rows first, so two dependencies completing at
+once are counted one after the other. Each worker's heartbeat also sweeps waiting jobs
+(the engine's ``release_waiting``, which calls the ``release`` hook): a dependent enqueued while
+its last dependency was already finishing (the finishing worker read ``has_dependents`` before
+it was set) is released there, within one heartbeat. A finish of a job without dependents
+costs nothing.
+
+Only a dependency that completed releases: one that went dead or was canceled keeps its
+dependents waiting, and so does one deleted before it completed (in the admin, by
+``QuerySet.delete()``), whose link stays with no ``depends_on`` and the status it had in
+``deleted_status`` (``models.keep_unmet_dependency``). Retention does not prune a dead or
+canceled job while a job waits on it (``retention.prunable``), so it can still be retried.
+There is no policy for a dependency that will never complete yet: its dependents wait until
+they are canceled or deleted; a link's ``depends_on`` status, or its ``deleted_status``, is
+what such a policy would read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+from django.db.models import Exists, OuterRef, Q
+
+from django_jobs.core import contract
+from django_jobs.core.states import JobStatus
+from django_jobs.engine.hooks import Feature
+from django_jobs.exceptions import InvalidJob
+from django_jobs.models import JobDependency
+
+if TYPE_CHECKING:
+    from django_jobs.core.outcomes import AttemptOutcome
+
+
+def dependency_ids(depends_on: Any) -> list[int]:
+    """Job primary keys from jobs or ids; InvalidJob on anything else."""
+    if depends_on is None:
+        return []
+    if not isinstance(depends_on, Iterable) or isinstance(depends_on, str | bytes):
+        raise InvalidJob({"depends_on": "must be a list of jobs or job ids"})
+    ids = []
+    for item in depends_on:
+        pk = getattr(item, "pk", item)
+        if not isinstance(pk, int) or isinstance(pk, bool):
+            raise InvalidJob({"depends_on": f"must be jobs or job ids, not {item!r}"})
+        ids.append(pk)
+    return list(dict.fromkeys(ids))
+
+
+def unfinished(manager: Any, ids: list[int]) -> bool:
+    """Mark (and so lock) the dependencies, and say whether any has not completed; InvalidJob
+    if one does not exist."""
+    contract.engine(manager.db).mark_has_dependents(ids)
+    statuses = dict(manager.filter(pk__in=ids).values_list("pk", "status"))
+    missing = [pk for pk in ids if pk not in statuses]
+    if missing:
+        raise InvalidJob({"depends_on": f"no such job(s): {missing}"})
+    return any(status != JobStatus.COMPLETED for status in statuses.values())
+
+
+def link(manager: Any, jobs: list[Any], ids: list[int]) -> None:
+    JobDependency.objects.using(manager.db).bulk_create(
+        [JobDependency(job_id=job.pk, depends_on_id=pk) for job in jobs for pk in ids]
+    )
+
+
+# Links that hold their job back: the dependency has not completed, or was deleted before it
+# completed (no ``depends_on``). Spelt out, not ``exclude(depends_on__status=...)``: the empty
+# ``depends_on`` must count as unmet on every database.
+UNMET = Q(depends_on__isnull=True) | ~Q(depends_on__status=JobStatus.COMPLETED)
+
+
+def release_dependents(manager: Any, completed_ids: list[int], now: Any) -> int:
+    """In a finish transaction: release the waiting dependents of these completed jobs."""
+    links = JobDependency.objects.using(manager.db).filter(depends_on_id__in=completed_ids)
+    waiting = manager.filter(status=JobStatus.WAITING, pk__in=links.values("job_id"))
+    return release(manager, waiting, now)
+
+
+def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool = False) -> int:
+    """Make pending those of the ``waiting`` jobs whose dependencies have all completed.
+
+    They are locked before their dependencies are counted (a sweep skips rows another
+    transaction holds, and looks only at jobs with no unfinished dependency left).
+    """
+    db = manager.db
+    links = JobDependency.objects.using(db)
+    if sweep:
+        waiting = waiting.exclude(pk__in=links.filter(UNMET).values("job_id"))
+    waiting = waiting.order_by("pk")
+    if connections[db].features.has_select_for_update:
+        waiting = waiting.select_for_update(skip_locked=sweep)
+    candidates = list(waiting.values_list("pk", flat=True)[:limit])
+    if not candidates:
+        return 0
+    blocked = set(links.filter(UNMET, job_id__in=candidates).values_list("job_id", flat=True))
+    ready = [pk for pk in candidates if pk not in blocked]
+    return contract.engine(db).make_pending(ready, now)
+
+
+def waited_on() -> Exists:
+    """For a filter on jobs: some waiting job depends on this one."""
+    return Exists(JobDependency.objects.filter(depends_on=OuterRef("pk"),
+                                               job__status=JobStatus.WAITING))
+
+
+def waiting_dependents(jobs: Any) -> Any:
+    """The waiting jobs that depend on one of ``jobs`` (a queryset) and are not among them:
+    what deleting ``jobs`` would leave waiting on a deleted job."""
+    links = JobDependency.objects.using(jobs.db).filter(depends_on__in=jobs.values("pk"))
+    return (jobs.model._default_manager.using(jobs.db)
+            .filter(status=JobStatus.WAITING, pk__in=links.values("job_id"))
+            .exclude(pk__in=jobs.values("pk")))
+
+
+class Dependencies(Feature):
+    """The hooks of dependencies: after a finish, release the dependents of completed jobs;
+    at the heartbeat's sweep, release waiting jobs whose dependencies all completed."""
+
+    name = "dependencies"
+
+    def joins_finish(self, job: Any) -> bool:
+        return bool(job.has_dependents)
+
+    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+        done = [o.job.pk for o in written
+                if o.kind == JobStatus.COMPLETED and o.job.has_dependents]
+        if done:
+            release_dependents(manager, done, now)
+
+    def release(self, manager: Any, waiting: Any, now: datetime) -> int:
+        return release(manager, waiting, now, sweep=True)

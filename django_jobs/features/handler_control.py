@@ -1,0 +1,100 @@
+"""What a running handler can ask of its job: follow-ups, progress (and ``raise Snooze``).
+
+    from django_jobs import Snooze, enqueue_after_success, set_progress
+
+    @handler("import_file")
+    def run(payload):
+        set_progress(0.5, "halfway")
+        if not ready():
+            raise Snooze(60)              # run again in a minute; the attempt does not count
+        enqueue_after_success("notify", {"file": payload["file"]})  # only if this completes
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django_jobs.core.json_rules import NotStorable, storable_json
+from django_jobs.core.states import Outcome
+from django_jobs.engine.hooks import Feature, take_enqueue_options
+from django_jobs.exceptions import InvalidJob
+
+if TYPE_CHECKING:
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models import Job
+
+logger = logging.getLogger("django_jobs.worker")
+
+MESSAGE_LENGTH = 200
+
+
+def _running_job() -> Job:
+    from django_jobs.core.current import current_job
+
+    job = current_job.get()
+    if job is None:
+        raise RuntimeError("only a handler run by a worker can do this")
+    return job
+
+
+def enqueue_after_success(type: str, payload: Any = None, **options: Any) -> None:
+    """Enqueue a job when, and only if, the running handler completes.
+
+    The arguments are those of ``Job.enqueue`` and are checked now (InvalidJob at once); the
+    job is inserted in the transaction that records the completion, so a handler that fails,
+    times out or is canceled leaves no follow-up behind.
+    """
+    from django_jobs.core.validation import check_payload, enqueue_fields
+
+    job = _running_job()
+    check_payload(payload)
+    probe = dict(options)
+    take_enqueue_options(type, probe)  # the features' options (unique keys, dependencies)
+    enqueue_fields(type, **probe)
+    job.__dict__.setdefault("_after_success", []).append((type, payload, options))
+
+
+def set_progress(fraction: float, message: str = "") -> bool:
+    """Record the running job's progress (0 to 1) and a short message; shown by admin and API.
+
+    Written at once, in its own statement, fenced on the job's lease: returns False if the job
+    is no longer this worker's. Call it at most every second or so: each call is a write.
+    """
+    if not isinstance(fraction, int | float) or isinstance(fraction, bool) or \
+            not math.isfinite(fraction) or not 0 <= fraction <= 1:
+        raise InvalidJob({"progress": f"must be a number from 0 to 1, not {fraction!r}"})
+    if not isinstance(message, str):
+        raise InvalidJob({"progress_message": "must be a string"})
+    message = message[:MESSAGE_LENGTH]
+    try:
+        storable_json(message)
+    except NotStorable as exc:
+        raise InvalidJob({"progress_message": str(exc)}) from None
+    from django_jobs.models import Job
+
+    job = _running_job()
+    return Job.objects.record_progress(job, float(fraction), message)
+
+
+class FollowUps(Feature):
+    """The finish hook of ``enqueue_after_success``: a completed job's follow-ups are inserted
+    in the transaction that records the completion."""
+
+    name = "follow-ups"
+
+    def joins_finish(self, job: Job) -> bool:
+        return "_after_success" in job.__dict__
+
+    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+        for outcome in written:
+            if outcome.kind != Outcome.COMPLETED:
+                continue
+            for type, payload, options in outcome.job.__dict__.pop("_after_success", []):
+                try:
+                    manager.enqueue(type, payload, **options)
+                except InvalidJob as exc:  # checked when asked; only a vanished dependency
+                    logger.error("job %s: follow-up %s not enqueued: %s",
+                                 outcome.job.public_id, type, exc.messages)

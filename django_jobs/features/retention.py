@@ -1,0 +1,167 @@
+"""Retention: delete finished jobs past their age, in small batches, by command or by workers.
+
+Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``, and a
+canceled or dead one only once no waiting job depends on it. Each batch
+is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
+are outside the claim index: pruning never blocks a claim and never holds a lock for long.
+Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q
+
+from django_jobs.core import clock
+from django_jobs.core.settings import jobs_settings
+from django_jobs.core.states import JobStatus
+from django_jobs.engine import hooks
+
+logger = logging.getLogger("django_jobs.worker")
+
+PRUNABLE = (JobStatus.COMPLETED, JobStatus.CANCELED, JobStatus.DEAD)
+OCCURRENCE_AGE = timedelta(days=1)
+
+
+def as_age(value: Any, name: str = "age") -> timedelta | None:
+    """A retention age from seconds, a timedelta or None (keep for ever)."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        age = value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        age = timedelta(seconds=value)
+    else:
+        raise ValueError(f"{name} must be seconds, a timedelta or None, not {value!r}")
+    if age < timedelta(0):
+        raise ValueError(f"{name} must not be negative")
+    return age
+
+
+def configured_ages() -> dict[str, timedelta | None]:
+    """The ``RETENTION`` setting, one age (or None) per prunable status."""
+    setting = jobs_settings.RETENTION or {}
+    unknown = set(setting) - set(PRUNABLE)
+    if unknown:
+        raise ValueError(f"RETENTION has unknown statuses: {', '.join(sorted(unknown))}")
+    return {status: as_age(setting.get(status), f"RETENTION[{str(status)!r}]")
+            for status in PRUNABLE}
+
+
+def prunable(status: str, age: timedelta, now: datetime | None = None):
+    """The jobs of ``status`` finished more than ``age`` ago; but not a dead or canceled job a
+    waiting job depends on: pruned, it would leave that job waiting on a deleted job, when it
+    can still be retried (or the dependent canceled) and then pruned."""
+    from django_jobs.features.dependencies import waited_on
+    from django_jobs.models import Job
+
+    cutoff = (now or clock.now(Job.objects.db)) - age
+    rows = Job.objects.filter(status=status, finished_at__lt=cutoff)
+    if status != JobStatus.COMPLETED:
+        rows = rows.exclude(Q(has_dependents=True) & waited_on())
+    return rows
+
+
+def kept_for_dependents(status: str, age: timedelta, now: datetime | None = None) -> int:
+    """How many jobs of ``status`` past ``age`` pruning keeps because a waiting job depends
+    on them (none for completed jobs)."""
+    from django_jobs.features.dependencies import waited_on
+    from django_jobs.models import Job
+
+    if status == JobStatus.COMPLETED:
+        return 0
+    cutoff = (now or clock.now(Job.objects.db)) - age
+    return Job.objects.filter(waited_on(), status=status, finished_at__lt=cutoff,
+                              has_dependents=True).count()
+
+
+def prune(
+    ages: dict[str, timedelta | None],
+    *,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> dict[str, int]:
+    """Delete (or, in a dry run, count) finished jobs older than their status's age.
+
+    Returns the number per status. ``max_batches`` bounds the work of one call (per status).
+    """
+    from django_jobs.models import Job
+
+    batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
+    now = now or clock.now(Job.objects.db)
+    counts: dict[str, int] = {}
+    for status, age in ages.items():
+        if age is None:
+            continue
+        rows = prunable(status, age, now)
+        if dry_run:
+            counts[status] = rows.count()
+            continue
+        total, batches = 0, 0
+        while max_batches is None or batches < max_batches:
+            deleted = rows.delete_batch(batch_size)
+            total += deleted
+            batches += 1
+            if deleted < batch_size:
+                break
+        counts[status] = total
+    if not dry_run:
+        prune_occurrences(now, batch_size)
+    return counts
+
+
+def prune_occurrences(now: datetime, batch_size: int) -> int:
+    """Drop schedule occurrences whose job was pruned, a day after they fell due.
+
+    Safe for exactly-once: a worker only inserts occurrences after its schedule's
+    ``last_occurrence``, which moves forward only, so an old occurrence is never due again.
+    """
+    from django_jobs.models.schedules import ScheduleOccurrence
+
+    old = ScheduleOccurrence.objects.filter(job__isnull=True, at__lt=now - OCCURRENCE_AGE)
+    total = 0
+    while True:
+        ids = list(old.values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return total
+        total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
+
+
+class AutoPruner:
+    """Called on each heartbeat; prunes a few batches every ``PRUNE_INTERVAL`` seconds."""
+
+    MAX_BATCHES = 10
+
+    def __init__(self) -> None:
+        self.next_at: float | None = None
+
+    def __call__(self, worker_id: str) -> None:
+        interval = jobs_settings.PRUNE_INTERVAL
+        if not interval:
+            return
+        now = time.monotonic()
+        if self.next_at is None:  # spread the workers out: first pass at a random point
+            self.next_at = now + random.uniform(0, float(interval))  # noqa: S311 (spread, not a secret)
+        if now < self.next_at:
+            return
+        self.next_at = now + float(interval)
+        counts = prune(configured_ages(), max_batches=self.MAX_BATCHES)
+        if any(counts.values()):
+            logger.info("worker %s: pruned %s", worker_id,
+                        ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+
+
+class Retention(hooks.Feature):
+    """Pruning by the workers: each runs an ``AutoPruner`` on its heartbeat."""
+
+    name = "retention"
+
+    def periodic_steps(self) -> tuple[hooks.Step, ...]:
+        return (AutoPruner(),)

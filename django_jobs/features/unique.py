@@ -1,0 +1,145 @@
+"""Unique jobs: at most one job per key among the states the caller names, held by the database.
+
+A job with a key stores it in ``Job.unique_key``, a nullable column with a unique constraint.
+The stored key starts with the states it guards (``engine/unique_column.py``: the flags, and the
+engine's ``keep_key_if`` that clears a key when its job leaves them), so no other column is needed.
+This module takes the unique options out of an enqueue call, builds keys and inserts the jobs that
+carry them. A time window is folded into the key as the number of the window the job was enqueued
+in: ``...:order-42@3412`` for the 3412th hour since the epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, transaction
+
+from django_jobs.core import contract
+from django_jobs.core.json_rules import NotStorable, storable_json
+from django_jobs.core.states import JobStatus
+from django_jobs.engine.unique_column import ALL_STATES, state_flags
+from django_jobs.exceptions import InvalidJob
+
+if TYPE_CHECKING:
+    from django_jobs.models import Job
+
+DEFAULT_STATES = (JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
+KEY_LENGTH = 255
+
+
+@dataclass(frozen=True)
+class Unique:
+    """A handler's rule: ``@handler("sync", unique=Unique(fields=("customer_id",)))``.
+
+    The key is built from the named payload fields; ``states`` and ``within`` as for
+    ``Job.enqueue(unique_states=..., unique_for=...)``.
+    """
+
+    fields: Sequence[str] = ()
+    states: Sequence[str] = DEFAULT_STATES
+    within: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One enqueue call's resolved key options (the key itself comes per payload)."""
+
+    key: str | None
+    fields: tuple[str, ...]
+    states: str  # the flags, "1110100" for waiting, pending, processing, failed
+    within: timedelta | None
+
+    def key_for(self, type: str, payload: Any, now: datetime) -> str:
+        if self.key is not None:
+            raw = self.key
+        else:
+            missing = [f for f in self.fields if not isinstance(payload, dict) or f not in payload]
+            if missing:
+                raise InvalidJob({"payload": f"needs {', '.join(missing)} for the unique key"})
+            raw = json.dumps([payload[f] for f in self.fields], sort_keys=True, default=str)
+        key = f"{type}:{raw}"
+        if self.within is not None:
+            key += f"@{int(now.timestamp() // self.within.total_seconds())}"
+        if len(key) > KEY_LENGTH - len(self.states) - 1:
+            key = f"{type[:50]}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+        return f"{self.states}|{key}"
+
+
+def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
+    """Take the unique options out of an enqueue call's options; None when there are none."""
+    from django_jobs.core.registry import get_handler
+
+    key = options.pop("unique_key", None)
+    states = options.pop("unique_states", None)
+    within = options.pop("unique_for", None)
+    found = get_handler(type)
+    default: Unique | None = getattr(found, "unique", None) if found else None
+    if key is None and default is None:
+        if states is not None or within is not None:
+            raise InvalidJob({"unique_key": "unique_states and unique_for need a unique_key"})
+        return None
+    if key is not None and (not isinstance(key, str) or not key):
+        raise InvalidJob({"unique_key": f"must be a non-empty string, not {key!r}"})
+    if key is not None:
+        try:
+            storable_json(key)  # the same rule as a payload's strings: no NUL, no lone surrogate
+        except NotStorable as exc:
+            raise InvalidJob({"unique_key": str(exc)}) from None
+    states = tuple(states if states is not None else (default.states if default else
+                                                      DEFAULT_STATES))
+    bad = [s for s in states if s not in ALL_STATES]
+    if bad or JobStatus.PENDING not in states:
+        raise InvalidJob({"unique_states": f"must name job states including "
+                          f"'{JobStatus.PENDING}' (from {', '.join(ALL_STATES)}), "
+                          f"not {list(states)!r}"})
+    if JobStatus.PENDING in states and JobStatus.WAITING not in states:
+        states = (JobStatus.WAITING, *states)
+    if within is None and default is not None:
+        within = default.within
+    if within is not None and (not isinstance(within, timedelta) or within.total_seconds() <= 0):
+        raise InvalidJob({"unique_for": f"must be a positive timedelta, not {within!r}"})
+    fields = tuple(default.fields) if default is not None and key is None else ()
+    return Rule(key=key, fields=fields, states=state_flags(states), within=within)
+
+
+def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:
+    """Insert ``jobs`` (keys already set) or find the job holding each key.
+
+    Returns one job per input, in order; a job found rather than inserted has
+    ``duplicate = True``. Each insert runs in its own savepoint: a conflict on the unique
+    constraint (the database waits for a concurrent inserter to commit or roll back) is caught
+    and the holder of the key is read; if the holder released the key meanwhile, try again.
+
+    The keys are inserted in sorted order, whatever the caller's: an insert holds its key's
+    index entry until the transaction ends, so two transactions inserting overlapping keys in
+    opposite orders would each wait for a key the other holds, and the database would abort
+    one of them as a deadlock. In one order, the second waits for the first and then finds
+    its keys taken.
+    """
+    first: dict[str | None, Job] = {}  # each key's first job in the caller's order
+    for job in jobs:
+        first.setdefault(job.unique_key, job)
+    found = {key: _insert_one(manager, first[key]) for key in sorted(first, key=str)}
+    return [found[job.unique_key] for job in jobs]
+
+
+def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:
+    for _ in range(tries):
+        try:
+            with transaction.atomic(using=manager.db):
+                contract.engine(manager.db).save_new(job)
+            job.duplicate = False  # type: ignore[attr-defined]  # not a field: set on returned jobs
+            return job
+        except IntegrityError:
+            if job.pk is not None:
+                job.pk = None
+            holder = manager.filter(unique_key=job.unique_key).first()
+            if holder is not None:
+                holder.duplicate = True
+                return holder
+    raise IntegrityError(f"could not insert or find the job holding {job.unique_key!r}")

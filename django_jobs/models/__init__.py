@@ -1,0 +1,38 @@
+"""The tables and their managers, one module each, found by Django here.
+
+``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``tokens``
+(the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
+with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
+those verbs find the engine), ``instances`` (rows made into instances without
+``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.
+"""
+
+from django_jobs.models.jobs import (
+    Job,
+    JobAttempt,
+    JobDependency,
+    QueueState,
+    Worker,
+    keep_unmet_dependency,
+    new_public_id,
+)
+from django_jobs.models.limits import LimitLock, LimitStart
+from django_jobs.models.schedules import Schedule, ScheduleOccurrence
+from django_jobs.models.tokens import ApiToken, IdempotencyKey
+
+__all__ = [
+    "ApiToken",
+    "IdempotencyKey",
+    "Job",
+    "JobAttempt",
+    "JobDependency",
+    "LimitLock",
+    "LimitStart",
+    "QueueState",
+    "Schedule",
+    "ScheduleOccurrence",
+    "Worker",
+    # Named by the migrations as django_jobs.models.<name>.
+    "keep_unmet_dependency",
+    "new_public_id",
+]

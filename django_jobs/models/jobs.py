@@ -1,0 +1,320 @@
+"""Jobs, their attempts, the live workers and queue pauses.
+
+Rows change only through the engine's verbs (``engine/``); the methods here and those of
+``models/managers.py`` delegate to them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from django_jobs.core.states import JobStatus, Outcome
+from django_jobs.models.managers import (
+    JobManager,
+    QueueStateManager,
+    ReloadsWhereWritten,
+    RoutedManager,
+)
+
+PUBLIC_ID_PREFIX = "j-"
+# The states the status index holds: all but processing and completed (see Job.Meta.indexes).
+LISTED_BY_STATUS = [
+    JobStatus.WAITING, JobStatus.PENDING, JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED,
+]
+
+
+def new_public_id() -> str:
+    """``j-`` and 20 random hex digits: unguessable, short enough to read out."""
+    return PUBLIC_ID_PREFIX + secrets.token_hex(10)
+
+
+class Job(ReloadsWhereWritten, models.Model):
+    Status = JobStatus  # pending, processing, completed, failed, dead, canceled, waiting
+
+    # Unique through Meta.constraints, not unique=True: on PostgreSQL that would add a second
+    # (varchar_pattern_ops) index for LIKE searches nobody runs, which every update pays for.
+    public_id = models.CharField(max_length=24, default=new_public_id, editable=False)
+    type = models.CharField(max_length=100)
+    payload = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    priority = models.SmallIntegerField(default=0)
+    queue = models.CharField(max_length=100, default="default")
+    run_at = models.DateTimeField(default=timezone.now)
+    attempt = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    # Times a worker process died while it held the job, counted apart from errors (crashes.py).
+    crashes = models.PositiveSmallIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    worker_id = models.CharField(max_length=100, blank=True, default="")
+    lease_token = models.UUIDField(null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    callback_url = models.URLField(max_length=2000, blank=True, default="")
+    # Unique jobs (django_jobs/features/unique.py): "<state flags>|<type>:<key>", held while the
+    # job is in one of the flagged states, cleared when it leaves them.
+    unique_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001 NULL: no key
+    # Progress reported by the handler: {"fraction": 0.5, "message": "..."}
+    progress = models.JSONField(null=True, blank=True)
+    # Dependencies (django_jobs/features/dependencies.py): some waiting job depends on this one
+    has_dependents = models.BooleanField(default=False)
+
+    objects = JobManager()
+
+    class Meta:
+        indexes = [
+            # Exactly the claim query's WHERE and ORDER BY: only ready-able rows are in it,
+            # so claiming costs the same with ten million finished rows as with none.
+            # The first serves workers of all queues, the second workers given --queues.
+            models.Index(
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="django_jobs_ready_any_idx",
+                condition=Q(status__in=[JobStatus.PENDING, JobStatus.FAILED]),
+            ),
+            models.Index(
+                "queue",
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="django_jobs_ready_idx",
+                condition=Q(status__in=[JobStatus.PENDING, JobStatus.FAILED]),
+            ),
+            # Rescue looks for processing rows whose lease ran out.
+            models.Index(
+                fields=["leased_until"],
+                name="django_jobs_lease_idx",
+                condition=Q(status=JobStatus.PROCESSING),
+            ),
+            # Lists filtered by status (admin, API), newest first. Partial: a job passes
+            # through processing and completed on every run, and those rows add no entry, so
+            # the claim and the finish each write one index fewer. Completed jobs (most rows)
+            # are listed through the created index, processing ones (few) the lease index.
+            models.Index(
+                fields=["status", "-created_at"],
+                name="django_jobs_status_idx",
+                condition=Q(status__in=LISTED_BY_STATUS),
+            ),
+            models.Index(fields=["-created_at"], name="django_jobs_created_idx"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["public_id"], name="django_jobs_public_id_key"),
+            # At most one job per unique key (unique.py). Partial: the many jobs without a key
+            # (NULL) add no entry, so their inserts and updates skip this index entirely.
+            models.UniqueConstraint(
+                fields=["unique_key"], name="django_jobs_unique_key",
+                condition=Q(unique_key__isnull=False),
+            ),
+        ]
+        permissions = [
+            ("retry_job", "Can retry jobs"),
+            ("cancel_job", "Can cancel jobs"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} {self.type} ({self.status})"
+
+    @classmethod
+    def enqueue(
+        cls,
+        type: str,
+        payload: Any = None,
+        *,
+        priority: str | int = "normal",
+        queue: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        callback_url: str | None = None,
+        unique_key: str | None = None,
+        unique_states: Iterable[str] | None = None,
+        unique_for: timedelta | None = None,
+        depends_on: Iterable[Job | int] | None = None,
+    ) -> Job:
+        """Record a job in the caller's transaction: a rollback leaves no job.
+
+        ``priority`` is low, normal, high or an integer from -100 to 100 (higher runs first);
+        ``delay`` a timedelta or seconds, or ``run_at`` an aware datetime. Raises InvalidJob
+        (a ValidationError naming the field) or UnknownJobType on bad input.
+        ``callback_url``: where the job's JSON is POSTed, signed, once it ends (see callbacks).
+
+        ``unique_key`` keeps at most one job of this type per key among ``unique_states``
+        (default pending, processing, failed), within fixed windows of ``unique_for``; a
+        duplicate returns the existing job, with ``duplicate = True``. ``depends_on`` (jobs or
+        ids) makes the job wait, in state waiting, until all of those have completed.
+        """
+        return cls.objects.enqueue(
+            type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
+            max_attempts=max_attempts, callback_url=callback_url, unique_key=unique_key,
+            unique_states=unique_states, unique_for=unique_for, depends_on=depends_on,
+        )
+
+    @classmethod
+    def enqueue_many(cls, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
+        """Insert one job per payload, with the options of ``enqueue``, in one statement."""
+        return cls.objects.enqueue_many(type, payloads, **options)
+
+    @property
+    def progress_fraction(self) -> float | None:
+        """The last fraction (0 to 1) the handler reported with ``set_progress``, or None."""
+        return (self.progress or {}).get("fraction")
+
+    @property
+    def progress_message(self) -> str:
+        """The last message the handler reported with ``set_progress``."""
+        return (self.progress or {}).get("message", "")
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+    def retry(self) -> bool:
+        """Make a dead, failed or canceled job pending now; True if it changed."""
+        changed = Job.objects.filter(pk=self.pk).retry()
+        self.refresh_from_db()
+        return bool(changed)
+
+    def cancel(self) -> bool:
+        """Cancel a pending or failed job, or ask the worker to stop a processing one."""
+        changed = Job.objects.filter(pk=self.pk).cancel()
+        self.refresh_from_db()
+        return bool(changed)
+
+    def run_now(self) -> bool:
+        """Make a scheduled job due now."""
+        changed = Job.objects.filter(pk=self.pk).run_now()
+        self.refresh_from_db()
+        return bool(changed)
+
+
+class JobAttempt(models.Model):
+    Outcome = Outcome  # completed, failed, dead, lost, canceled, released, snoozed
+
+    # No database foreign key: PostgreSQL would check every attempt row against its job at
+    # commit, a quarter of the server's time to finish a batch
+    # (docs/explanation-performance.md). Rows are written only by the finish statement, which
+    # joins them to the job rows it updated, and jobs are deleted only through the ORM, which
+    # deletes their attempts (on_delete).
+    job = models.ForeignKey(
+        Job, on_delete=models.CASCADE, related_name="attempts", db_constraint=False
+    )
+    number = models.PositiveIntegerField()
+    worker_id = models.CharField(max_length=100, blank=True, default="")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    error = models.JSONField(null=True, blank=True)
+    cpu_time = models.FloatField(null=True, blank=True, help_text="seconds")
+    peak_memory = models.BigIntegerField(null=True, blank=True, help_text="bytes")
+
+    objects = RoutedManager()
+
+    class Meta:
+        ordering = ["job_id", "started_at", "id"]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of job {self.job.public_id}: {self.outcome}"
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+
+class Worker(models.Model):
+    """A live ``runworker`` process, upserted at start and on every heartbeat."""
+
+    worker_id = models.CharField(max_length=100, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list)
+    concurrency = models.PositiveSmallIntegerField(default=1)
+    started_at = models.DateTimeField(default=timezone.now)
+    last_heartbeat = models.DateTimeField(default=timezone.now)
+    running = models.PositiveIntegerField(default=0)
+
+    objects = RoutedManager()
+
+    def __str__(self) -> str:
+        return self.worker_id
+
+
+class QueueState(models.Model):
+    """A paused queue: workers stop claiming from it until it is resumed."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    paused = models.BooleanField(default=False)
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    objects = QueueStateManager()
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'paused' if self.paused else 'running'})"
+
+
+def keep_unmet_dependency(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
+    """``on_delete`` of ``JobDependency.depends_on``: deleting a job that had completed deletes
+    its links (it released its dependents, or counts as done for them); deleting one that had
+    not keeps each link, with no ``depends_on`` and the status it had in ``deleted_status``, so
+    its dependents keep waiting. Only the collector is told: nothing is written until the
+    delete runs (the admin collects to show what a delete would do)."""
+    rows = list(sub_objs.values_list("pk", "depends_on__status"))
+    met = [pk for pk, status in rows if status == JobStatus.COMPLETED]
+    if met:
+        models.CASCADE(collector, field, sub_objs.model._base_manager.using(using)
+                       .filter(pk__in=met), using)
+    unmet: dict[str, list[JobDependency]] = {}
+    for pk, status in rows:
+        if status != JobStatus.COMPLETED:
+            unmet.setdefault(status, []).append(JobDependency(pk=pk))
+    deleted_status = JobDependency._meta.get_field("deleted_status")
+    for status, links in unmet.items():
+        collector.add_field_update(deleted_status, status, links)
+        collector.add_field_update(field, None, links)
+
+
+keep_unmet_dependency.lazy_sub_objs = True  # type: ignore[attr-defined]  # one read, not two
+
+
+class JobDependency(models.Model):
+    """``job`` runs only after ``depends_on`` has completed (``features/dependencies.py`` writes and
+    reads these rows).
+
+    A link whose job was deleted before it completed stays, with ``depends_on`` empty and the
+    status that job had in ``deleted_status``: a dependency that will never complete, which
+    keeps its dependent waiting (``keep_unmet_dependency``).
+    """
+
+    job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
+                            related_name="dependencies")
+    depends_on = models.ForeignKey("django_jobs.Job", on_delete=keep_unmet_dependency,
+                                   null=True, blank=True, related_name="dependents")
+    # The status of the job ``depends_on`` was when it was deleted; empty while it exists.
+    deleted_status = models.CharField(max_length=16, choices=JobStatus.choices, blank=True,
+                                      default="")
+
+    objects = RoutedManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "depends_on"],
+                                               name="django_jobs_dependency_once")]
+
+    def __str__(self) -> str:
+        if self.depends_on_id is None:
+            return f"{self.job_id} after a deleted job ({self.deleted_status})"
+        return f"{self.job_id} after {self.depends_on_id}"

@@ -1,0 +1,70 @@
+"""The worker's heartbeat, every ``HEARTBEAT_SECONDS``: what keeps its jobs its own and the
+queue healthy while it runs.
+
+It renews the leases of the jobs the worker holds (a job whose lease runs out is rescued by
+another worker) and interrupts those with a cancel request; rescues the jobs of workers that
+died; reads which queues are paused; refreshes the worker's own row and removes the rows of
+workers long silent; and runs the periodic steps (``worker/periodic.py``: the features' steps, such
+as recurring jobs and pruning, then the release of waiting jobs). Any worker may do each of
+these: the database decides.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django_jobs.core import clock
+from django_jobs.exceptions import JobCanceled
+from django_jobs.models import Job, QueueState
+from django_jobs.models import Worker as WorkerRow
+from django_jobs.worker.log_lines import at_utc
+
+if TYPE_CHECKING:
+    from django_jobs.worker.loop import Worker
+
+logger = logging.getLogger("django_jobs.worker")
+
+# A worker row whose heartbeat is this many leases old belongs to a worker that is gone.
+STALE_ROW_LEASES = 4
+
+
+def heartbeat(worker: Worker) -> None:
+    """One heartbeat (run through ``Worker.safely``: a database error skips the rest)."""
+    lease_seconds = worker.options.lease_seconds
+    # The database's clock judges leases: a step of this host's clock is caught here.
+    clock.measure(Job.objects.db)
+    running = worker.running
+    # A claimed job always has a lease token; one without has no lease to renew.
+    held = {pk: r.job.lease_token for pk, r in running.items() if r.job.lease_token is not None}
+    still, cancel = Job.objects.heartbeat(held=held, lease_seconds=lease_seconds)
+    for pk in set(running) - still:
+        logger.warning(
+            "worker %s: lost the lease of job %s: the job is no longer held under this "
+            "worker's lease (rescued by another worker, changed or deleted); its handler runs "
+            "on here, and its outcome is not written", worker.worker_id, pk,
+            extra={"worker_id": worker.worker_id, "event": "lease_lost",
+                   "reason": "the job is no longer held under this worker's lease",
+                   "next": "its handler runs on here, and its outcome is not written"},
+        )
+    for pk in cancel:
+        worker.interrupt(pk, JobCanceled)
+    for job in Job.objects.rescue():
+        then = ("dead: it does not run again" if job.status == Job.Status.DEAD
+                else f"{job.status}, runs again at {at_utc(job.run_at)}")
+        logger.warning(
+            "worker %s: rescued job %s of lost worker %s: its lease ran out; %s",
+            worker.worker_id, job.public_id, job.worker_id, then,
+            extra={"worker_id": worker.worker_id, "job_id": job.public_id,
+                   "job_type": job.type, "event": "job_rescued",
+                   "reason": f"the lease of worker {job.worker_id} ran out", "next": then},
+        )
+    worker.paused = set(QueueState.objects.filter(paused=True).values_list("name", flat=True))
+    now = clock.now(WorkerRow.objects.db)
+    WorkerRow.objects.filter(pk=worker.worker_id).update(
+        last_heartbeat=now, running=len(worker.running)
+    )
+    stale = now - timedelta(seconds=lease_seconds * STALE_ROW_LEASES)
+    WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
+    worker.periodic(worker.worker_id)

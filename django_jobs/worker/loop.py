@@ -1,0 +1,234 @@
+"""The worker: a loop that claims jobs for its slot threads and writes what they return.
+
+Each turn of the loop (``Worker.run``) beats the heart when it is due (``worker/heartbeat.py``),
+enforces the running jobs' timeouts (``worker/deadlines.py``), tends the claimed jobs no thread has
+started (``worker/claim_size.py``) and a suspect job that must run alone (``worker/suspects.py``),
+then writes the outcomes that came in and claims more (``worker/turn.py``), and waits to be woken:
+by an outcome (``worker/outbox.py``), an enqueue (``engine/postgres/listener.py``), or the next
+poll, timeout or heartbeat. The slot threads run the jobs (``worker/slots.py``). Database errors are
+waited out (``worker/outage.py``); a stop signal drains the worker, and ``worker/shutdown.py`` ends
+it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+
+from django.db import connections
+
+from django_jobs.core.registry import get_handler
+from django_jobs.core.settings import jobs_settings
+from django_jobs.engine.postgres.listener import Listener
+from django_jobs.models import Job
+from django_jobs.models.schema import jobs_database
+from django_jobs.worker import claim_size, execution, suspects, turn
+from django_jobs.worker.deadlines import Running, enforce_deadlines
+from django_jobs.worker.heartbeat import heartbeat
+from django_jobs.worker.log_lines import Tally, default_worker_id
+from django_jobs.worker.outage import Outages
+from django_jobs.worker.outbox import Outbox
+from django_jobs.worker.periodic import Periodic
+from django_jobs.worker.process import SignalWake, install_signals, register
+from django_jobs.worker.shutdown import shut_down
+from django_jobs.worker.slots import Inbox, Slot
+from django_jobs.worker.systemd import Notifier
+
+logger = logging.getLogger("django_jobs.worker")
+
+T = TypeVar("T")
+
+
+@dataclass
+class WorkerOptions:
+    queues: Sequence[str] = ()
+    concurrency: int = 1
+    burst: bool = False
+    max_jobs: int | None = None
+    poll_interval: float = field(default_factory=lambda: float(jobs_settings.POLL_INTERVAL))
+    shutdown_timeout: float = field(default_factory=lambda: float(jobs_settings.SHUTDOWN_TIMEOUT))
+    lease_seconds: float = field(default_factory=lambda: float(jobs_settings.LEASE_SECONDS))
+    heartbeat_seconds: float = field(
+        default_factory=lambda: float(jobs_settings.HEARTBEAT_SECONDS)
+    )
+    worker_id: str = ""
+    prefetch: float = claim_size.PREFETCH_HORIZON_SECONDS  # seconds of work claimed ahead
+    # The worker may end its process at shutdown, when a handler outlives the shutdown timeout
+    # (runworker from the command line; shutdown.py).
+    owns_process: bool = False
+
+
+class Abort(Exception):
+    """A second stop signal: leave now."""
+
+
+class Worker:
+    """One worker: its options, the state its steps share, and the loop that runs them."""
+
+    def __init__(self, options: WorkerOptions) -> None:
+        self.options = options
+        self.worker_id = options.worker_id or default_worker_id()
+        self.wake = threading.Event()
+        self.inbox = Inbox()
+        self.sizer = claim_size.ClaimSize(options.concurrency, options.prefetch)  # jobs per claim
+        self.tally = Tally(self.worker_id)  # the INFO summary of finished jobs
+        self.running: dict[int, Running] = {}  # the jobs claimed and not yet written, by id
+        self.outbox = Outbox(self.wake, self.inbox, self.running)  # outcomes from the threads
+        self.slots: list[Slot] = []
+        self.stopping = False
+        self.ending = False  # shut_down has begun
+        self.failure: BaseException | None = None  # an error that ended the loop
+        self.stop_deadline = 0.0
+        self.stop_announced = False
+        self.signal_wake: SignalWake | None = None  # from run() to shut_down
+        self.claimed = 0
+        self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
+        self.processed = 0
+        self.paused: set[str] = set()
+        self.listener: Listener | None = None
+        self.previous_handlers: dict[int, object] = {}  # of the stop signals
+        self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
+        self.solo: Job | None = None  # a job that was in a crash, to run alone (suspects.py)
+        self.solo_started = False
+        self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
+        # Database errors: back off, log once; after an outage the job threads reconnect.
+        self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)
+
+    # The loop.
+
+    def run(self) -> int:
+        """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
+        self.signal_wake = SignalWake(self.wake)
+        self.previous_handlers = install_signals(self.stop)
+        self.start_slots(self.options.concurrency)
+        while not self.safely(self._register) and not self.stopping:
+            self.wake.wait(self._wait_time())
+        self.listener = Listener.start_for(connections[jobs_database()], self.wake,
+                                           self.options.poll_interval)
+        self.systemd.ready(self)
+        next_beat = 0.0
+        try:
+            while True:
+                if self.stopping or self._out_of_budget():
+                    self.announce_stop()
+                    turn.finish_outcomes(self)  # otherwise turn.claim writes them
+                now = time.monotonic()
+                self.systemd.tick(now, self)
+                if now >= next_beat:
+                    self.safely(heartbeat, self)
+                    next_beat = now + self.options.heartbeat_seconds
+                enforce_deadlines(self, now)
+                claim_size.tend(self, now)  # waiting jobs: to idle threads, or handed back
+                suspects.tend(self)
+                if self.stopping:
+                    if not self.running or now >= self.stop_deadline:
+                        break
+                elif self._out_of_budget():
+                    if not self.running:
+                        break
+                else:
+                    claimed = self.safely(turn.claim, self) or 0
+                    if self.options.burst and not (claimed or self.running or self.outages.active):
+                        break
+                    if claimed and len(self.running) < self.options.concurrency:
+                        continue
+                self.wake.wait(self._wait_time())
+                self.wake.clear()
+        except Abort:
+            logger.warning("worker %s: second signal, leaving at once", self.worker_id)
+        except BaseException as exc:
+            self.failure = exc  # raised on after shut_down, unless it ends the process
+            raise
+        finally:
+            shut_down(self)
+        return self.processed
+
+    # What the steps call.
+
+    def hand_out(self, jobs: list[Job]) -> None:
+        """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""
+        now = time.monotonic()
+        deadlines: dict[str, float | None] = {}  # by type: a batch is mostly of one type
+        for job in jobs:
+            if job.type not in deadlines:
+                found = get_handler(job.type)
+                timeout = found.timeout if found else None
+                deadlines[job.type] = now + timeout if timeout else None
+            self.running[job.id] = Running(job, now, deadlines[job.type])
+        self.inbox.put(jobs)
+
+    def interrupt(self, pk: int, exc_class: type[BaseException]) -> None:
+        """Raise ``exc_class`` in the thread running job ``pk`` (a cancel, a timeout)."""
+        for slot in self.slots:
+            if slot.interrupt(pk, exc_class):
+                logger.warning("worker %s: stopping job %s: %s", self.worker_id, pk,
+                               exc_class.__name__)
+                return
+
+    # Start, stop, signals.
+
+    def stop(self, *_args: object) -> None:
+        """A stop signal: drain (claim nothing more, give the running jobs the shutdown
+        timeout); a second one leaves at once.
+
+        It runs as a signal handler, in the main thread between any two bytecodes, so it only
+        sets plain attributes and pokes ``signal_wake``: no lock, no log line (the loop logs the
+        stop in ``announce_stop``)."""
+        if self.ending:  # shut_down is under way, and ends the worker whatever comes
+            return
+        if self.stopping:
+            raise Abort
+        self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
+        self.stopping = True
+        if self.signal_wake is not None:
+            self.signal_wake.poke()
+        else:  # not running: no loop to wake, nor a lock it could hold
+            self.wake.set()
+
+    def announce_stop(self) -> None:
+        """Log a requested stop and tell systemd, once (from the loop, or at the shutdown if
+        the signal came after the loop's last look)."""
+        if self.stopping and not self.stop_announced:
+            self.stop_announced = True
+            logger.info("worker %s: stopping; %d job(s) running", self.worker_id,
+                        len(self.running))
+            self.systemd.stopping(self)
+
+    def start_slots(self, count: int) -> None:
+        """Start ``count`` more slot threads (one replaces a thread abandoned at a timeout)."""
+        for _ in range(count):
+            slot = Slot(self.inbox, partial(claim_size.on_start, self), self.outbox.deliver,
+                        name=f"django-jobs-{len(self.slots)}")
+            slot.start()
+            self.slots.append(slot)
+
+    def _register(self) -> bool:
+        register(self.worker_id, list(self.options.queues), self.options.concurrency)
+        return True
+
+    def _out_of_budget(self) -> bool:
+        return self.options.max_jobs is not None and self.claimed >= self.options.max_jobs
+
+    def _wait_time(self) -> float:
+        """How long the loop may sleep: until the next poll, heartbeat, timeout, retry after
+        an outage, dispatch of a waiting job, systemd watchdog ping, or the end of the
+        shutdown timeout."""
+        now = time.monotonic()
+        wait = self.options.poll_interval
+        if self.stopping:
+            wait = min(wait, max(self.stop_deadline - now, 0.0))
+        deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
+        if deadlines:
+            wait = min(wait, max(min(deadlines) - now, 0.0) + 0.05)
+        wait = min(wait, self.outages.wait(now, default=wait), self.systemd.next_ping_in(now))
+        return min(wait, claim_size.next_tend(self.inbox), self.options.heartbeat_seconds)
+
+    def safely(self, func: Callable[..., T], *args: Any) -> T | None:
+        """Run a database step; None if it failed or waits out a backoff (outage.py)."""
+        return self.outages.attempt(getattr(func, "__name__", "step").lstrip("_"), func, *args)

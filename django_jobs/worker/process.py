@@ -1,0 +1,154 @@
+"""A worker's start and end as the process sees them: its row in the workers table, and the
+signals that stop it.
+
+The stop handlers belong to the worker process alone. A child that a handler forks (``os.fork``,
+``multiprocessing`` with the fork start method) gets back, as it starts, the dispositions the
+process had before ``install_signals`` (the default ones, unless the site set its own), so a
+SIGTERM ends it (``Pool.terminate()``) instead of draining a worker it is not; and it closes its
+copies of the ``SignalWake`` sockets, which belong to the parent's loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connections
+
+from django_jobs.core import clock
+from django_jobs.models import Worker as WorkerRow
+
+logger = logging.getLogger("django_jobs.worker")
+
+# Each drains the worker: no new claims, running jobs get the shutdown timeout. SIGHUP too: a
+# closed terminal or a supervisor's reload must not kill jobs mid-run.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+# libpq's TCP bounds for a worker's PostgreSQL connections, where the site's OPTIONS set none:
+# a connection that goes silent (a network partition, a host gone without a reset) fails within
+# about half a minute, and the worker's outage handling waits the database out, instead of
+# sitting in a query for as long as the kernel keeps resending it (many minutes, or for ever).
+NETWORK_BOUNDS = {
+    "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,  # milliseconds that sent data may stay unacknowledged
+}
+
+
+def bound_network_waits() -> None:
+    """Give every PostgreSQL database's OPTIONS the NETWORK_BOUNDS it does not set itself
+    (in this process only: the web side keeps the site's settings as they are)."""
+    for alias in connections:
+        settings_dict = connections.settings[alias]
+        if settings_dict["ENGINE"].endswith("postgresql"):
+            options = settings_dict.setdefault("OPTIONS", {})
+            for key, value in NETWORK_BOUNDS.items():
+                options.setdefault(key, value)
+
+
+def register(worker_id: str, queues: list[str], concurrency: int) -> None:
+    """Record the worker as live (the admin's workers list, the heartbeat's sweep)."""
+    now = clock.now(WorkerRow.objects.db)
+    WorkerRow.objects.update_or_create(
+        worker_id=worker_id,
+        defaults={
+            "hostname": socket.gethostname()[:255], "pid": os.getpid(), "queues": queues,
+            "concurrency": concurrency, "started_at": now, "last_heartbeat": now, "running": 0,
+        },
+    )
+    logger.info("worker %s: started; queues=%s concurrency=%d", worker_id,
+                ",".join(queues) or "*", concurrency)
+
+
+# What a forked child must undo: the stop handlers installed and the handlers they replaced,
+# and the live SignalWakes of this process.
+_installed: dict[int, Any] = {}
+_wakes: weakref.WeakSet[SignalWake] = weakref.WeakSet()
+
+
+def _in_forked_child() -> None:
+    """In a child just forked from this process: the worker's stop handlers and wake sockets
+    are the parent's, not its own (see the module's docstring)."""
+    previous = dict(_installed)
+    _installed.clear()
+    for sig, handler in previous.items():
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError, TypeError):  # not the main thread, or a handler set in C
+            pass
+    for wake in list(_wakes):
+        wake.forget()
+    _wakes.clear()
+
+
+os.register_at_fork(after_in_child=_in_forked_child)
+
+
+class SignalWake:
+    """Wakes the worker's loop on behalf of a signal handler, taking no lock in the handler.
+
+    A Python signal handler runs in the main thread between two bytecodes, which may be inside
+    ``threading.Event.wait``, ``set`` or ``clear`` while that thread holds the event's lock: a
+    handler that called ``Event.set`` itself would wait on that lock for ever. The handler
+    writes a byte to a socket instead (no lock on the Python side), and a daemon thread that
+    reads the other end sets the event.
+    """
+
+    def __init__(self, wake: threading.Event) -> None:
+        self.wake = wake
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)
+        self._thread = threading.Thread(target=self._run, name="django-jobs-signals", daemon=True)
+        self._thread.start()
+        _wakes.add(self)
+
+    def poke(self) -> None:
+        """Safe from a signal handler: wake the loop soon."""
+        try:
+            self._writer.send(b"\0")
+        except OSError:  # the buffer is full (a wake-up is pending already) or closed
+            pass
+
+    def _run(self) -> None:
+        while True:
+            try:
+                data = self._reader.recv(64)
+            except OSError:
+                return
+            if not data:  # the writer was closed
+                return
+            self.wake.set()
+
+    def close(self) -> None:
+        _wakes.discard(self)
+        self._writer.close()
+        self._thread.join(timeout=5)
+        self._reader.close()
+
+    def forget(self) -> None:
+        """In a forked child: close this process's copies of the sockets (the parent's stay
+        open); the reader thread did not survive the fork."""
+        self._writer.close()
+        self._reader.close()
+
+
+def install_signals(stop: Callable[..., Any]) -> dict[int, Any]:
+    """Route the stop signals to ``stop`` (from the main thread only); returns the handlers
+    they had, for ``restore_signals``."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous: dict[int, Any] = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    for sig, handler in previous.items():
+        _installed.setdefault(sig, handler)  # a second install keeps the first one's
+    return previous
+
+
+def restore_signals(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+        _installed.pop(sig, None)

@@ -1,0 +1,104 @@
+"""How a worker ends, whatever ended its loop (a stop signal, a second one, ``--burst``,
+``--max-jobs``, an error): nothing it holds is lost, nothing of it is left behind, and no job
+it hands back can run elsewhere while its handler still runs here.
+
+The claimed jobs no thread has started are taken out of the inbox first, and the inbox is
+closed, so no thread starts another; the outcomes that came in are written (one last try, even
+during an outage); the jobs waiting for a thread, and those of a claim whose reply was lost
+(``worker/turn.py``), are handed back to the queue, their attempt unspent, for another worker to
+run; the listener is stopped; the worker's row is removed; the process's signal handlers are
+restored; the summary of finished jobs is logged.
+
+A job whose handler is still running (past the shutdown timeout, or at a second signal) cannot
+be stopped from outside its thread. When the worker owns its process (``runworker``), it hands
+such jobs back last, due ``HANDBACK_MARGIN_SECONDS`` ahead so that no worker takes them before
+this process is gone, and ends the process at once (``exiting.leave_now``; status 0, or 1 with
+the traceback logged if an error ended the loop): no ``atexit`` function runs, since the
+handler would still be running while it did. A worker run inside another program
+(``Worker.run()``) cannot end that program: it keeps their leases, and once the lease runs out
+the rescue hands them back (``worker/heartbeat.py``), counting a crash. A stop signal that comes
+while the worker ends is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from django_jobs.models import Job
+from django_jobs.models import Worker as WorkerRow
+from django_jobs.worker import turn
+from django_jobs.worker.exit import leave_now
+from django_jobs.worker.process import restore_signals
+
+if TYPE_CHECKING:
+    from django_jobs.worker.loop import Worker
+
+logger = logging.getLogger("django_jobs.worker")
+
+# How far ahead a job handed back while its handler still runs is due: longer than this process
+# takes from the hand-back's commit to its end (microseconds; a loaded host, milliseconds).
+HANDBACK_MARGIN_SECONDS = 1.0
+
+
+def shut_down(worker: Worker) -> None:
+    """End ``worker`` (see the module's docstring); each database step is tried once."""
+    worker.ending = True  # a further stop signal is ignored: this ends the worker anyway
+    worker.announce_stop()
+    worker.systemd.stopping(worker)  # also when the loop ended by itself (--burst, --max-jobs)
+    worker.outages.retry_now()
+    unstarted = worker.inbox.take_waiting()  # no thread took these; none takes any now
+    worker.inbox.close(len(worker.slots))
+    if worker.solo is not None and not worker.solo_started:
+        unstarted.append(worker.solo)  # a suspect waiting to run alone (solo.py)
+    turn.finish_outcomes(worker)
+    worker.safely(turn.release_in_doubt, worker)
+    unstarted = [job for job in unstarted if worker.running.pop(job.id, None) is not None]
+    if unstarted:
+        released = worker.safely(Job.objects.release, unstarted)
+        logger.warning("worker %s: handed back %s job(s) no thread had started: the worker is "
+                       "stopping; they are pending again for any worker, their attempt not "
+                       "spent", worker.worker_id, released,
+                       extra={"worker_id": worker.worker_id, "event": "jobs_handed_back",
+                              "jobs": released, "reason": "the worker is stopping",
+                              "next": "pending again for any worker, their attempt not spent"})
+    if worker.listener:
+        worker.listener.stop()
+    worker.safely(lambda: WorkerRow.objects.filter(pk=worker.worker_id).delete())
+    restore_signals(worker.previous_handlers)
+    if worker.signal_wake is not None:
+        worker.signal_wake.close()
+    worker.systemd.close()
+    if worker.running:
+        turn.finish_outcomes(worker)  # a handler that ended meanwhile is not still running
+    if worker.running:
+        leave_running(worker, [held.job for held in worker.running.values()])
+    worker.tally.flush()
+    logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
+
+
+def leave_running(worker: Worker, jobs: list[Job]) -> None:
+    """Jobs a thread started whose handler is still running: hand them back and end the
+    process at once if the worker owns it; otherwise leave them to their lease (see the
+    module's docstring)."""
+    worker.running.clear()
+    if not worker.options.owns_process:
+        logger.warning("worker %s: %d job(s) still running; they keep their lease, and are "
+                       "rescued once it runs out", worker.worker_id, len(jobs))
+        return
+    worker.outages.retry_now()  # one last try, as for the outcomes
+    released = worker.safely(Job.objects.release, jobs, HANDBACK_MARGIN_SECONDS)
+    if released is None:  # the database is away: the lease holds them until the rescue
+        logger.warning("worker %s: could not hand back %d job(s) still running; ending the "
+                       "process now", worker.worker_id, len(jobs))
+    else:
+        logger.warning("worker %s: handed back %d job(s) still running, and ending the process "
+                       "now, without its exit hooks, so that they do not run twice at once; "
+                       "they are pending again for any worker in %.0f s, their attempt not spent",
+                       worker.worker_id, released, HANDBACK_MARGIN_SECONDS)
+    worker.tally.flush()
+    if worker.failure is not None:  # the process ends before the error could be reported
+        logger.error("worker %s: ended by an error", worker.worker_id, exc_info=worker.failure)
+        leave_now(1)
+    logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
+    leave_now(0)

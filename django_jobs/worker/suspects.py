@@ -1,0 +1,68 @@
+"""Suspects run alone: a job that has been in a worker crash runs with nothing beside it.
+
+Only one of the jobs a dead worker held may have killed it, and the rescue cannot tell which
+(``features/crashes.py``). So a job with ``crashes > 0`` is run alone: the worker that claims it
+hands the rest of its batch back unspent, claims nothing more, lets its running jobs finish, and
+only then starts the suspect. If the worker dies now, the suspect was alone, and the crash is its
+own; an innocent job that only shared a crash completes on its solo run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError
+
+from django_jobs.models import Job
+
+if TYPE_CHECKING:
+    from django_jobs.worker.loop import Worker
+
+logger = logging.getLogger("django_jobs.worker")
+
+
+def admit(worker: Worker, jobs: list[Job], held: Any) -> list[Job]:
+    """The claimed jobs to start now. A batch holding a suspect: the first suspect waits to
+    run alone (held in ``worker.running`` as ``held(job)``, so its lease is renewed) and the
+    other jobs go back to the queue unspent."""
+    if worker.solo is not None:  # start it, or forget it if it has ended
+        tend(worker)
+        if worker.solo is not None:
+            return jobs
+    for suspect in jobs:
+        if suspect.crashes:
+            break
+    else:  # no suspect: every batch but a few after a crash
+        return jobs
+    others = [job for job in jobs if job is not suspect]
+    if others:
+        try:
+            Job.objects.release(others)
+        except DatabaseError:  # not handed back: run them all as claimed, the suspect too
+            logger.warning("worker %s: could not hand back jobs to run suspect job %s alone",
+                           worker.worker_id, suspect.public_id)
+            return jobs
+    logger.info("worker %s: job %s was in %d crash(es): it runs alone once the running jobs "
+                "end", worker.worker_id, suspect.public_id, suspect.crashes)
+    worker.solo, worker.solo_started = suspect, False
+    worker.running[suspect.id] = held(suspect)
+    tend(worker)  # at once if nothing else runs
+    return []
+
+
+def tend(worker: Worker) -> None:
+    """Start the waiting suspect once it is the only job held; forget it once it has ended;
+    hand it back if the worker is stopping before it started."""
+    job = worker.solo
+    if job is None or (worker.solo_started and job.id in worker.running):
+        return
+    if job.id not in worker.running:  # its outcome is written
+        worker.solo = None
+    elif worker.stopping:
+        worker.running.pop(job.id, None)
+        worker.solo = None
+        worker.safely(Job.objects.release, [job])
+    elif len(worker.running) == 1:
+        worker.solo_started = True
+        worker.hand_out([job])

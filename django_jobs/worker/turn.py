@@ -1,0 +1,200 @@
+"""One turn of the worker's loop: write the outcomes that came in and claim more, usually in
+one transaction; then free the slots of what was written, count, log and signal it.
+
+One commit per turn instead of two: commits per second are what bound a queue's throughput
+(docs/explanation-performance.md). An outcome the write could not make (the database is
+away: ``worker/outage.py``) waits in the outbox for a later turn; a batch the database refuses is
+written outcome by outcome (``worker/isolation.py``). A write that timed out (``outage.classify``)
+is an outage too, but the same statement may time out again for ever if what it writes is too big
+for the database's statement timeout: so its outcomes go back to the outbox, and each write that
+times out halves the outcomes the next one takes, down to one; each write that works doubles it,
+until the outbox is empty again and writes take it whole. An outcome whose write times out alone
+``TIMEOUTS_ALONE`` times is written as a failed attempt whose error says so (``OutcomeTimedOut``):
+small to write, it spends the attempt like any error.
+
+A turn that fails may still have committed: the connection can drop after the COMMIT reached
+the server and before its reply came back (a pooler or the network cut it). The claim's lease
+token is chosen here, before the statement is sent, so that such a claim is in doubt rather
+than lost: its token is kept, and the next turn (or the shutdown) hands back whatever is still
+held under it, instead of leaving those jobs in ``processing`` until their lease runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from django_jobs.core.states import Outcome
+from django_jobs.models import Job
+from django_jobs.signals import job_finished
+from django_jobs.worker import suspects
+from django_jobs.worker.deadlines import Running
+from django_jobs.worker.isolation import (
+    describe,
+    failure_in_place,
+    finish_isolating,
+    finish_one_by_one,
+    refused,
+)
+from django_jobs.worker.log_lines import log_end
+from django_jobs.worker.outage import TIMEOUT, classify
+
+if TYPE_CHECKING:
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.worker.loop import Worker
+
+logger = logging.getLogger("django_jobs.worker")
+
+# How many writes of one outcome alone may time out before it is written as a failure
+# (see the module's docstring). The outage's backoff runs between them: when nothing else is
+# written meanwhile (a lock held on the table, a database slow for a moment), the tries span
+# at least 7.5 s (0.5 + 1 + 2 + 4), more with the halvings before them.
+TIMEOUTS_ALONE = 5
+
+
+def claim(worker: Worker) -> int:
+    """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
+    transaction (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``);
+    hand the claimed jobs out. Returns how many jobs were claimed."""
+    release_in_doubt(worker)
+    worker.outbox.gather()
+    outcomes = worker.outbox.take()
+    worker.sizer.observe(outcomes)
+    free = worker.sizer.limit(len(worker.running) - len(outcomes))
+    if worker.solo is not None and all(o.job.id != worker.solo.id for o in outcomes):
+        free = 0  # a suspect runs alone (suspects.py): claim nothing until it has ended
+    if worker.options.max_jobs is not None:
+        free = min(free, worker.options.max_jobs - worker.claimed)
+    if free <= 0 and not outcomes:
+        return 0
+    limit, lease, paused = max(free, 0), worker.options.lease_seconds, sorted(worker.paused)
+    queues = list(worker.options.queues) or None
+    token = uuid.uuid4()
+    try:
+        written, jobs = Job.objects.finish_and_claim(outcomes, worker_id=worker.worker_id,
+            limit=limit, lease_seconds=lease, queues=queues, exclude_queues=paused,
+            lease_token=token)
+    except BaseException as exc:
+        if outcomes and refused(exc):  # one outcome the database will not take: isolate it
+            settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
+            return claim(worker)
+        put_back(worker, outcomes, exc)
+        if limit > 0:
+            worker.in_doubt.append(token)
+        raise
+    record(worker, outcomes, written)
+    if worker.outbox.limit is not None and len(worker.outbox):
+        worker.wake.set()  # outcomes held back by the limit: write them in the next turn
+    worker.claimed += len(jobs)
+    worker.hand_out(suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None)))
+    return len(jobs)
+
+
+HB = "; they are pending again for any worker, their attempt not spent"
+
+
+def release_in_doubt(worker: Worker) -> None:
+    """Hand back the jobs of claims whose reply never came (see the module's docstring);
+    raises, keeping the tokens, while the database is still away."""
+    while worker.in_doubt:
+        released = Job.objects.release_claim(worker.in_doubt[0])
+        worker.in_doubt.pop(0)
+        if released:
+            logger.warning(
+                "worker %s: handed back %d job(s) of a claim whose reply was lost%s",
+                worker.worker_id, released, HB,
+                extra={"worker_id": worker.worker_id, "event": "jobs_handed_back",
+                       "jobs": released, "reason": "the claim's reply was lost",
+                       "next": HB[len("; they are "):]},
+            )
+
+
+def finish_outcomes(worker: Worker) -> None:
+    """Write the outcomes that came in, claiming nothing (a stopping worker, or one that has
+    claimed its ``max_jobs``); on an outage they wait in the outbox."""
+    while True:  # more than one write only while timeouts hold writes to a limit
+        outcomes = worker.outbox.take()
+        if not outcomes:
+            return
+        done = worker.safely(_finish_isolating, worker, outcomes)
+        if done is None:  # the database is away: they wait in the outbox (outage.py)
+            return
+        settle(worker, outcomes, *done)
+        if done[1]:  # an outage met on the way
+            return
+
+
+def _finish_isolating(
+    worker: Worker, outcomes: list[AttemptOutcome]
+) -> tuple[list[AttemptOutcome], list[AttemptOutcome]]:
+    try:
+        return finish_isolating(outcomes)
+    except BaseException as exc:
+        put_back(worker, outcomes, exc)
+        raise
+
+
+def put_back(worker: Worker, outcomes: list[AttemptOutcome], exc: BaseException) -> None:
+    """Outcomes a write could not make (``exc`` was not a refusal) go back to the outbox; after
+    a timeout, later writes take half as many, and an outcome that timed out alone
+    ``TIMEOUTS_ALONE`` times goes back as its failure (see the module's docstring)."""
+    outbox = worker.outbox
+    if outcomes and classify(exc) is TIMEOUT:
+        outbox.limit = max(1, len(outcomes) // 2)
+        if len(outcomes) == 1:
+            outcome = outcomes[0]
+            tries = outbox.timeouts[outcome.job.id] = outbox.timeouts.get(outcome.job.id, 0) + 1
+            if tries >= TIMEOUTS_ALONE:
+                del outbox.timeouts[outcome.job.id]
+                logger.error("job %s: writing its outcome alone timed out %d times (%s); "
+                             "recorded as a failed attempt", outcome.job.public_id, tries,
+                             describe(exc))
+                outcomes = [failure_in_place(
+                    outcome, "OutcomeTimedOut",
+                    f"the database timed out writing this job's outcome, alone, {tries} times: "
+                    f"{describe(exc)}")]
+    outbox.put_back(outcomes)
+
+
+def settle(
+    worker: Worker,
+    outcomes: list[AttemptOutcome],
+    written: list[AttemptOutcome],
+    unwritten: list[AttemptOutcome],
+) -> None:
+    """After a write that may have left some outcomes ``unwritten``: those go back to the
+    outbox, the others are recorded."""
+    worker.outbox.put_back(unwritten)
+    record(worker, [o for o in outcomes if o not in unwritten], written)
+
+
+def record(
+    worker: Worker, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]
+) -> None:
+    """After the write: free the slots, count, log and signal what was written. An outcome
+    not ``written`` found its job no longer under its lease: taken over by another worker, or
+    written already by a turn whose reply was lost (the outcome was sent again)."""
+    for outcome in outcomes:
+        worker.running.pop(outcome.job.id, None)
+        worker.outbox.timeouts.pop(outcome.job.id, None)
+    if not len(worker.outbox):
+        worker.outbox.limit = None  # what the timeouts held back is written: whole batches
+    elif worker.outbox.limit is not None:
+        worker.outbox.limit *= 2  # a write worked: try larger ones
+    lost = len(outcomes) - len(written)
+    if lost:
+        logger.warning(
+            "worker %s: %d outcome(s) not written: the lease was taken over, or a turn whose "
+            "reply was lost wrote them already", worker.worker_id, lost
+        )
+    worker.processed += len(written)
+    send = job_finished.has_listeners(Job)
+    log = logger.isEnabledFor(logging.DEBUG)
+    for outcome in written:
+        if log or outcome.kind != Outcome.COMPLETED:
+            log_end(worker.worker_id, outcome)
+        if send:
+            job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)
+    worker.tally.add(written)
