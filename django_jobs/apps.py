@@ -35,7 +35,7 @@ class DjangoJobsConfig(AppConfig):
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
         # callbacks, then the follow-ups, then releases dependents; a heartbeat enqueues due
-        # recurring jobs, then prunes (see hooks.py).
+        # recurring jobs, then prunes (see engine/hooks.py).
         for feature in (Callbacks(), FollowUps(), Dependencies(), UniqueAndDependencies(),
                         Limits(), CrashCounting(), Schedules(), Retention()):
             hooks.register(feature)

@@ -149,7 +149,7 @@ WAITING_SHOWN = 20  # waiting dependents a delete page names; it counts the othe
 
 def dependents_context(jobs: JobQuerySet) -> dict[str, object]:
     """What a delete page says of the waiting jobs that depend on ``jobs``: deleted before it
-    completed, a dependency keeps its dependents waiting (dependencies.py)."""
+    completed, a dependency keeps its dependents waiting (features/dependencies.py)."""
     waiting = waiting_dependents(jobs.exclude(status=PROCESSING)).order_by("pk")
     shown = list(waiting.only("pk", "public_id", "type")[:WAITING_SHOWN])
     count = len(shown) if len(shown) < WAITING_SHOWN else waiting.count()

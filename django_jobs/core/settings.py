@@ -21,7 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 30.0,
     # How often a worker renews its leases and looks for jobs of lost workers.
     "HEARTBEAT_SECONDS": 5.0,
-    # Every process judges time by the database server's clock (clock.py); one whose own
+    # Every process judges time by the database server's clock (core/clock.py); one whose own
     # clock is off by more than this many seconds logs a warning. None: never warn.
     "CLOCK_SKEW_WARNING_SECONDS": 2.0,
     # How long an idle worker waits before looking again (PostgreSQL wakes it sooner).
@@ -45,7 +45,8 @@ DEFAULTS: dict[str, Any] = {
     # PostgreSQL: prepare the claim, finish and insert statements on each connection, so the
     # server plans them once instead of on every call. None: prepare them unless the
     # connection goes through a pooler that does not keep sessions (found out by itself, see
-    # pooler.py); True: always (PgBouncer 1.21+ with max_prepared_statements); False: never.
+    # engine/postgres/pooler.py); True: always (PgBouncer 1.21+ with max_prepared_statements);
+    # False: never.
     "PREPARED_STATEMENTS": None,
     # --- HTTP API and completion callbacks (django_jobs.api, django_jobs.features.callbacks) ---
     # Largest request body POST /jobs accepts, in bytes.

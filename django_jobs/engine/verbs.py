@@ -213,7 +213,7 @@ class Engine(StaffVerbs, LeaseVerbs):
                 _turn.reset(token)
         return done, claimed
 
-    # The parts of a write that features share (crashes.py, limits, dependencies)
+    # The parts of a write that features share (features/crashes.py, limits, dependencies)
 
     @staticmethod
     def transition(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 0) -> Transition:

@@ -4,7 +4,7 @@ from django_jobs.engine.mariadb.schema import order_list_indexes_by_id, restore_
 
 
 class Migration(migrations.Migration):
-    """On MariaDB and MySQL only: list indexes that end in ``id``, a ready index (mariadb.py)."""
+    """On MariaDB and MySQL only: list indexes that end in ``id``, a ready index (engine/mariadb/schema.py)."""
 
     dependencies = [
         ('django_jobs', '0012_mariadb_unique_key'),

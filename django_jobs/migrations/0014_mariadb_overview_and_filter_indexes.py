@@ -5,7 +5,7 @@ from django_jobs.engine.mariadb.schema import add_admin_indexes, drop_admin_inde
 
 class Migration(migrations.Migration):
     """On MariaDB and MySQL only: a status index that covers the overview's counts, and type and
-    queue indexes for the filtered lists (mariadb.py)."""
+    queue indexes for the filtered lists (engine/mariadb/schema.py)."""
 
     dependencies = [
         ('django_jobs', '0013_mariadb_admin_indexes'),

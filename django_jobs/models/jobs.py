@@ -49,7 +49,8 @@ class Job(ReloadsWhereWritten, models.Model):
     run_at = models.DateTimeField(default=timezone.now)
     attempt = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveSmallIntegerField(default=3)
-    # Times a worker process died while it held the job, counted apart from errors (crashes.py).
+    # Times a worker process died while it held the job, counted apart from errors
+    # (features/crashes.py).
     crashes = models.PositiveSmallIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
@@ -111,8 +112,8 @@ class Job(ReloadsWhereWritten, models.Model):
         ]
         constraints = [
             models.UniqueConstraint(fields=["public_id"], name="django_jobs_public_id_key"),
-            # At most one job per unique key (unique.py). Partial: the many jobs without a key
-            # (NULL) add no entry, so their inserts and updates skip this index entirely.
+            # At most one job per unique key (features/unique.py). Partial: the many jobs without
+            # a key (NULL) add no entry, so their inserts and updates skip this index entirely.
             models.UniqueConstraint(
                 fields=["unique_key"], name="django_jobs_unique_key",
                 condition=Q(unique_key__isnull=False),

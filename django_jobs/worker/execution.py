@@ -52,7 +52,7 @@ def run_job(
     found = get_handler(job.type)
     if tidy and _seen.get(threading.get_ident(), 0) != _lost:
         _drop_suspect_connections(found)
-    if found is None:  # a rolling deploy: wait for a worker that knows the type (unknown.py)
+    if found is None:  # a rolling deploy: wait for a worker that knows the type (unknown_types.py)
         outcome = unknown_type_outcome(job, started)
     else:
         outcome = _call(found, job, started)

@@ -50,7 +50,7 @@ def shut_down(worker: Worker) -> None:
     unstarted = worker.inbox.take_waiting()  # no thread took these; none takes any now
     worker.inbox.close(len(worker.slots))
     if worker.solo is not None and not worker.solo_started:
-        unstarted.append(worker.solo)  # a suspect waiting to run alone (solo.py)
+        unstarted.append(worker.solo)  # a suspect waiting to run alone (suspects.py)
     turn.finish_outcomes(worker)
     worker.safely(turn.release_in_doubt, worker)
     unstarted = [job for job in unstarted if worker.running.pop(job.id, None) is not None]
