@@ -155,7 +155,7 @@ def test_a_skewed_process_measures_its_offset_and_enqueues_by_the_databases_cloc
     before = db_epoch()
     seen = in_subprocess(
         "import json, time\n"
-        "from django_jobs import clock\n"
+        "from django_jobs.core import clock\n"
         "from django_jobs.models import Job\n"
         "job = Job.enqueue('record', {}, delay=20)\n"
         "print(json.dumps({'offset': clock.offset('default').total_seconds(),"
@@ -309,7 +309,7 @@ def test_the_admins_ages_on_a_skewed_web_host_are_by_the_databases_clock(skew):
     seen = in_subprocess(
         "import json\n"
         "from datetime import timedelta\n"
-        "from django_jobs import clock\n"
+        "from django_jobs.core import clock\n"
         "from django_jobs.templatetags.jobs_admin import since\n"
         "print(json.dumps({'age': since(clock.now('default') - timedelta(seconds=10))}))\n",
         skewed(skew),
