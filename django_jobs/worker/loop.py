@@ -49,7 +49,10 @@ class Abort(Exception):
 
 
 class Worker:
-    """One worker: its options, the state its steps share, and the loop that runs them."""
+    """One worker: its options, the state its steps share, and the loop that runs them.
+
+    The steps see it as a ``WorkerState`` (``worker/state.py``); the loop passes ``self`` to
+    them, so mypy holds this class to that protocol."""
 
     def __init__(self, options: WorkerOptions) -> None:
         self.options = options
@@ -129,7 +132,7 @@ class Worker:
             shut_down(self)
         return self.processed
 
-    # What the steps call.
+    # What the steps call (declared in ``WorkerState``).
 
     def hand_out(self, jobs: list[Job]) -> None:
         """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""
@@ -183,7 +186,8 @@ class Worker:
     def start_slots(self, count: int) -> None:
         """Start ``count`` more slot threads (one replaces a thread abandoned at a timeout)."""
         for _ in range(count):
-            slot = Slot(self.inbox, partial(claim_size.on_start, self), self.outbox.deliver,
+            on_start = partial(claim_size.on_start, self.running, self.worker_id)
+            slot = Slot(self.inbox, on_start, self.outbox.deliver,
                         name=f"django-jobs-{len(self.slots)}")
             slot.start()
             self.slots.append(slot)
