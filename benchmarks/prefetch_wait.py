@@ -44,7 +44,8 @@ def workloads(jobs: int) -> dict[str, list[tuple[str, dict]]]:
 def measure(name: str, work: list[tuple[str, dict]]) -> dict:
     from django_jobs.models import Job, JobAttempt
     from django_jobs.signals import job_started
-    from django_jobs.worker.loop import Worker, WorkerOptions
+    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.options import WorkerOptions
 
     with throughput.psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as c:
         c.execute("TRUNCATE django_jobs_job, django_jobs_jobattempt, django_jobs_worker "

@@ -45,7 +45,8 @@ def timed(func, count: int) -> float:
 
 
 def drain(concurrency: int) -> float:
-    from django_jobs.worker.loop import Worker, WorkerOptions
+    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.options import WorkerOptions
 
     worker = Worker(WorkerOptions(burst=True, concurrency=concurrency, poll_interval=0.05))
     start = time.perf_counter()

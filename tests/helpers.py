@@ -1,7 +1,8 @@
 """Small helpers shared by the worker tests."""
 
 from django_jobs.models import Job
-from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.options import WorkerOptions
 
 
 def run_burst(**options) -> int:

@@ -6,7 +6,8 @@ from contextlib import contextmanager
 from django.db import connections
 
 from django_jobs.models import Job
-from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.options import WorkerOptions
 
 
 def drain(worker_id="tasks-worker", **options):

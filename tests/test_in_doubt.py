@@ -7,7 +7,8 @@ from django.db import OperationalError, connection
 
 from django_jobs.models import Job, JobAttempt
 from django_jobs.worker import turn
-from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.options import WorkerOptions
 from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,6 +19,11 @@ The graph is built from the source with ``ast`` (``importgraph.py``): every ``im
 import runs. Imports under ``if TYPE_CHECKING:`` count for the worker (a step that names the
 loop's types is bound to the loop as surely as one that imports it) and are left out elsewhere:
 they never run.
+
+Inside the worker one more rule holds: no module of ``worker/`` but the loop itself imports
+``worker/loop.py``, under ``TYPE_CHECKING`` neither. The steps see the worker as a
+``WorkerState`` (``worker/state.py``), which the loop's ``Worker`` is; ``runworker``, a face,
+starts the loop.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ RANKS = {
     "faces": 5,     # a face may run the checks (runworker refuses a database that fails them)
     "wiring": 6,    # the root package, apps, testing, pytest_plugin
 }
+LOOP = "django_jobs.worker.loop"  # no other module of worker/ imports it
 FACES = ("admin", "api", "backends", "management", "templatetags")
 BASE_AT_ROOT = ("signals", "exceptions")
 WIRING_AT_ROOT = ("apps", "testing", "pytest_plugin")
@@ -87,6 +93,14 @@ def violations(graph: dict[str, set[str]], only: str | None = None) -> list[tupl
                   if (only is None or folder(a) == only) and not allowed(a, b))
 
 
+def into_the_loop(graph: dict[str, set[str]], loop: str = LOOP) -> list[str]:
+    """The modules of the loop's package (``worker/``), but the loop, that import the loop."""
+    package = loop.rpartition(".")[0]
+    return sorted(a for a, targets in graph.items()
+                  if loop in targets and a != loop
+                  and (a == package or a.startswith(package + ".")))
+
+
 def report(found: list[tuple[str, str]]) -> str:
     return "\n".join(f"  {a} ({folder(a)}) -> {b} ({folder(b)})" for a, b in found)
 
@@ -101,6 +115,14 @@ def test_the_worker_keeps_to_the_rule_with_its_type_only_imports():
     """The worker's ``TYPE_CHECKING`` imports count too: it names no feature's or face's type."""
     found = violations(import_graph(ROOT, "django_jobs", type_checking=True), only="worker")
     assert not found, "the worker names a type of a layer beside or above it:\n" + report(found)
+
+
+def test_no_step_of_the_worker_imports_the_loop():
+    """The steps, and every other module of ``worker/``, see the worker through
+    ``worker/state.py``: none names the loop, not even for a type."""
+    found = into_the_loop(import_graph(ROOT, "django_jobs", type_checking=True))
+    assert not found, (f"modules of worker/ that import {LOOP} (type them against "
+                       f"django_jobs.worker.state.WorkerState instead): {found}")
 
 
 def test_the_root_holds_only_the_public_surface_and_the_layers():
@@ -183,3 +205,34 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
     graph["pkg.c"].add("pkg.a")
     assert cyclic_edges(graph) == {("pkg.a", "pkg.b"), ("pkg.b", "pkg.c"), ("pkg.c", "pkg.a")}
     assert cycle_through(graph, ("pkg.c", "pkg.a")) == ["pkg.c", "pkg.a", "pkg.b", "pkg.c"]
+
+
+def test_the_loop_rule_refuses_a_step_that_imports_the_loop(tmp_path):
+    """A worker module that imports the loop, at the top, in a function, relatively or only
+    under TYPE_CHECKING, is refused; the loop itself, a module typed against the state, and
+    a face that starts the loop are not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "worker").mkdir(parents=True)
+    (pkg / "management").mkdir()
+    files = {
+        "__init__.py": "",
+        "worker/__init__.py": "",
+        "worker/loop.py": "from pkg.worker import turn\nfrom .state import WorkerState\n",
+        "worker/state.py": "from typing import Protocol\nclass WorkerState(Protocol): ...\n",
+        "worker/turn.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                           "    from pkg.worker.loop import Worker\n"),
+        "worker/heartbeat.py": "def beat():\n    from . import loop\n",
+        "worker/slots.py": "import pkg.worker.loop\n",
+        "worker/shutdown.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                               "    from .state import WorkerState\n"),
+        "management/__init__.py": "",
+        "management/runworker.py": "from pkg.worker.loop import Worker\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    loop = "pkg.worker.loop"
+    assert into_the_loop(import_graph(pkg, "pkg", type_checking=True), loop) == [
+        "pkg.worker.heartbeat", "pkg.worker.slots", "pkg.worker.turn"]
+    # Without the TYPE_CHECKING imports the step that names the loop's type would pass.
+    assert into_the_loop(import_graph(pkg, "pkg"), loop) == [
+        "pkg.worker.heartbeat", "pkg.worker.slots"]

@@ -201,7 +201,8 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django_jobs import handler
 from django_jobs.models import Job
-from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.options import WorkerOptions
 
 @handler("plain")
 def plain(payload):

@@ -14,7 +14,8 @@ import pytest
 from django.db import connections
 
 from django_jobs.models import Job, JobAttempt
-from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.options import WorkerOptions
 from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from django_jobs.models import Job
-from django_jobs.worker.loop import Worker, WorkerOptions
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.process import SignalWake
 from tests.conftest import wait_for
 

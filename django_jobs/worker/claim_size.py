@@ -26,8 +26,11 @@ from django_jobs.worker.log_lines import log_start
 from django_jobs.worker.slots import DISPATCH_DELAY_SECONDS, Inbox
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from django_jobs.core.outcomes import AttemptOutcome
-    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.deadlines import Running
+    from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -70,7 +73,7 @@ class ClaimSize:
         return self.concurrency + self.prefetch() - held
 
 
-def tend(worker: Worker, now: float) -> None:
+def tend(worker: WorkerState, now: float) -> None:
     """Claimed jobs no thread has taken: give them to idle threads after a millisecond; hand
     them back once the oldest has waited ``HANDBACK_AFTER_SECONDS`` since its claim, or at once
     if the worker is stopping."""
@@ -93,7 +96,7 @@ def next_tend(inbox: Inbox) -> float:
     return math.inf if stalled is None else max(DISPATCH_DELAY_SECONDS - stalled, 0.0)
 
 
-def hand_back(worker: Worker, jobs: list[Job]) -> None:
+def hand_back(worker: WorkerState, jobs: list[Job]) -> None:
     """Return claimed jobs that never started to the queue, their attempt unspent."""
     if not jobs:
         return
@@ -102,7 +105,7 @@ def hand_back(worker: Worker, jobs: list[Job]) -> None:
     if released is None:  # the database is away (logged): keep them, try again a bound later
         now = time.monotonic()
         for job in jobs:
-            restart_clock(worker, job, now)
+            restart_clock(worker.running, job, now)
         worker.inbox.put(jobs)
         return
     for job in jobs:
@@ -117,17 +120,18 @@ def hand_back(worker: Worker, jobs: list[Job]) -> None:
                            "next": "pending again for any worker, their attempt not spent"})
 
 
-def on_start(worker: Worker, job: Job) -> None:
-    """In a slot thread, as it starts ``job``: its timeout counts from now, not its claim."""
-    held = worker.running.get(job.id)
+def on_start(running: Mapping[int, Running], worker_id: str, job: Job) -> None:
+    """In a slot thread, as it starts ``job`` (one of the worker's ``running``): its timeout
+    counts from now, not its claim."""
+    held = running.get(job.id)
     if held is not None and held.deadline is not None:
-        restart_clock(worker, job, time.monotonic())
-    log_start(worker.worker_id, job)
+        restart_clock(running, job, time.monotonic())
+    log_start(worker_id, job)
 
 
-def restart_clock(worker: Worker, job: Job, now: float) -> None:
+def restart_clock(running: Mapping[int, Running], job: Job, now: float) -> None:
     """Count a held job's wait (and its timeout, if it has one) from ``now``."""
-    held = worker.running.get(job.id)
+    held = running.get(job.id)
     if held is None:
         return
     if held.deadline is not None:

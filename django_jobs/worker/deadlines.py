@@ -13,7 +13,7 @@ from django_jobs.exceptions import JobTimeout
 from django_jobs.models import Job
 
 if TYPE_CHECKING:
-    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.state import WorkerState
 
 # How long a handler interrupted at its timeout gets to stop before its thread is abandoned.
 TIMEOUT_GRACE_SECONDS = 5.0
@@ -28,7 +28,7 @@ class Running:
     abandoned: bool = False  # its timeout outcome is queued; never abandon it twice
 
 
-def enforce_deadlines(worker: Worker, now: float) -> None:
+def enforce_deadlines(worker: WorkerState, now: float) -> None:
     """Interrupt each job past its timeout; abandon one that ignored it for the grace."""
     for pk, held in list(worker.running.items()):
         if held.deadline is None or now < held.deadline:
@@ -41,7 +41,7 @@ def enforce_deadlines(worker: Worker, now: float) -> None:
             abandon(worker, held)
 
 
-def abandon(worker: Worker, held: Running) -> None:
+def abandon(worker: WorkerState, held: Running) -> None:
     """A handler ignored its timeout: record the failure, replace its thread, move on."""
     for slot in worker.slots:
         if slot.current == held.job.id:

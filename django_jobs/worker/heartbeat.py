@@ -22,7 +22,7 @@ from django_jobs.models import Worker as WorkerRow
 from django_jobs.worker.log_lines import at_utc
 
 if TYPE_CHECKING:
-    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -30,7 +30,7 @@ logger = logging.getLogger("django_jobs.worker")
 STALE_ROW_LEASES = 4
 
 
-def heartbeat(worker: Worker) -> None:
+def heartbeat(worker: WorkerState) -> None:
     """One heartbeat (run through ``Worker.safely``: a database error skips the rest)."""
     lease_seconds = worker.options.lease_seconds
     # The database's clock judges leases: a step of this host's clock is caught here.

@@ -16,15 +16,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
 from django.db import connections
 
 from django_jobs.core.registry import get_handler
-from django_jobs.core.settings import jobs_settings
 from django_jobs.engine.postgres.listener import Listener
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
@@ -32,6 +30,7 @@ from django_jobs.worker import claim_size, execution, suspects, turn
 from django_jobs.worker.deadlines import Running, enforce_deadlines
 from django_jobs.worker.heartbeat import heartbeat
 from django_jobs.worker.log_lines import Tally, default_worker_id
+from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.outage import Outages
 from django_jobs.worker.outbox import Outbox
 from django_jobs.worker.periodic import Periodic
@@ -45,31 +44,15 @@ logger = logging.getLogger("django_jobs.worker")
 T = TypeVar("T")
 
 
-@dataclass
-class WorkerOptions:
-    queues: Sequence[str] = ()
-    concurrency: int = 1
-    burst: bool = False
-    max_jobs: int | None = None
-    poll_interval: float = field(default_factory=lambda: float(jobs_settings.POLL_INTERVAL))
-    shutdown_timeout: float = field(default_factory=lambda: float(jobs_settings.SHUTDOWN_TIMEOUT))
-    lease_seconds: float = field(default_factory=lambda: float(jobs_settings.LEASE_SECONDS))
-    heartbeat_seconds: float = field(
-        default_factory=lambda: float(jobs_settings.HEARTBEAT_SECONDS)
-    )
-    worker_id: str = ""
-    prefetch: float = claim_size.PREFETCH_HORIZON_SECONDS  # seconds of work claimed ahead
-    # The worker may end its process at shutdown, when a handler outlives the shutdown timeout
-    # (runworker from the command line; shutdown.py).
-    owns_process: bool = False
-
-
 class Abort(Exception):
     """A second stop signal: leave now."""
 
 
 class Worker:
-    """One worker: its options, the state its steps share, and the loop that runs them."""
+    """One worker: its options, the state its steps share, and the loop that runs them.
+
+    The steps see it as a ``WorkerState`` (``worker/state.py``); the loop passes ``self`` to
+    them, so mypy holds this class to that protocol."""
 
     def __init__(self, options: WorkerOptions) -> None:
         self.options = options
@@ -149,7 +132,7 @@ class Worker:
             shut_down(self)
         return self.processed
 
-    # What the steps call.
+    # What the steps call (declared in ``WorkerState``).
 
     def hand_out(self, jobs: list[Job]) -> None:
         """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""
@@ -203,7 +186,8 @@ class Worker:
     def start_slots(self, count: int) -> None:
         """Start ``count`` more slot threads (one replaces a thread abandoned at a timeout)."""
         for _ in range(count):
-            slot = Slot(self.inbox, partial(claim_size.on_start, self), self.outbox.deliver,
+            on_start = partial(claim_size.on_start, self.running, self.worker_id)
+            slot = Slot(self.inbox, on_start, self.outbox.deliver,
                         name=f"django-jobs-{len(self.slots)}")
             slot.start()
             self.slots.append(slot)

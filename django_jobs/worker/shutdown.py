@@ -32,7 +32,7 @@ from django_jobs.worker.exit import leave_now
 from django_jobs.worker.process import restore_signals
 
 if TYPE_CHECKING:
-    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -41,7 +41,7 @@ logger = logging.getLogger("django_jobs.worker")
 HANDBACK_MARGIN_SECONDS = 1.0
 
 
-def shut_down(worker: Worker) -> None:
+def shut_down(worker: WorkerState) -> None:
     """End ``worker`` (see the module's docstring); each database step is tried once."""
     worker.ending = True  # a further stop signal is ignored: this ends the worker anyway
     worker.announce_stop()
@@ -77,7 +77,7 @@ def shut_down(worker: Worker) -> None:
     logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
 
 
-def leave_running(worker: Worker, jobs: list[Job]) -> None:
+def leave_running(worker: WorkerState, jobs: list[Job]) -> None:
     """Jobs a thread started whose handler is still running: hand them back and end the
     process at once if the worker owns it; otherwise leave them to their lease (see the
     module's docstring)."""

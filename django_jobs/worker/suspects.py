@@ -17,12 +17,12 @@ from django.db import DatabaseError
 from django_jobs.models import Job
 
 if TYPE_CHECKING:
-    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
 
 
-def admit(worker: Worker, jobs: list[Job], held: Any) -> list[Job]:
+def admit(worker: WorkerState, jobs: list[Job], held: Any) -> list[Job]:
     """The claimed jobs to start now. A batch holding a suspect: the first suspect waits to
     run alone (held in ``worker.running`` as ``held(job)``, so its lease is renewed) and the
     other jobs go back to the queue unspent."""
@@ -51,7 +51,7 @@ def admit(worker: Worker, jobs: list[Job], held: Any) -> list[Job]:
     return []
 
 
-def tend(worker: Worker) -> None:
+def tend(worker: WorkerState) -> None:
     """Start the waiting suspect once it is the only job held; forget it once it has ended;
     hand it back if the worker is stopping before it started."""
     job = worker.solo

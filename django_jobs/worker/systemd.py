@@ -28,7 +28,7 @@ logger = logging.getLogger("django_jobs.worker")
 STATUS_EVERY_SECONDS = 1.0
 
 
-class WorkerState(Protocol):
+class StatusSource(Protocol):
     """What the notifier reads of a worker for its STATUS= line (read only, so any mapping
     of running jobs will do)."""
 
@@ -89,13 +89,13 @@ class Notifier:
             return False
         return True
 
-    def ready(self, worker: WorkerState) -> None:
+    def ready(self, worker: StatusSource) -> None:
         """The worker is registered and its loop is about to claim."""
         self._status = status_line(worker)
         self.send("READY=1", f"STATUS={self._status}")
         self._next_ping = self._next_status = time.monotonic()
 
-    def tick(self, now: float, worker: WorkerState) -> None:
+    def tick(self, now: float, worker: StatusSource) -> None:
         """Called on every turn of the worker's loop (``now`` from ``time.monotonic``)."""
         if self.address is None:
             return
@@ -117,7 +117,7 @@ class Notifier:
             return math.inf
         return max(self._next_ping - now, 0.0)
 
-    def stopping(self, worker: WorkerState | None = None) -> None:
+    def stopping(self, worker: StatusSource | None = None) -> None:
         """The worker has begun to shut down (sent once)."""
         if self._stopping_sent or self.address is None:
             return
@@ -133,6 +133,6 @@ class Notifier:
             self._sock = None
 
 
-def status_line(worker: WorkerState) -> str:
+def status_line(worker: StatusSource) -> str:
     state = "stopping" if worker.stopping else "working"
     return f"{state}: {len(worker.running)} job(s) running, {worker.processed} done"

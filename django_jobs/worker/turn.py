@@ -43,7 +43,7 @@ from django_jobs.worker.outage import TIMEOUT, classify
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
-    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -54,7 +54,7 @@ logger = logging.getLogger("django_jobs.worker")
 TIMEOUTS_ALONE = 5
 
 
-def claim(worker: Worker) -> int:
+def claim(worker: WorkerState) -> int:
     """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
     transaction (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``);
     hand the claimed jobs out. Returns how many jobs were claimed."""
@@ -95,7 +95,7 @@ def claim(worker: Worker) -> int:
 HB = "; they are pending again for any worker, their attempt not spent"
 
 
-def release_in_doubt(worker: Worker) -> None:
+def release_in_doubt(worker: WorkerState) -> None:
     """Hand back the jobs of claims whose reply never came (see the module's docstring);
     raises, keeping the tokens, while the database is still away."""
     while worker.in_doubt:
@@ -111,7 +111,7 @@ def release_in_doubt(worker: Worker) -> None:
             )
 
 
-def finish_outcomes(worker: Worker) -> None:
+def finish_outcomes(worker: WorkerState) -> None:
     """Write the outcomes that came in, claiming nothing (a stopping worker, or one that has
     claimed its ``max_jobs``); on an outage they wait in the outbox."""
     while True:  # more than one write only while timeouts hold writes to a limit
@@ -127,7 +127,7 @@ def finish_outcomes(worker: Worker) -> None:
 
 
 def _finish_isolating(
-    worker: Worker, outcomes: list[AttemptOutcome]
+    worker: WorkerState, outcomes: list[AttemptOutcome]
 ) -> tuple[list[AttemptOutcome], list[AttemptOutcome]]:
     try:
         return finish_isolating(outcomes)
@@ -136,7 +136,7 @@ def _finish_isolating(
         raise
 
 
-def put_back(worker: Worker, outcomes: list[AttemptOutcome], exc: BaseException) -> None:
+def put_back(worker: WorkerState, outcomes: list[AttemptOutcome], exc: BaseException) -> None:
     """Outcomes a write could not make (``exc`` was not a refusal) go back to the outbox; after
     a timeout, later writes take half as many, and an outcome that timed out alone
     ``TIMEOUTS_ALONE`` times goes back as its failure (see the module's docstring)."""
@@ -159,7 +159,7 @@ def put_back(worker: Worker, outcomes: list[AttemptOutcome], exc: BaseException)
 
 
 def settle(
-    worker: Worker,
+    worker: WorkerState,
     outcomes: list[AttemptOutcome],
     written: list[AttemptOutcome],
     unwritten: list[AttemptOutcome],
@@ -171,7 +171,7 @@ def settle(
 
 
 def record(
-    worker: Worker, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]
+    worker: WorkerState, outcomes: list[AttemptOutcome], written: list[AttemptOutcome]
 ) -> None:
     """After the write: free the slots, count, log and signal what was written. An outcome
     not ``written`` found its job no longer under its lease: taken over by another worker, or
