@@ -245,6 +245,8 @@ def _end_line(caplog, job):
     return end, json.loads(JSONFormatter().format(end))
 
 
+# A backoff longer than the burst: one attempt, one end line.
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "BACKOFF_BASE": 60, "BACKOFF_CAP": 600})
 def test_a_job_of_a_type_without_handler_logs_why_and_until_when_it_waits(caplog):
     caplog.set_level(logging.INFO, logger="django_jobs")
     job = Job.objects.create(type="not_in_this_worker")
@@ -259,6 +261,8 @@ def test_a_job_of_a_type_without_handler_logs_why_and_until_when_it_waits(caplog
     assert (line["reason"], line["next"]) == (end.reason, end.next)
 
 
+# A backoff longer than the burst: one attempt, one end line.
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "BACKOFF_BASE": 60, "BACKOFF_CAP": 600})
 def test_a_failure_that_is_retried_logs_the_error_and_when_it_runs_again(caplog):
     caplog.set_level(logging.INFO, logger="django_jobs")
     job = Job.enqueue("always_fails")
