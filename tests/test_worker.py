@@ -306,7 +306,9 @@ def test_a_rescued_job_logs_why_and_what_happens_next(caplog):
 
 def test_a_real_worker_says_why_it_leaves_a_job_of_a_type_it_has_no_handler_for(start_worker):
     job = Job.objects.create(type="not_in_this_worker")
-    worker = start_worker("--burst")
+    # A backoff longer than the burst: the job is handed back once, and has one line.
+    worker = start_worker("--burst", env={
+        "DJANGO_JOBS_TEST_EXTRA": '{"BACKOFF_BASE": 60.0, "BACKOFF_CAP": 600.0}'})
     assert worker.wait(timeout=120) == 0, worker.output()
     [line] = [text for text in worker.output().splitlines() if job.public_id in text]
     assert "WARNING" in line and "job snoozed:" in line and "attempt 1 " in line, line
