@@ -245,6 +245,8 @@ def _end_line(caplog, job):
     return end, json.loads(JSONFormatter().format(end))
 
 
+# A backoff longer than the burst: one attempt, one end line.
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "BACKOFF_BASE": 60, "BACKOFF_CAP": 600})
 def test_a_job_of_a_type_without_handler_logs_why_and_until_when_it_waits(caplog):
     caplog.set_level(logging.INFO, logger="django_jobs")
     job = Job.objects.create(type="not_in_this_worker")
@@ -259,6 +261,8 @@ def test_a_job_of_a_type_without_handler_logs_why_and_until_when_it_waits(caplog
     assert (line["reason"], line["next"]) == (end.reason, end.next)
 
 
+# A backoff longer than the burst: one attempt, one end line.
+@override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "BACKOFF_BASE": 60, "BACKOFF_CAP": 600})
 def test_a_failure_that_is_retried_logs_the_error_and_when_it_runs_again(caplog):
     caplog.set_level(logging.INFO, logger="django_jobs")
     job = Job.enqueue("always_fails")
@@ -302,7 +306,9 @@ def test_a_rescued_job_logs_why_and_what_happens_next(caplog):
 
 def test_a_real_worker_says_why_it_leaves_a_job_of_a_type_it_has_no_handler_for(start_worker):
     job = Job.objects.create(type="not_in_this_worker")
-    worker = start_worker("--burst")
+    # A backoff longer than the burst: the job is handed back once, and has one line.
+    worker = start_worker("--burst", env={
+        "DJANGO_JOBS_TEST_EXTRA": '{"BACKOFF_BASE": 60.0, "BACKOFF_CAP": 600.0}'})
     assert worker.wait(timeout=120) == 0, worker.output()
     [line] = [text for text in worker.output().splitlines() if job.public_id in text]
     assert "WARNING" in line and "job snoozed:" in line and "attempt 1 " in line, line

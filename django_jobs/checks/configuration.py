@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from types import FrameType
 from typing import Any
@@ -38,6 +39,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
                              or skew < 0):
         problems.append(Error("DJANGO_JOBS['CLOCK_SKEW_WARNING_SECONDS'] must be a number of "
                               "seconds (0 or more) or None", id="django_jobs.E005"))
+    problems.extend(check_log_levels())
     lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
     if lease < 2 * beat:
         problems.append(Warning(
@@ -46,6 +48,28 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
             id="django_jobs.W001",
         ))
     problems.extend(check_jobs_alias())
+    return problems
+
+
+def check_log_levels() -> list:
+    """``LOG_LEVELS``: a dict from the outcomes the worker reports to logging levels."""
+    levels = jobs_settings.LOG_LEVELS
+    known = DEFAULTS["LOG_LEVELS"]
+    if not isinstance(levels, dict):
+        return [Error("DJANGO_JOBS['LOG_LEVELS'] must be a dict", id="django_jobs.E006",
+                      hint=f"for example {known!r}")]
+    problems = []
+    for outcome, level in levels.items():
+        if outcome not in known:
+            problems.append(Error(
+                f"DJANGO_JOBS['LOG_LEVELS'] has an unknown outcome {outcome!r}",
+                id="django_jobs.E006", hint=f"known outcomes: {', '.join(known)}"))
+        elif not (isinstance(level, int) and not isinstance(level, bool)) and not (
+                isinstance(level, str)
+                and isinstance(logging.getLevelName(level.upper()), int)):
+            problems.append(Error(
+                f"DJANGO_JOBS['LOG_LEVELS'][{outcome!r}] is {level!r}, not a logging level",
+                id="django_jobs.E006", hint="a level name (\"WARNING\", \"ERROR\") or number"))
     return problems
 
 

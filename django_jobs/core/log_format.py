@@ -9,8 +9,8 @@ import json
 import logging
 from datetime import UTC, datetime
 
-EXTRA_FIELDS = ("worker_id", "job_id", "job_type", "attempt", "duration_ms", "outcome", "event",
-                "jobs", "seconds", "outcomes", "reason", "next")
+EXTRA_FIELDS = ("worker_id", "job_id", "job_type", "job_queue", "attempt", "duration_ms",
+                "outcome", "event", "jobs", "seconds", "outcomes", "reason", "next")
 
 
 class JSONFormatter(logging.Formatter):

@@ -55,7 +55,8 @@ class AttemptOutcome:
 
     ``kind`` is ``completed``, ``failed``, ``canceled`` or ``snoozed``; for ``failed``,
     ``permanent`` says the error is not worth retrying. The retry decision is taken in the write
-    path.
+    path. ``error`` is what is stored of the failure; ``exception`` the exception itself, kept
+    in memory for the worker's log line (an error tracker reads its traceback there).
 
     The start and end are kept as whole microseconds since the epoch (``started``,
     ``finished``) and the CPU time as nanoseconds (``cpu_ns``): a slot thread reads them from
@@ -68,6 +69,7 @@ class AttemptOutcome:
     __slots__ = (
         "cpu_ns",
         "error",
+        "exception",
         "finished",
         "job",
         "kind",
@@ -90,6 +92,7 @@ class AttemptOutcome:
         cpu_time: float | None = None,
         peak_memory: int | None = None,
         snooze_seconds: float | None = None,  # kind "snoozed": run again after this
+        exception: BaseException | None = None,
     ) -> None:
         self.job = job
         self.kind = kind
@@ -102,6 +105,9 @@ class AttemptOutcome:
         self.cpu_ns = None if cpu_time is None else round(cpu_time * 1e9)
         self.peak_memory = peak_memory
         self.snooze_seconds = snooze_seconds
+        # What the handler raised (or the database, for a refused outcome), with its
+        # traceback, for the log line of a job it ends; never written to the database.
+        self.exception = exception
 
     @property
     def started_at(self) -> datetime:

@@ -73,6 +73,11 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_INTERVAL": None,
     # Rows deleted per prune transaction.
     "PRUNE_BATCH_SIZE": 500,
+    # Levels of the worker's lines for jobs that did not complete, by outcome ("failed" for a
+    # failure that is retried, "snoozed", "canceled", "dead", "refused"), as names or numbers;
+    # a site's dict overrides these entries one by one. ERROR is what error trackers report.
+    "LOG_LEVELS": {"failed": "WARNING", "snoozed": "WARNING", "canceled": "WARNING",
+                   "dead": "ERROR", "refused": "ERROR"},
     # Recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
     "SCHEDULES": {},
 }

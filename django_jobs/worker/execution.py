@@ -129,16 +129,17 @@ def outcome_for_exception(
     if isinstance(exc, JobCanceled):
         return AttemptOutcome(
             job=job, kind=Outcome.CANCELED, error=error_dict(exc), started_at=started_at,
-            finished_at=started_at,
+            finished_at=started_at, exception=exc,
         )
     permanent = not isinstance(exc, JobTimeout) and found is not None and found.is_permanent(exc)
-    return _failure(job, started_at, error_dict(exc), permanent=permanent)
+    return _failure(job, started_at, error_dict(exc), permanent=permanent, exception=exc)
 
 
-def _failure(job: Job, started_at, error: dict, *, permanent: bool) -> AttemptOutcome:
+def _failure(job: Job, started_at, error: dict, *, permanent: bool,
+             exception: BaseException | None = None) -> AttemptOutcome:
     return AttemptOutcome(
         job=job, kind=Outcome.FAILED, error=error, permanent=permanent, started_at=started_at,
-        finished_at=started_at,
+        finished_at=started_at, exception=exception,
     )
 
 

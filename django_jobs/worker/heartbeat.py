@@ -16,10 +16,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django_jobs.core import clock
+from django_jobs.core.states import Outcome
 from django_jobs.exceptions import JobCanceled
 from django_jobs.models import Job, QueueState
 from django_jobs.models import Worker as WorkerRow
-from django_jobs.worker.log_lines import at_utc
+from django_jobs.worker.log_lines import at_utc, level_for
 
 if TYPE_CHECKING:
     from django_jobs.worker.state import WorkerState
@@ -51,13 +52,17 @@ def heartbeat(worker: WorkerState) -> None:
     for pk in cancel:
         worker.interrupt(pk, JobCanceled)
     for job in Job.objects.rescue():
-        then = ("dead: it does not run again" if job.status == Job.Status.DEAD
+        dead = job.status == Job.Status.DEAD
+        then = ("dead: it does not run again" if dead
                 else f"{job.status}, runs again at {at_utc(job.run_at)}")
-        logger.warning(
+        # A rescue that ends the job is a failure that ends it: the "dead" level (ERROR).
+        logger.log(
+            level_for(Outcome.DEAD) if dead else logging.WARNING,
             "worker %s: rescued job %s of lost worker %s: its lease ran out; %s",
             worker.worker_id, job.public_id, job.worker_id, then,
             extra={"worker_id": worker.worker_id, "job_id": job.public_id,
-                   "job_type": job.type, "event": "job_rescued",
+                   "job_type": job.type, "job_queue": job.queue, "attempt": job.attempt,
+                   "event": "job_rescued",
                    "reason": f"the lease of worker {job.worker_id} ran out", "next": then},
         )
     worker.paused = set(QueueState.objects.filter(paused=True).values_list("name", flat=True))

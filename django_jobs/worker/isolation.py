@@ -20,6 +20,7 @@ from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.states import Outcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.models import Job
+from django_jobs.worker.log_lines import level_for
 from django_jobs.worker.outage import REFUSAL, classify
 
 logger = logging.getLogger("django_jobs.worker")
@@ -63,7 +64,7 @@ def finish_one_by_one(
         except Exception as error:
             if not refused(error):
                 return written, list(outcomes[position:])
-            substitute, why = refusal(outcome, error), describe(error)
+            substitute, why, refusal_error = refusal(outcome, error), describe(error), error
         try:
             written += Job.objects.finish([substitute])
         except Exception as error:
@@ -73,15 +74,23 @@ def finish_one_by_one(
                          "left to the rescue once its lease runs out", outcome.job.public_id,
                          describe(error))
         else:
-            logger.warning("job %s: the database refused its outcome (%s); recorded as a "
-                           "failed attempt", outcome.job.public_id, why)
+            job = outcome.job
+            logger.log(
+                level_for("refused"), "job %s: the database refused its outcome (%s); "
+                "recorded as a failed attempt", job.public_id, why,
+                exc_info=(type(refusal_error), refusal_error, refusal_error.__traceback__),
+                extra={"job_id": job.public_id, "job_type": job.type, "job_queue": job.queue,
+                       "attempt": job.attempt, "event": "outcome_refused", "reason": why,
+                       "next": "recorded as a failed attempt"})
     return written, []
 
 
 def refusal(outcome: AttemptOutcome, exc: BaseException) -> AttemptOutcome:
     """The failed attempt written in place of an outcome the database refused."""
-    return failure_in_place(outcome, "OutcomeRefused",
-                            f"the database refused this job's outcome: {describe(exc)}")
+    substitute = failure_in_place(outcome, "OutcomeRefused",
+                                  f"the database refused this job's outcome: {describe(exc)}")
+    substitute.exception = exc
+    return substitute
 
 
 def failure_in_place(outcome: AttemptOutcome, type: str, message: str) -> AttemptOutcome:

@@ -1,10 +1,14 @@
 """The worker's log lines: for each job (started and finished, with structured extras), and a
 summary of the jobs finished every ``SUMMARY_SECONDS``.
 
-Levels: a job that completed logs its two lines at DEBUG, one that did not complete (failed,
-canceled, snoozed) its end at WARNING, and the summary is INFO. A line per completed job at
-INFO cost a quarter of a drain of quick jobs (formatting, the handler's lock, a write per
-line); the summary costs a counter per job.
+Levels: a job that completed logs its two lines at DEBUG, and the summary is INFO. A line per
+completed job at INFO cost a quarter of a drain of quick jobs (formatting, the handler's lock,
+a write per line); the summary costs a counter per job. A job that did not complete logs its
+end at the level ``LOG_LEVELS`` gives its outcome: WARNING for one that runs again (failed and
+retried, snoozed) or was canceled, ERROR for a failure that ends it (dead, or an outcome the
+database refused), with the exception as ``exc_info`` where this process has it. Error
+trackers (Sentry's logging integration and most others) turn ERROR records into events and
+leave WARNING ones as breadcrumbs: a retried failure is expected, a dead job is not.
 
 A job that did not complete says why and what happens to it next, in the text and as the
 ``reason`` and ``next`` fields of the record (``jsonlog.JSONFormatter`` writes them): the
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from django_jobs.core.settings import jobs_settings
+from django_jobs.core.settings import DEFAULTS, jobs_settings
 from django_jobs.core.states import Outcome
 
 if TYPE_CHECKING:
@@ -60,10 +64,24 @@ def log_end(worker_id: str, outcome: AttemptOutcome) -> None:
         logger.debug("job %s: %s %s attempt %d in %.1f ms", outcome.kind, job.public_id,
                      job.type, attempt, duration_ms, extra=extra)
         return
+    level = level_for(outcome.kind)
+    if not logger.isEnabledFor(level):
+        return
     reason, then = why(outcome)
-    extra["reason"], extra["next"] = reason, then
-    logger.warning("job %s: %s %s attempt %d in %.1f ms: %s; %s", outcome.kind, job.public_id,
-                   job.type, attempt, duration_ms, reason, then, extra=extra)
+    extra["reason"], extra["next"], extra["job_queue"] = reason, then, job.queue
+    exc = outcome.exception if level >= logging.ERROR else None
+    logger.log(level, "job %s: %s %s attempt %d in %.1f ms: %s; %s", outcome.kind,
+               job.public_id, job.type, attempt, duration_ms, reason, then, extra=extra,
+               exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else None)
+
+
+def level_for(outcome: str) -> int:
+    """The level of the line that reports an outcome (``failed`` for a retried failure,
+    ``dead``, ``refused``...): the site's ``LOG_LEVELS`` entry for it, else the default one."""
+    level = (jobs_settings.LOG_LEVELS or {}).get(outcome)
+    if level is None:
+        level = DEFAULTS["LOG_LEVELS"].get(outcome, "WARNING")
+    return level if isinstance(level, int) else logging.getLevelName(str(level).upper())
 
 
 def why(outcome: AttemptOutcome) -> tuple[str, str]:
