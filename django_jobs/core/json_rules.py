@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
+# A JSON document as a job holds it (payload, result, error): a dict, list, str, number, bool or
+# None, checked when written (``storable_json``). Not a recursive union: dict and list are
+# invariant, so a union would refuse a caller's ``dict[str, int]``.
+JSONValue: TypeAlias = Any
 # How deep arrays and objects may nest: MariaDB's JSON check takes 31 levels and refuses 32.
 MAX_NESTING = 31
 # How much of a key or of a path an error message quotes.

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from django.db.models import Exists, OuterRef, Q
 
-from django_jobs.core import contract
 from django_jobs.core.states import JobStatus
+from django_jobs.engine import engine_for
 from django_jobs.engine.hooks import Feature
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import JobDependency
@@ -58,7 +58,7 @@ def dependency_ids(depends_on: Any) -> list[int]:
 def unfinished(manager: Any, ids: list[int]) -> bool:
     """Mark (and so lock) the dependencies, and say whether any has not completed; InvalidJob
     if one does not exist."""
-    contract.engine(manager.db).mark_has_dependents(ids)
+    engine_for(manager.db).mark_has_dependents(ids)
     statuses = dict(manager.filter(pk__in=ids).values_list("pk", "status"))
     missing = [pk for pk in ids if pk not in statuses]
     if missing:
@@ -103,7 +103,7 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
         return 0
     blocked = set(links.filter(UNMET, job_id__in=candidates).values_list("job_id", flat=True))
     ready = [pk for pk in candidates if pk not in blocked]
-    return contract.engine(db).make_pending(ready, now)
+    return engine_for(db).make_pending(ready, now)
 
 
 def waited_on() -> Exists:

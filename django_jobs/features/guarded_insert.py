@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from django_jobs.core import contract
 from django_jobs.core.states import JobStatus
+from django_jobs.engine import engine_for
 from django_jobs.engine.hooks import Feature, Insert
 from django_jobs.features.dependencies import dependency_ids, link, unfinished
 from django_jobs.features.unique import Rule, pop_rule
@@ -38,9 +38,9 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
         if rule is not None:
             created = insert_unique(manager, jobs, rule)
         else:
-            created = contract.engine(manager.db).bulk_insert(jobs)
+            created = engine_for(manager.db).bulk_insert(jobs)
             for job in created:
-                job.duplicate = False
+                job.duplicate = False  # type: ignore[attr-defined]  # as the unique insert sets it
         if depends_on:
             new = [j for j in dict.fromkeys(created) if not j.duplicate]  # type: ignore[attr-defined]
             link(manager, new, depends_on)

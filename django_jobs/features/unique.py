@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
-from django_jobs.core import contract
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.states import JobStatus
+from django_jobs.engine import engine_for
 from django_jobs.engine.unique_column import ALL_STATES, state_flags
 from django_jobs.exceptions import InvalidJob
 
@@ -132,7 +132,7 @@ def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:
     for _ in range(tries):
         try:
             with transaction.atomic(using=manager.db):
-                contract.engine(manager.db).save_new(job)
+                engine_for(manager.db).save_new(job)
             job.duplicate = False  # type: ignore[attr-defined]  # not a field: set on returned jobs
             return job
         except IntegrityError:

@@ -13,13 +13,14 @@ from django_jobs.models.instances import varying
 
 if TYPE_CHECKING:
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobQuerySet
 
 
 class MariaDBEngine(RowLockEngine):
     """MariaDB and MySQL: the candidates' ids are read first, then only those are locked
     (``locks.lock_ready``: MariaDB would lock every ready row it sorts)."""
 
-    def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
+    def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         return locks.lock_ready(ready, limit)
 
     def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:

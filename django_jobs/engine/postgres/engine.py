@@ -12,7 +12,6 @@ statement and finished by one, and the worker runs a finish and the next claim a
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -35,9 +34,11 @@ from django_jobs.engine.writes import claim_values, written
 from django_jobs.models.instances import varying
 
 if TYPE_CHECKING:
+    from django_jobs.core.contract import ClaimRequest
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.engine.transition import Transition
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobQuerySet
 
 
 class PostgresEngine(RowLockEngine):
@@ -45,7 +46,7 @@ class PostgresEngine(RowLockEngine):
     (concurrency and rate limits need the locked candidates first) and a finish with a snooze
     take the ORM's path."""
 
-    def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
+    def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         """The ready rows read as the plain claim reads them, in the ready index's order
         (``lockedrows.locked_in_order``)."""
         return locked_in_order(ready, limit)
@@ -69,20 +70,15 @@ class PostgresEngine(RowLockEngine):
             pgenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
         return jobs
 
-    def claim(
-        self, *, worker_id: str, limit: int, lease_seconds: float,
-        queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
-        lease_token: uuid.UUID | None = None,
-    ) -> list[Job]:
-        if limit < 1 or hooks.limits_claims():
-            return super().claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                                 queues=queues, exclude_queues=exclude_queues,
-                                 lease_token=lease_token)
+    def claim(self, request: ClaimRequest) -> list[Job]:
+        if request.limit < 1 or hooks.limits_claims():
+            return super().claim(request)
         now = clock.now(self.db)
         return claim(
-            self.jobs.model, ready_states=READY_STATES, now=now, queues=queues,
-            exclude_queues=exclude_queues, limit=limit, using=self.db,
-            values=claim_values(worker_id, now, lease_seconds, lease_token),
+            self.jobs.model, ready_states=READY_STATES, now=now, queues=request.queues,
+            exclude_queues=request.exclude_queues, limit=request.limit, using=self.db,
+            values=claim_values(
+                request.worker_id, now, request.lease_seconds, request.lease_token),
         )
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
@@ -101,27 +97,22 @@ class PostgresEngine(RowLockEngine):
         return done
 
     def finish_and_claim(
-        self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
-        lease_seconds: float, queues: Sequence[str] | None = None,
-        exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
+        self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """One statement in its own transaction when no outcome needs more than its own row
         and attempt row written (no callback, dependents, follow-ups or snooze) and no limits
         are registered; otherwise ``finish`` and ``claim`` in one transaction."""
-        if not (limit > 0 and self._plain_turn(outcomes)):
-            return super().finish_and_claim(
-                outcomes, worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                queues=queues, exclude_queues=exclude_queues, lease_token=lease_token)
+        if not (request.limit > 0 and self._plain_turn(outcomes)):
+            return super().finish_and_claim(outcomes, request)
         if not outcomes:  # one statement: no BEGIN and COMMIT around it
-            return [], self.claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                                  queues=queues, exclude_queues=exclude_queues,
-                                  lease_token=lease_token)
+            return [], self.claim(request)
         now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
         mine, jobs = finish_and_claim(
             self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,
-            queues=queues, exclude_queues=exclude_queues, limit=limit, using=self.db,
-            values=claim_values(worker_id, now, lease_seconds, lease_token),
+            queues=request.queues, exclude_queues=request.exclude_queues, limit=request.limit,
+            using=self.db, values=claim_values(
+                request.worker_id, now, request.lease_seconds, request.lease_token),
         )
         return written(outcomes, changes, mine), jobs
 
