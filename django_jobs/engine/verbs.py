@@ -102,7 +102,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         """One built job's INSERT, as ``save()`` does it."""
         self.save_new(job)
 
-    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+    def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
         """The INSERT of built jobs sharing the values ``shared``."""
         return self.bulk_insert(jobs)
 

@@ -23,7 +23,7 @@ class MariaDBEngine(RowLockEngine):
     def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         return locks.lock_ready(ready, limit)
 
-    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+    def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
         """On MariaDB ``bulk_create``'s INSERT with the values all jobs share sent once
         (``engine/mariadb/enqueue.py``); a failed INSERT marks the caller's atomic block for
         rollback, as ``bulk_create``'s does. MySQL has no ``INSERT ... RETURNING``: it keeps
