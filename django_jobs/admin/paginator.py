@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
+
+if TYPE_CHECKING:
+    from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
 
 # Count exactly below this many expected rows (or, on MariaDB, rows read)...
 EXACT_BELOW_ROWS = 20_000
@@ -55,7 +58,7 @@ def planner_estimate(queryset: QuerySet[Any]) -> Estimate | None:
 
 def mariadb_estimate(queryset: QuerySet[Any]) -> Estimate:
     """MariaDB's estimate: per table of the plan, rows read and the share expected to match."""
-    connection: Any = connections[queryset.db]  # the MySQL backend's wrapper
+    connection = cast("MySQLWrapper", connections[queryset.db])  # vendor is mysql here
     sql, params = queryset.order_by().query.sql_with_params()
     # MariaDB gives ``filtered`` with EXTENDED (MySQL 8 always, and has no EXTENDED). Tabular
     # output, as MariaDB's JSON plan quotes conditions it copies from the query unescaped.

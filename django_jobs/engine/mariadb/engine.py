@@ -3,7 +3,7 @@ locking read, and ``enqueue_many`` in one statement on MariaDB."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from django.db import connections, transaction
 
@@ -12,6 +12,8 @@ from django_jobs.engine.portable import RowLockEngine
 from django_jobs.models.instances import varying
 
 if TYPE_CHECKING:
+    from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
+
     from django_jobs.models import Job
     from django_jobs.models.managers import JobQuerySet
 
@@ -28,7 +30,7 @@ class MariaDBEngine(RowLockEngine):
         (``engine/mariadb/enqueue.py``); a failed INSERT marks the caller's atomic block for
         rollback, as ``bulk_create``'s does. MySQL has no ``INSERT ... RETURNING``: it keeps
         ``bulk_create``."""
-        connection: Any = connections[self.db]  # the MySQL backend's wrapper
+        connection = cast("MySQLWrapper", connections[self.db])  # the engine of the mysql vendor
         if not connection.mysql_is_mariadb:
             return super().insert_many(jobs, shared)
         with transaction.mark_for_rollback_on_error(self.db):
