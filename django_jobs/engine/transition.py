@@ -34,7 +34,7 @@ class Transition:
 
     status: str
     outcome: str
-    fields: dict[str, Any]
+    fields: dict[str, Any]  # column values of several types, read back by name (run_at: a time)
     keeps_key_check: bool
 
 

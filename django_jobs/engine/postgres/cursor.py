@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import functools
 from types import SimpleNamespace
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.db import DatabaseError
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from django_jobs.engine.postgres import pooler
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
 # A statement's parameters: psycopg adapts more (lists, UUIDs, JSON text) than the stubs' union
 # of parameter types names.
@@ -78,7 +82,7 @@ def _is_psycopg3() -> bool:
     return is_psycopg3
 
 
-def _cursor(connection: BaseDatabaseWrapper) -> Any:
+def _cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor[TupleRow]:
     """This connection's psycopg cursor for our statements, made once per connection (making
     one, with its own adapters, cost more than a small INSERT's client work), and again if
     whether to prepare changes (``pooler``)."""
@@ -124,6 +128,7 @@ class LoggedCursor(CursorDebugWrapper):
     """Records the statement as written: a prepared statement has no text with its values,
     which is what Django's wrapper would look for."""
 
+    # Django's signature, passed through (the stubs type the statement and its result loosely).
     def execute(self, sql: Any, params: Any = None) -> Any:
         with self.debug_sql(sql, params):
             return CursorWrapper.execute(self, sql, params)
@@ -138,6 +143,7 @@ def _psycopg() -> SimpleNamespace:
     """The psycopg cursor classes and the timestamp loader this module uses."""
     import psycopg
 
+    # The overrides pass psycopg's arguments through, whatever they are, adding one.
     class PreparingCursor(psycopg.Cursor):
         """Binds on the server and prepares each statement on its first run."""
 
