@@ -10,7 +10,7 @@ three as the ``jobs`` fixture. See docs/howto-test-handlers.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import DatabaseError, connections
 
@@ -19,6 +19,9 @@ from django_jobs.models import Job, QueueState
 from django_jobs.signals import job_finished
 from django_jobs.worker.execution import run_job
 from django_jobs.worker.log_lines import log_end
+
+if TYPE_CHECKING:
+    from django_jobs.models.managers import JobQuerySet
 
 __all__ = ["JobsHelper", "TooManyJobs", "assert_enqueued", "enqueued_jobs", "run_jobs"]
 
@@ -72,7 +75,7 @@ def run_jobs(
         ran.append(_run_one(job))
 
 
-def _in(jobs: Any, queues: Sequence[str] | None) -> Any:
+def _in(jobs: JobQuerySet, queues: Sequence[str] | None) -> JobQuerySet:
     return jobs if queues is None else jobs.filter(queue__in=queues)
 
 

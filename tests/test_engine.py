@@ -6,9 +6,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from django_jobs.core import contract
+from django_jobs.core.contract import ClaimRequest, JobEngine
 from django_jobs.engine import engine_for
 from django_jobs.engine.mariadb.engine import MariaDBEngine
-from django_jobs.engine.portable import WithoutRowLocksEngine
+from django_jobs.engine.portable import RowLockEngine, WithoutRowLocksEngine
 from django_jobs.engine.postgres.engine import PostgresEngine
 from django_jobs.models import Job
 
@@ -20,6 +21,16 @@ def test_each_database_gets_one_engine_of_its_vendors_class():
     assert type(engine) is EXPECTED[connection.vendor]
     assert engine_for(connection.alias) is engine
     assert engine.db == connection.alias
+
+
+@pytest.mark.parametrize("engine_class", [*EXPECTED.values(), RowLockEngine])
+def test_every_engine_has_the_verbs_of_the_contract(engine_class):
+    assert issubclass(engine_class, JobEngine)
+
+    class WithoutClaim(engine_class):  # an engine lacking a verb is not one
+        claim = None
+
+    assert not issubclass(WithoutClaim, JobEngine)
 
 
 def test_the_store_hands_its_verbs_to_the_engine_the_app_provided():
@@ -44,7 +55,7 @@ def test_a_job_goes_through_the_engines_verbs_from_enqueue_to_completed():
 
     job = Job.enqueue("noop", {"n": 1})
     engine = engine_for(Job.objects.db)
-    [claimed] = engine.claim(worker_id="w", limit=5, lease_seconds=30)
+    [claimed] = engine.claim(ClaimRequest("w", limit=5, lease_seconds=30))
     assert claimed.pk == job.pk and claimed.status == Job.Status.PROCESSING
     now = timezone.now()
     [written] = engine.finish([AttemptOutcome(claimed, "completed", now, now)])

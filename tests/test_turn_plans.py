@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.states import READY_STATES, Outcome
 from django_jobs.engine import engine_for
@@ -47,7 +48,7 @@ KEYED = re.compile(r"^\(id = ")
 def finished_batch() -> list[AttemptOutcome]:
     """Three jobs claimed from the table by the engine, one completed, one failed, one
     canceled: the outcomes a worker hands to its next turn."""
-    jobs = engine_for(Job.objects.db).claim(worker_id="w-ran", limit=3, lease_seconds=60)
+    jobs = engine_for(Job.objects.db).claim(ClaimRequest("w-ran", limit=3, lease_seconds=60))
     assert len(jobs) == 3
     now = timezone.now()
     endings = [{"kind": Outcome.COMPLETED, "result": {"sent": 1}},

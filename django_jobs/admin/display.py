@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -12,6 +12,9 @@ from django.utils.safestring import SafeString, mark_safe
 
 from django_jobs.core import clock
 from django_jobs.models.schema import jobs_database
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
 
 EMPTY = "-"
 
@@ -34,7 +37,7 @@ def progress(fraction: float | None, message: str) -> str:
     return " ".join(part for part in (percent, message) if part)
 
 
-def pretty_json(value: Any) -> SafeString | str:
+def pretty_json(value: JSONValue) -> SafeString | str:
     """Indented JSON in a <pre>, escaped; ``-`` for nothing."""
     if value is None:
         return EMPTY
@@ -42,7 +45,7 @@ def pretty_json(value: Any) -> SafeString | str:
     return format_html('<pre class="dj-jobs-json">{}</pre>', text)
 
 
-def error_block(error: Any) -> SafeString | str:
+def error_block(error: JSONValue) -> SafeString | str:
     """The error's type and message, its full traceback and its details."""
     if not error:
         return EMPTY
@@ -61,7 +64,7 @@ def error_block(error: Any) -> SafeString | str:
     return format_html_join("", "{}", ((p,) for p in parts))
 
 
-def error_summary(error: Any, *, limit: int = 120) -> str:
+def error_summary(error: JSONValue, *, limit: int = 120) -> str:
     """``Type: message`` on one line, cut to ``limit`` characters."""
     if not error:
         return ""

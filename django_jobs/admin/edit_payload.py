@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 from django import forms
 from django.contrib import admin, messages
@@ -29,6 +29,7 @@ from django_jobs.models import Job
 # ModelAdmin they extend.
 if TYPE_CHECKING:
     _AdminBase = admin.ModelAdmin[Job]
+    from django_jobs.core.json_rules import JSONObject, JSONValue
 else:
     _AdminBase = object
 
@@ -39,7 +40,7 @@ class PayloadForm(forms.Form):
     payload = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "cols": 80}),
                               help_text="JSON. The job runs again with exactly this payload.")
 
-    def clean_payload(self) -> Any:
+    def clean_payload(self) -> JSONValue:
         """The payload as JSON reads it, strictly: NaN and the infinities are not JSON, and an
         object naming a key twice would lose one of its values. What JSON allows but no job
         can hold (a NUL, nesting too deep) is refused by the retry, with its reason."""
@@ -54,11 +55,11 @@ class PayloadForm(forms.Form):
             raise forms.ValidationError(f"not valid JSON: {exc}") from None
 
 
-def _not_json(name: str) -> Any:
+def _not_json(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique_keys(pairs: list[tuple[str, JSONValue]]) -> JSONObject:
     value = dict(pairs)
     if len(value) < len(pairs):
         seen: set[str] = set()
@@ -69,7 +70,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return value
 
 
-def changed_keys(old: Any, new: Any) -> list[str]:
+def changed_keys(old: JSONValue, new: JSONValue) -> list[str]:
     """Top-level keys added, removed or changed; ``["(payload)"]`` if either is not an object."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         return [] if old == new else ["(payload)"]

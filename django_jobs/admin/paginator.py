@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
+
+if TYPE_CHECKING:
+    from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
 
 # Count exactly below this many expected rows (or, on MariaDB, rows read)...
 EXACT_BELOW_ROWS = 20_000
@@ -42,7 +45,7 @@ class Estimate:
         return self.rows >= below_rows or self.read >= below_rows or self.cost >= below_cost
 
 
-def planner_estimate(queryset: QuerySet[Any]) -> Estimate | None:
+def planner_estimate(queryset: QuerySet[Model]) -> Estimate | None:
     """What the planner expects of ``queryset``, or None where there is no planner estimate."""
     vendor = connections[queryset.db].vendor
     if vendor == "postgresql":
@@ -53,9 +56,9 @@ def planner_estimate(queryset: QuerySet[Any]) -> Estimate | None:
     return None
 
 
-def mariadb_estimate(queryset: QuerySet[Any]) -> Estimate:
+def mariadb_estimate(queryset: QuerySet[Model]) -> Estimate:
     """MariaDB's estimate: per table of the plan, rows read and the share expected to match."""
-    connection: Any = connections[queryset.db]  # the MySQL backend's wrapper
+    connection = cast("MySQLWrapper", connections[queryset.db])  # vendor is mysql here
     sql, params = queryset.order_by().query.sql_with_params()
     # MariaDB gives ``filtered`` with EXTENDED (MySQL 8 always, and has no EXTENDED). Tabular
     # output, as MariaDB's JSON plan quotes conditions it copies from the query unescaped.
@@ -84,7 +87,7 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        queryset = cast("QuerySet[Any]", self.object_list)  # the admin pages querysets
+        queryset = cast("QuerySet[Model]", self.object_list)  # the admin pages querysets
         estimate = planner_estimate(queryset)
         if estimate is not None and estimate.too_large(self.exact_below_rows,
                                                        self.exact_below_cost):

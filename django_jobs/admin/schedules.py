@@ -6,7 +6,7 @@ for every configured schedule; the actions need the ``run_schedule`` permission.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured
@@ -18,6 +18,11 @@ from django_jobs.core import clock
 from django_jobs.features.schedules.config import ScheduleSpec, schedules
 from django_jobs.features.schedules.ticker import run_now, set_paused
 from django_jobs.models.schedules import Schedule
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+    from django.http import HttpRequest, HttpResponse
+
 
 
 def _specs() -> dict[str, ScheduleSpec]:
@@ -48,7 +53,8 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
     fields = readonly_fields
     actions = ("pause", "resume", "run_now_action")
 
-    def changelist_view(self, request: Any, extra_context: Any = None) -> Any:
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, object] | None = None
+                        ) -> HttpResponse:
         specs = _specs()
         now = clock.now(Schedule.objects.db)
         Schedule.objects.bulk_create(
@@ -58,13 +64,13 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
         )
         return super().changelist_view(request, extra_context)
 
-    def has_add_permission(self, request: Any) -> bool:
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
         return False
 
-    def has_run_permission(self, request: Any) -> bool:
+    def has_run_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("django_jobs.run_schedule")
 
     # Columns.
@@ -108,18 +114,18 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
     # Actions.
 
     @admin.action(description="Pause selected schedules", permissions=["run"])
-    def pause(self, request: Any, queryset: Any) -> None:
+    def pause(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         count = set_paused(list(queryset.values_list("name", flat=True)), True)
         self.message_user(request, f"{count} schedule(s) paused.", messages.SUCCESS)
 
     @admin.action(description="Resume selected schedules (skipping what fell due meanwhile)",
                   permissions=["run"])
-    def resume(self, request: Any, queryset: Any) -> None:
+    def resume(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         count = set_paused(list(queryset.values_list("name", flat=True)), False)
         self.message_user(request, f"{count} schedule(s) resumed.", messages.SUCCESS)
 
     @admin.action(description="Run selected schedules now", permissions=["run"])
-    def run_now_action(self, request: Any, queryset: Any) -> None:
+    def run_now_action(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         specs = _specs()
         names = [n for n in queryset.values_list("name", flat=True) if n in specs]
         skipped = queryset.count() - len(names)

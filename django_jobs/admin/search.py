@@ -13,12 +13,14 @@ drill-down searches all of that period instead.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from django_jobs.models import Job
+
+M = TypeVar("M", bound=Model)
 
 # Newest jobs a free-text search reads when no period is chosen.
 SEARCH_WINDOW = 100_000
@@ -30,15 +32,15 @@ def period_chosen(request: HttpRequest) -> bool:
     return any(key.startswith(f"{DATE_FIELD}__") for key in request.GET)
 
 
-def window_start(queryset: QuerySet[Any], window: int) -> datetime | None:
+def window_start(queryset: QuerySet[M], window: int) -> datetime | None:
     """``created_at`` of the ``window``-th newest job, or None if the table holds fewer."""
     newest = Job.objects.using(queryset.db).order_by(f"-{DATE_FIELD}")
     found = list(newest.values_list(DATE_FIELD, flat=True)[window - 1:window])
     return found[0] if found else None
 
 
-def bounded(request: HttpRequest, queryset: QuerySet[Any],
-            window: int = SEARCH_WINDOW) -> tuple[QuerySet[Any], datetime | None]:
+def bounded(request: HttpRequest, queryset: QuerySet[M],
+            window: int = SEARCH_WINDOW) -> tuple[QuerySet[M], datetime | None]:
     """``queryset`` limited to the newest ``window`` jobs, and where that window starts; or
     unchanged and None when a period is chosen or the table is smaller than the window."""
     if period_chosen(request):

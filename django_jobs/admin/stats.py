@@ -116,9 +116,9 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    for g in recent:
-        row(queues, g["queue"]).counts[COMPLETED] += g["n"]
-        row(types, g["type"]).counts[COMPLETED] += g["n"]
+    for done in recent:
+        row(queues, done["queue"]).counts[COMPLETED] += done["n"]
+        row(types, done["type"]).counts[COMPLETED] += done["n"]
     row(queues, jobs_settings.DEFAULT_QUEUE)
     for state in QueueState.objects.all():
         row(queues, state.name).paused = state.paused

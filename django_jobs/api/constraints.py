@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
@@ -19,6 +19,9 @@ from django.core.validators import URLValidator
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import QUEUE_RE
 from django_jobs.models import Job
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject, JSONValue
 
 JOB_ID = r"j-[0-9a-f]{20}"
 STATUS_NAME = "(" + "|".join(Job.Status.values) + ")"
@@ -102,7 +105,7 @@ def page_size(text: str, most: int) -> int | None:
     return value if 1 <= value <= most else None
 
 
-def schema_of(pattern: str, **extra: Any) -> dict[str, Any]:
+def schema_of(pattern: str, **extra: JSONValue) -> JSONObject:
     return {"type": "string", "pattern": anchored(pattern), **extra}
 
 

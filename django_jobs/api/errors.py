@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from django_jobs.exceptions import InvalidJob
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
 
 
 class ApiError(Exception):
@@ -39,7 +42,7 @@ class ApiError(Exception):
 
 
 def json_response(
-    data: Any, status: int = 200, headers: dict[str, str] | None = None
+    data: JSONValue, status: int = 200, headers: dict[str, str] | None = None
 ) -> JsonResponse:
     response = JsonResponse(data, status=status, safe=False, encoder=DjangoJSONEncoder,
                             json_dumps_params={"allow_nan": False})

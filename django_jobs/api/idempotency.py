@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
@@ -21,8 +21,8 @@ from django_jobs.core.settings import jobs_settings
 from django_jobs.models.tokens import IdempotencyKey
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject
     from django_jobs.models import Job
-
 
 
 class _Raced(Exception):
@@ -37,12 +37,12 @@ def check_key(key: str) -> str:
     return key
 
 
-def request_hash(data: dict[str, Any]) -> str:
+def request_hash(data: JSONObject) -> str:
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def submit_once(owner: str, key: str, data: dict[str, Any], create: Callable[[], Job]) -> tuple[
+def submit_once(owner: str, key: str, data: JSONObject, create: Callable[[], Job]) -> tuple[
     Job, bool
 ]:
     """The job for this key: created now (False) or the one created before (True).

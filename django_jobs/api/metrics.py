@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db.models import (
     Avg,
@@ -29,6 +29,9 @@ from django.db.models import (
 from django_jobs.core import clock
 from django_jobs.core.states import Outcome
 from django_jobs.models import Job, JobAttempt
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject, JSONValue
 
 STATUSES = list(Job.Status.values)
 # Attempt outcomes that count against the error rate.
@@ -61,17 +64,17 @@ def _bucket_counts(prefix: str, start: str, end: str, only: Q) -> dict[str, Coun
     }
 
 
-def _histogram(row: Mapping[str, Any] | None, prefix: str) -> dict[str, Any]:
+def _histogram(row: Mapping[str, JSONValue] | None, prefix: str) -> JSONObject:
     """``buckets`` as cumulative ``[le, count]`` pairs, ending with ``["+Inf", count]``."""
     count = row[f"{prefix}_count"] if row else 0
-    buckets: list[list[Any]] = [
+    buckets: list[list[JSONValue]] = [
         [le, row[f"{prefix}_le_{i}"] if row else 0] for i, le in enumerate(BUCKETS)]
     buckets.append(["+Inf", count])
     return {"buckets": buckets, "sum": _seconds(row[f"{prefix}_sum"] if row else None),
             "count": count}
 
 
-def job_metrics(window: timedelta | None = None, now: datetime | None = None) -> dict[str, Any]:
+def job_metrics(window: timedelta | None = None, now: datetime | None = None) -> JSONObject:
     now = now or clock.now(Job.objects.db)
     jobs = Job.objects.all()
     attempts = JobAttempt.objects.filter(finished_at__isnull=False, outcome__in=COUNTED)
@@ -100,7 +103,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None) ->
     }
 
 
-def _job_types(jobs: QuerySet[Job], attempts: QuerySet[JobAttempt]) -> list[dict[str, Any]]:
+def _job_types(jobs: QuerySet[Job], attempts: QuerySet[JobAttempt]) -> list[JSONObject]:
     # Wait: from when the job was due (run_at) to when its completing attempt started; a
     # completed job keeps both, as the claim that started that attempt wrote them.
     waited = Q(status=Job.Status.COMPLETED, started_at__isnull=False)
@@ -152,13 +155,13 @@ def _number(value: float | int) -> str:
     return repr(round(float(value), 6)) if isinstance(value, float) else str(value)
 
 
-def prometheus_text(data: dict[str, Any]) -> str:
+def prometheus_text(data: JSONObject) -> str:
     """The figures of ``job_metrics`` as gauges, and the per-type histograms; times in
     seconds, as Prometheus prefers. A figure with nothing behind it (``None``) has no sample,
     as Prometheus has absent data, never ``NaN``."""
     lines: list[str] = []
 
-    def family(name: str, help_text: str, samples: list[tuple[str, Any]]) -> None:
+    def family(name: str, help_text: str, samples: list[tuple[str, JSONValue]]) -> None:
         lines.append(f"# HELP django_jobs_{name} {help_text}")
         lines.append(f"# TYPE django_jobs_{name} gauge")
         for labels, value in samples:

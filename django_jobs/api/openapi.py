@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django_jobs.api.constraints import (
     CALLBACK_URL_MAX_LENGTH,
@@ -22,6 +22,9 @@ from django_jobs.core.registry import get_handler, registered_types
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from django_jobs.models import Job
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject
 
 STATUS = {"type": "string", "enum": list(Job.Status.values)}
 NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold a NUL: the API refuses it everywhere
@@ -46,11 +49,11 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+def _json(schema: JSONObject, description: str) -> JSONObject:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
+def _errors(*codes: int) -> JSONObject:
     words = {400: "Bad input; `errors` names each field", 401: "No or wrong credentials",
              403: "Not allowed (scope, permission or CSRF)", 404: "No such job",
              409: "Conflict with the job's state or an Idempotency-Key",
@@ -61,7 +64,7 @@ def _errors(*codes: int) -> dict[str, Any]:
     return answers
 
 
-def _type_schema() -> dict[str, Any]:
+def _type_schema() -> JSONObject:
     """The registered types a client may submit; any other is refused."""
     types = _public_types()
     if not types:
@@ -69,7 +72,7 @@ def _type_schema() -> dict[str, Any]:
     return {"type": "string", "enum": types, "description": "A registered job type."}
 
 
-def _payload_rules() -> list[dict[str, Any]]:
+def _payload_rules() -> list[JSONObject]:
     """What a type's own rules ask of the payload: a unique key built from payload fields
     needs the payload to be an object holding them. Empty when no type has such a rule."""
     plain, ruled = [], []
@@ -87,7 +90,7 @@ def _payload_rules() -> list[dict[str, Any]]:
         {"anyOf": ruled}]
 
 
-def _callback_url_schema() -> dict[str, Any]:
+def _callback_url_schema() -> JSONObject:
     pattern = callback_url_pattern()
     if pattern is None:
         return {"type": "null", "description": "Callbacks are off on this server."}
@@ -96,7 +99,7 @@ def _callback_url_schema() -> dict[str, Any]:
             "description": "POSTed the job's JSON, signed, when it ends; on an allowed host."}
 
 
-def _schemas() -> dict[str, Any]:
+def _schemas() -> JSONObject:
     error = {"type": "object", "required": ["detail", "errors"], "properties": {
         "detail": {"type": "string"},
         "errors": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -191,17 +194,17 @@ def _schemas() -> dict[str, Any]:
             "StorableJson": storable}
 
 
-def _path_id() -> dict[str, Any]:
+def _path_id() -> JSONObject:
     return {"name": "job_id", "in": "path", "required": True, "schema": JOB_ID_SCHEMA,
             "description": "A job's id; any other string is a 404."}
 
 
-def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+def _query(name: str, schema: JSONObject, description: str) -> JSONObject:
     return {"name": name, "in": "query", "required": False, "schema": schema,
             "description": description}
 
 
-def _paths() -> dict[str, Any]:
+def _paths() -> JSONObject:
     most = int(jobs_settings.API_MAX_PAGE_SIZE)
     location = {"Location": {"schema": {"type": "string"}, "description": "The job's URL."}}
     links = {name.capitalize(): {"operationId": f"{name}Job",
@@ -285,7 +288,7 @@ def _paths() -> dict[str, Any]:
     }
 
 
-def openapi_document(server_url: str = "/api") -> dict[str, Any]:
+def openapi_document(server_url: str = "/api") -> JSONObject:
     from django_jobs.core.version import __version__
 
     return {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, NoReturn
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
@@ -20,13 +20,16 @@ from django_jobs.api.errors import ApiError
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import callback_url_problem
 
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject, JSONValue
+
 RESERVED_PREFIX = "django_jobs."  # the app's own job types (callbacks) are not for clients
 MAX_DEPTH = 64
 INTEGER_FIELDS = ("priority", "delay", "max_attempts")
 FIELDS = ("type", "payload", "priority", "delay", "queue", "max_attempts", "callback_url")
 
 
-def read_body(request: HttpRequest) -> dict[str, Any]:
+def read_body(request: HttpRequest) -> JSONObject:
     """The request's JSON object; ApiError 400/415 for anything else."""
     limit = int(jobs_settings.API_MAX_PAYLOAD_BYTES)
     too_big = ApiError(400, f"the request body is larger than {limit} bytes",
@@ -60,7 +63,7 @@ def read_body(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
-def enqueue_arguments(data: dict[str, Any]) -> dict[str, Any]:
+def enqueue_arguments(data: JSONObject) -> JSONObject:
     """Keyword arguments for ``Job.enqueue`` from a submitted object (delay in milliseconds)."""
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
@@ -78,7 +81,7 @@ def enqueue_arguments(data: dict[str, Any]) -> dict[str, Any]:
              for name, value in data.items()}
     _check_queue(data.get("queue"))
     _check_callback_url(data.get("callback_url"))
-    arguments: dict[str, Any] = {"type": data["type"], "payload": data.get("payload")}
+    arguments: JSONObject = {"type": data["type"], "payload": data.get("payload")}
     for name in ("priority", "queue", "max_attempts", "callback_url"):
         if data.get(name) is not None:
             arguments[name] = data[name]
@@ -87,12 +90,12 @@ def enqueue_arguments(data: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def _whole(value: Any) -> Any:
+def _whole(value: JSONValue) -> JSONValue:
     """``5.0`` as ``5``: JSON Schema, and so the OpenAPI document, counts it an integer."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _delay(value: Any) -> timedelta:
+def _delay(value: object) -> timedelta:
     if not isinstance(value, int) or isinstance(value, bool):
         raise ApiError.bad_request("delay", f"must be an integer of milliseconds, not {value!r}")
     if not 0 <= value <= MAX_DELAY_MS:
@@ -102,13 +105,13 @@ def _delay(value: Any) -> timedelta:
     return timedelta(milliseconds=value)
 
 
-def _check_queue(value: Any) -> None:
+def _check_queue(value: object) -> None:
     """The engine's queue rule, matched whole (a trailing newline is not a queue name)."""
     if value is not None and not (isinstance(value, str) and matches(QUEUE, value)):
         raise ApiError.bad_request("queue", f"must match ^{QUEUE}$, not {str(value)[:120]!r}")
 
 
-def _check_callback_url(value: Any) -> None:
+def _check_callback_url(value: object) -> None:
     """Null, or a URL the document's pattern for this server's callback hosts allows."""
     if value is None:
         return
@@ -128,17 +131,17 @@ def _check_callback_url(value: Any) -> None:
         raise ApiError.bad_request("callback_url", why)
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
              type(None): "null"}
     return kinds.get(type(value), "a number")
 
 
-def _walk_problem(value: Any, depth: int = 1) -> str | None:
+def _walk_problem(value: object, depth: int = 1) -> str | None:
     """What in a value of the body (at ``depth``) cannot be stored: a NUL or a lone surrogate
     (PostgreSQL refuses both), or deep nesting."""
     stack = [(value, depth)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
@@ -14,9 +14,14 @@ from django.db import DEFAULT_DB_ALIAS
 from django_jobs.core.settings import DEFAULTS, jobs_settings
 from django_jobs.models.schema import jobs_database, problem
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from django.apps import AppConfig
+
 
 @register()
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list:
+def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: object) -> list:
     problems: list = []
     user = getattr(settings, "DJANGO_JOBS", {}) or {}
     if not isinstance(user, dict):
@@ -91,7 +96,8 @@ def check_jobs_alias() -> list:
 
 
 @register(Tags.database)
-def check_migrated(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list:
+def check_migrated(app_configs: Sequence[AppConfig] | None = None,
+                   databases: Iterable[str] | None = None, **kwargs: object) -> list:
     """The jobs tables exist and are up to date (``check --database default``).
 
     Quiet while ``manage.py migrate`` runs: it runs the database checks just before it applies

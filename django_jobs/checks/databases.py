@@ -9,11 +9,17 @@ claims than it thinks. (Django 5.2 itself refuses MySQL before 8.0.11, not Maria
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register, run_checks
 from django.db import connections, router
 from django.db.utils import ConnectionHandler
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from django.apps import AppConfig
+    from django.db.backends.mysql.base import DatabaseWrapper as MySQLWrapper
 
 SUPPORTED_VENDORS = {"postgresql", "sqlite", "mysql"}
 
@@ -24,7 +30,7 @@ def _job_databases(aliases: Iterable[str]) -> list[str]:
     return [alias for alias in aliases if router.allow_migrate_model(alias, Job)]
 
 
-def server_version(connection: Any) -> tuple[bool, tuple[int, ...]]:
+def server_version(connection: MySQLWrapper) -> tuple[bool, tuple[int, ...]]:
     """Whether a MySQL-backend connection's server is MariaDB, and its version, as Django's
     backend read them from the server (``SELECT VERSION()``, once per connection object)."""
     return connection.mysql_is_mariadb, connection.mysql_version
@@ -36,7 +42,8 @@ def has_skip_locked(is_mariadb: bool, version: tuple[int, ...]) -> bool:
 
 
 @register()
-def check_database_vendor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+def check_database_vendor(app_configs: Sequence[AppConfig] | None = None,
+                          **kwargs: object) -> list[CheckMessage]:
     """A backend django-jobs was not built for (Oracle, third-party engines) is an error."""
     return vendor_problems(connections)
 
@@ -68,15 +75,16 @@ def vendor_problems(handler: ConnectionHandler,
 
 
 @register(Tags.database)
-def check_skip_locked(app_configs: Any = None, databases: Iterable[str] | None = None,
-                      **kwargs: Any) -> list[CheckMessage]:
+def check_skip_locked(app_configs: Sequence[AppConfig] | None = None,
+                      databases: Iterable[str] | None = None,
+                      **kwargs: object) -> list[CheckMessage]:
     """MariaDB before 10.6 and MySQL before 8.0.1 have no SKIP LOCKED: refuse them."""
     problems: list[CheckMessage] = []
     for alias in _job_databases(databases or ()):
-        connection: Any = connections[alias]  # the MySQL backend's wrapper, once vendor says so
+        connection = connections[alias]
         if connection.vendor != "mysql":
             continue
-        mariadb, version_parts = server_version(connection)
+        mariadb, version_parts = server_version(cast("MySQLWrapper", connection))
         if has_skip_locked(mariadb, version_parts):
             continue
         name = "MariaDB" if mariadb else "MySQL"

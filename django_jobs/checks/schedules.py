@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core.checks import Error, register
 from django.core.exceptions import ImproperlyConfigured
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from django.apps import AppConfig
+
 
 @register()
-def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+def check_schedules(app_configs: Sequence[AppConfig] | None = None, **kwargs: object
+                    ) -> list[Error]:
     from django_jobs.core.validation import enqueue_fields
     from django_jobs.exceptions import InvalidJob
     from django_jobs.features.schedules.config import schedules

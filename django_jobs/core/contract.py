@@ -1,29 +1,145 @@
-"""Where the store's verbs find the engine, without importing it.
+"""The seam between the tables and the engine: the engine's verbs (``JobEngine``), what a
+claim asks for (``ClaimRequest``), and where the store's verbs find the engine.
 
 Layers point one way (models <- engine): the engine imports the models, so the models and
 their managers cannot import the engine back. ``Job.objects.claim(...)`` and the other verbs
-of ``models/managers.py`` call ``engine(using)`` here instead, and the app's ``ready()``
-(``apps.py``) provides the engine once, when Django starts.
+of ``models/managers.py`` call ``engine(using)`` here instead, typed as ``JobEngine``, and the
+app's ``ready()`` (``apps.py``) provides the engine once, when Django starts. Every engine
+(``engine/verbs.py``, ``engine/portable.py``, ``engine/postgres/engine.py``,
+``engine/mariadb/engine.py``) is a ``JobEngine``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from django.core.exceptions import ImproperlyConfigured
 
-_engine_for: Callable[[str], Any] | None = None
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
+    from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models import Job
+    from django_jobs.models.managers import JobQuerySet
 
 
-def provide(engine_for: Callable[[str], Any]) -> None:
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """What a claim asks for: up to ``limit`` ready jobs for worker ``worker_id``, leased for
+    ``lease_seconds``, from ``queues`` (None: every queue) but not ``exclude_queues`` (the
+    paused ones), under ``lease_token`` (None: a new one)."""
+
+    worker_id: str
+    limit: int
+    lease_seconds: float
+    queues: Sequence[str] | None = None
+    exclude_queues: Sequence[str] = ()
+    lease_token: uuid.UUID | None = None
+
+
+@runtime_checkable
+class JobEngine(Protocol):
+    """The verbs of one database's engine: every write to the jobs and queues tables.
+
+    ``jobs`` arguments are querysets of ``Job`` on the engine's database (the staff's verbs
+    narrow them to the rows each applies to). ``options`` of an enqueue are ``Job.enqueue``'s
+    keyword options, each validated (or popped by a feature) before anything is written.
+    """
+
+    def enqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
+        """Validate and insert one job in the caller's transaction."""
+        ...
+
+    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
+                     ) -> list[Job]:
+        """Insert one job per payload, all with the same options, in one statement."""
+        ...
+
+    def claim(self, request: ClaimRequest) -> list[Job]:
+        """Take up to ``request.limit`` ready jobs for the worker, in claim order."""
+        ...
+
+    def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
+        """Write the outcomes of attempts, fenced on each job's lease; returns those written."""
+        ...
+
+    def finish_and_claim(self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
+                         ) -> tuple[list[AttemptOutcome], list[Job]]:
+        """A worker's turn: ``finish`` then ``claim`` in one transaction; returns both."""
+        ...
+
+    def heartbeat(self, *, held: dict[int, uuid.UUID], lease_seconds: float
+                  ) -> tuple[set[int], set[int]]:
+        """Renew a worker's leases; returns the ids still held and those asked to cancel."""
+        ...
+
+    def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
+        """Record the lost attempts of jobs whose lease expired (their worker died)."""
+        ...
+
+    def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:
+        """Hand held jobs back to the queue, their attempt unspent, due ``delay`` s from now."""
+        ...
+
+    def release_claim(self, lease_token: uuid.UUID) -> int:
+        """Hand back the jobs still held under one claim's lease token."""
+        ...
+
+    def release_waiting(self) -> int:
+        """Make pending the waiting jobs no feature holds back any more."""
+        ...
+
+    def record_progress(self, job: Job, fraction: float, message: str) -> bool:
+        """Store a running job's progress, fenced on its lease."""
+        ...
+
+    def retry(self, jobs: JobQuerySet) -> int:
+        """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
+        ...
+
+    def retry_with_payload(self, jobs: JobQuerySet, payload: JSONValue) -> int:
+        """Dead jobs get a corrected payload and are retried, in one statement."""
+        ...
+
+    def cancel(self, jobs: JobQuerySet) -> int:
+        """Pending and failed jobs become canceled; processing ones get a cancel request."""
+        ...
+
+    def run_now(self, jobs: JobQuerySet) -> int:
+        """Scheduled (or backing-off) jobs become due now."""
+        ...
+
+    def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
+        """Delete up to ``limit`` of these jobs (oldest first) and their attempts."""
+        ...
+
+    def discard(self, jobs: JobQuerySet) -> int:
+        """Delete jobs no worker holds (all but processing) with their attempts."""
+        ...
+
+    def pause(self, queue: str) -> bool:
+        """Stop workers claiming from ``queue``; True if it was running."""
+        ...
+
+    def resume(self, queue: str) -> bool:
+        """Let workers claim from ``queue`` again; True if it was paused."""
+        ...
+
+
+_engine_for: Callable[[str], JobEngine] | None = None
+
+
+def provide(engine_for: Callable[[str], JobEngine]) -> None:
     """Install ``engine_for(using)``, the function that gives a database's engine."""
     global _engine_for
     _engine_for = engine_for
 
 
-def engine(using: str) -> Any:
-    """The engine of database ``using``: an object with the verbs of ``engine/verbs.py``."""
+def engine(using: str) -> JobEngine:
+    """The engine of database ``using``."""
     if _engine_for is None:
         raise ImproperlyConfigured(
             "django_jobs has no engine: add 'django_jobs' to INSTALLED_APPS and call "

@@ -4,13 +4,14 @@ command prints."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
 from django_jobs.core.validation import PRIORITY_NAMES
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject
     from django_jobs.models import Job, JobAttempt
 
 _PRIORITY_LABELS = {number: name for name, number in PRIORITY_NAMES.items()}
@@ -40,7 +41,7 @@ def milliseconds(start: datetime | None, end: datetime | None) -> float | None:
     return round((end - start).total_seconds() * 1000, 3)
 
 
-def attempt_json(attempt: JobAttempt) -> dict[str, Any]:
+def attempt_json(attempt: JobAttempt) -> JSONObject:
     return {
         "number": attempt.number,
         "outcome": attempt.outcome,
@@ -56,9 +57,9 @@ def attempt_json(attempt: JobAttempt) -> dict[str, Any]:
 
 def job_json(
     job: Job, *, url: str | None = None, attempts: list[JobAttempt] | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """One job; ``attempts`` (oldest first) is included when given."""
-    data: dict[str, Any] = {
+    data: JSONObject = {
         "job_id": job.public_id,
         "url": url,
         "type": job.type,

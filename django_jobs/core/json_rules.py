@@ -17,8 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
+# A JSON document as a job holds it (payload, result, error): a dict, list, str, number, bool or
+# None, checked when written (``storable_json``). Not a recursive union: dict and list are
+# invariant, so a union would refuse a caller's ``dict[str, int]``.
+JSONValue: TypeAlias = Any
+# A JSON object: a job's error, an API body, a result that is an object.
+JSONObject: TypeAlias = dict[str, JSONValue]
 # How deep arrays and objects may nest: MariaDB's JSON check takes 31 levels and refuses 32.
 MAX_NESTING = 31
 # How much of a key or of a path an error message quotes.
@@ -35,7 +41,7 @@ class NotStorable(ValueError):
     """A value a job cannot hold as JSON; the message says what and where (no field name)."""
 
 
-def storable_json(value: Any, max_bytes: int | None = None, limit_name: str = "") -> str:
+def storable_json(value: object, max_bytes: int | None = None, limit_name: str = "") -> str:
     """``value``'s JSON text if a job may hold it; NotStorable saying why otherwise.
 
     ``max_bytes`` bounds the size of that text in UTF-8 (None: no bound); ``limit_name`` is
@@ -71,10 +77,10 @@ def storable_json(value: Any, max_bytes: int | None = None, limit_name: str = ""
     return text
 
 
-def nesting(value: Any) -> int:
+def nesting(value: object) -> int:
     """How many levels of arrays and objects ``value`` nests (0 for a scalar)."""
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -101,10 +107,10 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-def _locate(value: Any, bad: Callable[[str], bool]) -> str | None:
+def _locate(value: object, bad: Callable[[str], bool]) -> str | None:
     """Where in ``value`` a string or key that is ``bad`` is, as words for a message ("" if
     ``value`` is that string), or None if there is none."""
-    stack: list[tuple[Any, str]] = [(value, "")]
+    stack: list[tuple[object, str]] = [(value, "")]
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
@@ -121,7 +127,7 @@ def _locate(value: Any, bad: Callable[[str], bool]) -> str | None:
     return None
 
 
-def _key(key: Any) -> str:
+def _key(key: object) -> str:
     if isinstance(key, str) and len(key) > QUOTED_KEY:
         return repr(key[:QUOTED_KEY]) + "..."
     return repr(key)

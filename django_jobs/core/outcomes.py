@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.utils import timezone
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject, JSONValue
     from django_jobs.models import Job
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -86,8 +87,8 @@ class AttemptOutcome:
         kind: str,
         started_at: datetime | int,
         finished_at: datetime | int,
-        result: Any = None,
-        error: dict[str, Any] | None = None,
+        result: JSONValue = None,
+        error: JSONObject | None = None,
         permanent: bool = False,
         cpu_time: float | None = None,
         peak_memory: int | None = None,

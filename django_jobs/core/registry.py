@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
@@ -18,6 +18,8 @@ TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 ExceptionTypes = tuple[type[BaseException], ...]
 # A crash's policies: give the lost attempt back, or count it as a failed attempt.
 ON_CRASH = ("retry", "fail")
+# A handler: called with the job's payload; returns its result (or an awaitable of it).
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class Handler:
     """A registered handler and its job options; None means "use the settings"."""
 
     type: str
-    func: Callable[..., Any]
+    func: Callable[..., object]
     max_attempts: int | None = None
     backoff: Backoff | Sequence[float] | None = None
     retry_on: ExceptionTypes | None = None
@@ -33,8 +35,8 @@ class Handler:
     timeout: float | None = None
     queue: str | None = None
     # A Unique rule (features/unique.py) and concurrency/rate limits (features/limits/)
-    unique: Any = None
-    limits: tuple[Any, ...] = ()
+    unique: object = None
+    limits: tuple[object, ...] = ()
     # What a crash of the worker process running the job does to it (features/crashes.py):
     # "retry" gives the lost attempt back, "fail" counts it as a failed attempt. None: settings.
     on_crash: str | None = None
@@ -64,11 +66,11 @@ def handler(
     permanent: Sequence[type[BaseException]] = (),
     timeout: float | None = None,
     queue: str | None = None,
-    unique: Any = None,
-    limits: Sequence[Any] = (),
+    unique: object = None,
+    limits: Sequence[object] = (),
     on_crash: str | None = None,
     max_crashes: int | None = None,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+) -> Callable[[F], F]:
     """Register ``func(payload)`` as the handler of jobs of ``type``.
 
     ``on_crash`` and ``max_crashes`` say what happens to a job when the process running it dies
@@ -86,7 +88,7 @@ def handler(
     if max_crashes is not None and (not isinstance(max_crashes, int) or max_crashes < 1):
         raise ImproperlyConfigured(f"max_crashes for {type!r} must be a positive integer")
 
-    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+    def register(func: F) -> F:
         existing = _handlers.get(type)
         if existing is not None and _qualname(existing.func) != _qualname(func):
             raise ImproperlyConfigured(
@@ -145,5 +147,5 @@ def autodiscover() -> None:
     autodiscover_modules("jobs")
 
 
-def _qualname(func: Callable[..., Any]) -> str:
+def _qualname(func: Callable[..., object]) -> str:
     return f"{func.__module__}.{getattr(func, '__qualname__', repr(func))}"

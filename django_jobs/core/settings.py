@@ -86,7 +86,7 @@ DEFAULTS: dict[str, Any] = {
 class Settings:
     """Attribute access to the merged settings; nothing is cached."""
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # each setting is of its own type
         if name not in DEFAULTS:
             raise AttributeError(f"django-jobs has no setting {name!r}")
         user = getattr(django_settings, "DJANGO_JOBS", {}) or {}

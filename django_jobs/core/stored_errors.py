@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import math
 import traceback as tb
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core.serializers.json import DjangoJSONEncoder
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject, JSONValue
 
 # The longest type, message or traceback an error keeps, in characters: an exception message of
 # hundreds of megabytes must not become a row the database refuses or a page the admin chokes on.
@@ -45,7 +48,7 @@ def storable_text(text: str, limit: int | None = None) -> str:
     return text
 
 
-def storable(value: Any, depth: int = 0) -> Any:
+def storable(value: object, depth: int = 0) -> JSONValue:
     """``value`` as plain JSON the database stores: storable strings (keys too), lists for
     tuples and sets, finite numbers, what Django's JSON encoder knows (dates, decimals, UUIDs)
     as its strings, and anything else as its repr."""
@@ -71,8 +74,8 @@ def storable(value: Any, depth: int = 0) -> Any:
 
 def error_dict(
     exc: BaseException | None = None, *, type: str = "", message: str = "", traceback: str = "",
-    details: Any = None,
-) -> dict[str, Any]:
+    details: object = None,
+) -> JSONObject:
     """The structured error stored on a job and its attempts.
 
     ``class_path`` (the exception's dotted path) is there when the error came from an exception;
@@ -102,7 +105,7 @@ def error_dict(
     return error
 
 
-def _storable_details(details: Any) -> Any:
+def _storable_details(details: object) -> JSONValue:
     """``storable(details)``, at most ``DETAILS_LIMIT`` characters of JSON: larger details are
     kept as the start of their JSON text, under ``"truncated"``."""
     try:
@@ -115,7 +118,7 @@ def _storable_details(details: Any) -> Any:
     return value
 
 
-def _key(key: Any) -> str:
+def _key(key: object) -> str:
     """A JSON object's key as json.dumps writes it."""
     if isinstance(key, str):
         return key
@@ -126,7 +129,7 @@ def _key(key: Any) -> str:
     return _safe_repr(key)
 
 
-def _safe_str(value: Any) -> str:
+def _safe_str(value: object) -> str:
     try:
         text = str(value)
         return text if isinstance(text, str) else _safe_repr(value)
@@ -134,7 +137,7 @@ def _safe_str(value: Any) -> str:
         return f"<{value.__class__.__name__}: its str() raised>"
 
 
-def _safe_repr(value: Any) -> str:
+def _safe_repr(value: object) -> str:
     try:
         text = repr(value)
         return text if isinstance(text, str) else object.__repr__(value)

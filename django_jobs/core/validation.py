@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -19,13 +19,16 @@ from django_jobs.core.registry import get_handler
 from django_jobs.core.settings import jobs_settings
 from django_jobs.exceptions import InvalidJob, UnknownJobType
 
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
+
 PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
 PRIORITY_MIN, PRIORITY_MAX = -100, 100
 QUEUE_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 MAX_ATTEMPTS_LIMIT = 1000
 
 
-def priority_value(priority: str | int) -> int:
+def priority_value(priority: object) -> int:
     """``low``/``normal``/``high`` or an integer from -100 (last) to 100 (first)."""
     if isinstance(priority, str) and priority in PRIORITY_NAMES:
         return PRIORITY_NAMES[priority]
@@ -46,7 +49,7 @@ def priority_label(value: int) -> str:
     return str(value)
 
 
-def check_payload(payload: Any) -> Any:
+def check_payload(payload: object) -> JSONValue:
     """The payload to store: ``None`` (the default, no payload) is ``{}``; anything else must be
     storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload."""
     if payload is None:
@@ -58,7 +61,7 @@ def check_payload(payload: Any) -> Any:
     return payload
 
 
-def resolve_run_at(delay: Any, run_at: Any, now: datetime) -> datetime:
+def resolve_run_at(delay: object, run_at: object, now: datetime) -> datetime:
     if delay is not None and run_at is not None:
         raise InvalidJob({"delay": "give either delay or run_at, not both"})
     if run_at is not None:
@@ -84,16 +87,16 @@ def resolve_run_at(delay: Any, run_at: Any, now: datetime) -> datetime:
 
 
 def enqueue_fields(
-    type: Any,
+    type: object,
     *,
-    priority: Any = "normal",
-    queue: Any = None,
-    delay: Any = None,
-    run_at: Any = None,
-    max_attempts: Any = None,
-    callback_url: Any = None,
+    priority: object = "normal",
+    queue: object = None,
+    delay: object = None,
+    run_at: object = None,
+    max_attempts: object = None,
+    callback_url: object = None,
     now: datetime | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Model field values shared by every job of one enqueue call (all but the payload)."""
     if not isinstance(type, str) or not type:
         raise InvalidJob({"type": "must be a non-empty string"})
@@ -132,7 +135,7 @@ def enqueue_fields(
 CALLBACK_URL_MAX_LENGTH = 2000
 
 
-def check_callback_url(url: Any) -> str:
+def check_callback_url(url: object) -> str:
     """``url`` if a callback may be sent there, "" for none; else InvalidJob naming the field."""
     if url is None or url == "":
         return ""

@@ -39,10 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.engine.writes import ClaimFields
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager, JobQuerySet
 
 # Takes over an enqueue's insert: (manager, jobs built) -> one job per input, in order.
-Insert = Callable[[Any, list["Job"]], list["Job"]]
+Insert = Callable[["JobManager", list["Job"]], list["Job"]]
+# An enqueue call's keyword options, each of its own type (``Job.enqueue``); features pop theirs.
+Options = dict[str, Any]
 # Work on a worker's heartbeat: called with the worker's id; every worker runs it, so it is
 # idempotent across workers (the database decides).
 Step = Callable[[str], object]
@@ -53,7 +57,7 @@ class Feature:
 
     name = "feature"
 
-    def take_enqueue_options(self, type: str, options: dict[str, Any]) -> Insert | None:
+    def take_enqueue_options(self, type: str, options: Options) -> Insert | None:
         """Pop this feature's options out of an enqueue call's ``options`` (raise InvalidJob
         on bad ones); return an ``Insert`` to take over the insert, or None."""
         return None
@@ -63,13 +67,13 @@ class Feature:
         instead of claiming in one statement."""
         return False
 
-    def admit(self, manager: Any, jobs: list[Job], ready: Any, limit: int,
+    def admit(self, manager: JobManager, jobs: list[Job], ready: JobQuerySet, limit: int,
               now: datetime) -> list[Job]:
         """On a database with row locks: of the candidates ``jobs`` (locked, selected from the
         ``ready`` queryset), those this claim may take."""
         return jobs
 
-    def claim_without_row_locks(self, manager: Any, ready: Any, claim: dict[str, Any],
+    def claim_without_row_locks(self, manager: JobManager, ready: JobQuerySet, claim: ClaimFields,
                                 limit: int, now: datetime) -> list[Job] | None:
         """On a database without row locks, the whole claim (``claim``: the fields it writes)
         when this feature must admit it; None to leave it to the engine."""
@@ -80,10 +84,11 @@ class Feature:
         worker ends: read the job's fields, make no query."""
         return False
 
-    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+    def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
+                     now: datetime) -> None:
         """In the finish transaction: the outcomes written (their jobs carry the new state)."""
 
-    def hold_for_cancel(self, cancelable: Any) -> list[Job]:
+    def hold_for_cancel(self, cancelable: JobQuerySet) -> list[Job]:
         """Before a cancel: the rows of the ``cancelable`` queryset this feature acts on once
         they are canceled, read (and locked where the database can) until commit."""
         return []
@@ -92,12 +97,12 @@ class Feature:
         """Jobs that reached an end state outside a finish (canceled, or dead by a rescue), in
         the transaction that ended them."""
 
-    def release(self, manager: Any, waiting: Any, now: datetime) -> int:
+    def release(self, manager: JobManager, waiting: JobQuerySet, now: datetime) -> int:
         """Make pending the jobs of the ``waiting`` queryset this feature held back and no
         longer does; returns how many."""
         return 0
 
-    def rescue(self, manager: Any, *, limit: int, now: datetime) -> list[Job] | None:
+    def rescue(self, manager: JobManager, *, limit: int, now: datetime) -> list[Job] | None:
         """Record the lost attempts of up to ``limit`` stale jobs, in the caller's transaction;
         returns the jobs rescued, or None to leave the rescue to the next feature."""
         return None
@@ -132,7 +137,7 @@ def registered() -> tuple[Feature, ...]:
     return tuple(_features)
 
 
-def take_enqueue_options(type: str, options: dict[str, Any]) -> Insert | None:
+def take_enqueue_options(type: str, options: Options) -> Insert | None:
     """Every feature takes its options; at most one may take over the insert."""
     taken: Insert | None = None
     for feature in _features:
@@ -148,7 +153,8 @@ def limits_claims() -> bool:
     return any(feature.limits_claims() for feature in _features)
 
 
-def admit(manager: Any, jobs: list[Job], ready: Any, limit: int, now: datetime) -> list[Job]:
+def admit(manager: JobManager, jobs: list[Job], ready: JobQuerySet, limit: int,
+          now: datetime) -> list[Job]:
     for feature in _features:
         if not jobs:
             break
@@ -156,7 +162,7 @@ def admit(manager: Any, jobs: list[Job], ready: Any, limit: int, now: datetime) 
     return jobs
 
 
-def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], limit: int,
+def claim_without_row_locks(manager: JobManager, ready: JobQuerySet, claim: ClaimFields, limit: int,
                             now: datetime) -> list[Job] | None:
     for feature in _features:
         claimed = feature.claim_without_row_locks(manager, ready, claim, limit, now)
@@ -172,12 +178,12 @@ def joins_finish(job: Job) -> bool:
     return False
 
 
-def after_finish(manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+def after_finish(manager: JobManager, written: list[AttemptOutcome], now: datetime) -> None:
     for feature in _features:
         feature.after_finish(manager, written, now)
 
 
-def hold_for_cancel(cancelable: Any) -> list[Job]:
+def hold_for_cancel(cancelable: JobQuerySet) -> list[Job]:
     held: dict[int, Job] = {}
     for feature in _features:
         for job in feature.hold_for_cancel(cancelable):
@@ -191,11 +197,11 @@ def ended(jobs: Sequence[Job], using: str) -> None:
             feature.ended(jobs, using)
 
 
-def release(manager: Any, waiting: Any, now: datetime) -> int:
+def release(manager: JobManager, waiting: JobQuerySet, now: datetime) -> int:
     return sum(feature.release(manager, waiting, now) for feature in _features)
 
 
-def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
+def rescue(manager: JobManager, *, limit: int, now: datetime) -> list[Job]:
     """The first feature that answers does the rescue (crash counting, registered by the app)."""
     for feature in _features:
         rescued = feature.rescue(manager, limit=limit, now=now)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.db.models import F
@@ -15,22 +15,28 @@ from django.db.models import F
 from django_jobs.core import clock
 from django_jobs.core.states import PENDING, PROCESSING, WAITING
 from django_jobs.engine import hooks
+from django_jobs.engine.writes import UpdateFields
 
 if TYPE_CHECKING:
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager, JobQuerySet
 
 
 class LeaseVerbs:
-    """``db`` is the engine's database, ``jobs`` the jobs' manager on it."""
+    """``db`` is the engine's database, ``jobs`` the jobs' manager on it (``Job.objects`` on
+    that database: what the verbs query, and what hooks get)."""
 
-    db: str
-    jobs: Any
+    def __init__(self, using: str) -> None:
+        from django_jobs.models import Job
 
-    def fenced(self, job: Job) -> Any:
+        self.db = using
+        self.jobs: JobManager = Job.objects.db_manager(using)
+
+    def fenced(self, job: Job) -> JobQuerySet:
         """The job's row, only while ``job`` still holds its lease."""
         return self.jobs.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING)
 
-    def write_fenced(self, job: Job, fields: dict[str, Any]) -> bool:
+    def write_fenced(self, job: Job, fields: UpdateFields) -> bool:
         """Update the job's row with ``fields`` if ``job`` still holds its lease."""
         return bool(self.fenced(job).update(**fields))
 

@@ -5,15 +5,20 @@ before the claim writes them (claim admission). Each engine picks its read
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TypeVar
+
+from django.db.models import Model, QuerySet
+
+M = TypeVar("M", bound=Model)
 
 
-def locked(queryset: Any, count: int) -> list[Any]:
+def locked(queryset: QuerySet[M], count: int) -> list[M]:
     """The first ``count`` rows of ``queryset``, locked, skipping rows other claimers hold."""
     return list(queryset.select_for_update(skip_locked=True)[:count])
 
 
-def locked_in_order(queryset: Any, count: int) -> list[Any]:
+def locked_in_order(queryset: QuerySet[M], count: int) -> list[M]:
     """``locked`` with PostgreSQL's statement (``locked_sql``), or the ORM's if the statement
     is not the one expected."""
     statement = locked_sql(queryset, count)
@@ -22,7 +27,7 @@ def locked_in_order(queryset: Any, count: int) -> list[Any]:
     return list(queryset.model._default_manager.db_manager(queryset.db).raw(*statement))
 
 
-def locked_sql(queryset: Any, count: int) -> tuple[str, tuple[Any, ...]] | None:
+def locked_sql(queryset: QuerySet[M], count: int) -> tuple[str, Sequence[object]] | None:
     """``locked``'s statement for PostgreSQL, its LIMIT written ``LIMIT (SELECT n)`` as the
     plain claim's is (``engine/postgres/statements.py``, ``CLAIM``): the planner then walks the
     ready index in order whatever its statistics say, where ``LIMIT n`` with an estimate of n ready

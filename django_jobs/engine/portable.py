@@ -6,7 +6,7 @@ the verbs are ``engine/verbs.py``'s.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import models
 
@@ -14,17 +14,19 @@ from django_jobs.core.states import READY_STATES
 from django_jobs.engine import hooks
 from django_jobs.engine.locked_rows import locked
 from django_jobs.engine.verbs import Engine
-from django_jobs.engine.writes import claim_fields
+from django_jobs.engine.writes import ClaimValues, claim_fields
 
 if TYPE_CHECKING:
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobQuerySet
 
 
 class RowLockEngine(Engine):
     """Candidates are read with ``FOR UPDATE SKIP LOCKED``, so concurrent claimers pass over
     each other's rows instead of waiting; features admit them (limits), then one UPDATE."""
 
-    def take(self, ready: Any, values: dict[str, Any], limit: int, now: datetime) -> list[Job]:
+    def take(self, ready: JobQuerySet, values: ClaimValues, limit: int, now: datetime
+             ) -> list[Job]:
         with self.verb_atomic():
             jobs = self.lock_candidates(ready, limit)
             if not jobs:
@@ -36,7 +38,7 @@ class RowLockEngine(Engine):
             self.mark_claimed(jobs, values)
         return jobs
 
-    def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
+    def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         """The first ``limit`` rows of ``ready``, locked, skipping rows other claimers hold."""
         return locked(ready, limit)
 
@@ -47,7 +49,8 @@ class WithoutRowLocksEngine(Engine):
 
     row_locks = False
 
-    def take(self, ready: Any, values: dict[str, Any], limit: int, now: datetime) -> list[Job]:
+    def take(self, ready: JobQuerySet, values: ClaimValues, limit: int, now: datetime
+             ) -> list[Job]:
         claim = claim_fields(values)
         # Limits need the candidates first (None: no limits registered)
         limited = hooks.claim_without_row_locks(self.jobs, ready, claim, limit, now)

@@ -4,7 +4,7 @@ and resuming a queue. Each narrows to the rows it applies to and returns how man
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
@@ -16,6 +16,10 @@ from django_jobs.engine.unique_column import keep_key_if
 from django_jobs.engine.writes import retry_fields
 from django_jobs.exceptions import InvalidJob
 
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
+    from django_jobs.models.managers import JobQuerySet
+
 
 class StaffVerbs:
     """Mixed into ``Engine``: ``db`` is its database, ``row_locks`` whether it has them."""
@@ -23,12 +27,12 @@ class StaffVerbs:
     db: str
     row_locks: bool
 
-    def retry(self, jobs: Any) -> int:
+    def retry(self, jobs: JobQuerySet) -> int:
         """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
         retried = jobs.filter(status__in=(DEAD, FAILED, CANCELED))
         return retried.update(**retry_fields(clock.now(self.db)))
 
-    def retry_with_payload(self, jobs: Any, payload: Any) -> int:
+    def retry_with_payload(self, jobs: JobQuerySet, payload: JSONValue) -> int:
         """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
 
         Raises InvalidJob if the payload is not JSON-serialisable; changes nothing then.
@@ -36,7 +40,7 @@ class StaffVerbs:
         payload = check_payload(payload)
         return jobs.filter(status=DEAD).update(payload=payload, **retry_fields(clock.now(self.db)))
 
-    def cancel(self, jobs: Any) -> int:
+    def cancel(self, jobs: JobQuerySet) -> int:
         """Pending and failed jobs become canceled; processing ones get a cancel request."""
         now = clock.now(self.db)
         with transaction.atomic(using=jobs.db):
@@ -54,14 +58,14 @@ class StaffVerbs:
             hooks.ended(hooked, jobs.db)
         return waiting + running
 
-    def run_now(self, jobs: Any) -> int:
+    def run_now(self, jobs: JobQuerySet) -> int:
         """Scheduled (or backing-off) jobs become due now."""
         now = clock.now(self.db)
         return jobs.filter(status__in=READY_STATES, run_at__gt=now).update(
             run_at=now, updated_at=now
         )
 
-    def delete_batch(self, jobs: Any, limit: int) -> int:
+    def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
         """Delete up to ``limit`` of these jobs (oldest first) and their attempts, in one short
         transaction; returns how many jobs went. Rows another transaction holds are skipped."""
         with transaction.atomic(using=jobs.db):
@@ -75,7 +79,7 @@ class StaffVerbs:
             deleted = model._default_manager.using(jobs.db).filter(pk__in=ids).delete()[1]
         return deleted.get(model._meta.label, 0)
 
-    def discard(self, jobs: Any) -> int:
+    def discard(self, jobs: JobQuerySet) -> int:
         """Delete jobs no worker holds (all but processing) with their attempts; returns jobs.
 
         The rows are locked first on databases with row locks, so a worker cannot claim a

@@ -18,6 +18,7 @@ from django_jobs.core.retry import Backoff, decide
 from django_jobs.core.states import JobStatus, Outcome
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject, JSONValue
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
 
@@ -33,7 +34,7 @@ class Transition:
 
     status: str
     outcome: str
-    fields: dict[str, Any]
+    fields: dict[str, Any]  # column values of several types, read back by name (run_at: a time)
     keeps_key_check: bool
 
 
@@ -44,8 +45,8 @@ def transition(
     has_unique_key: bool,
     kind: str,
     permanent: bool = False,
-    error: dict[str, Any] | None = None,
-    result: Any = None,
+    error: JSONObject | None = None,
+    result: JSONValue = None,
     snooze_seconds: float | None = None,
     backoff: Backoff | None = None,
     now: datetime,

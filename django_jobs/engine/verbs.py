@@ -18,12 +18,12 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from datetime import datetime
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from django_jobs.core import clock
+from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.states import COMPLETED, PROCESSING
 from django_jobs.core.validation import check_payload, enqueue_fields
 from django_jobs.engine import hooks
@@ -31,6 +31,7 @@ from django_jobs.engine.leases import LeaseVerbs
 from django_jobs.engine.staff import StaffVerbs
 from django_jobs.engine.transition import Apply, Transition, undone_on_error
 from django_jobs.engine.writes import (
+    ClaimValues,
     attempt_row,
     claim_fields,
     claim_values,
@@ -42,8 +43,10 @@ from django_jobs.models.instances import build, build_many
 from django_jobs.signals import job_enqueued
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobQuerySet
 
 # The database whose worker's turn (``Engine.finish_and_claim``) this context is inside, if any
 _turn: ContextVar[str | None] = ContextVar("django_jobs_turn", default=None)
@@ -54,16 +57,6 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     row_locks = True  # SELECT ... FOR UPDATE SKIP LOCKED: claimers pass over each other's rows
 
-    def __init__(self, using: str) -> None:
-        self.db = using
-
-    @cached_property
-    def jobs(self) -> Any:
-        """``Job.objects`` on this database: what the verbs query, and what hooks get."""
-        from django_jobs.models import Job
-
-        return Job.objects.db_manager(self.db)
-
     def verb_atomic(self) -> transaction.Atomic:
         """The transaction of one verb (``finish``, a claim's ``take``). Inside another atomic
         block it is a savepoint, so that a caller may catch the verb's error and go on; inside
@@ -73,7 +66,7 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     # Enqueue
 
-    def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
+    def enqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
@@ -88,7 +81,8 @@ class Engine(StaffVerbs, LeaseVerbs):
             job_enqueued.send(sender=self.jobs.model, job=job)
         return job
 
-    def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
+    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
+                     ) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
@@ -108,7 +102,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         """One built job's INSERT, as ``save()`` does it."""
         self.save_new(job)
 
-    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+    def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
         """The INSERT of built jobs sharing the values ``shared``."""
         return self.bulk_insert(jobs)
 
@@ -123,26 +117,23 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     # Claim
 
-    def claim(
-        self, *, worker_id: str, limit: int, lease_seconds: float,
-        queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
-        lease_token: uuid.UUID | None = None,
-    ) -> list[Job]:
-        """Take up to ``limit`` ready jobs for this worker, in one short transaction.
+    def claim(self, request: ClaimRequest) -> list[Job]:
+        """Take up to ``request.limit`` ready jobs for this worker, in one short transaction.
 
         Highest priority first, then earliest run_at, then oldest: the order of the partial
         ready indexes. How the rows are taken is ``take``'s (``engine/portable.py``).
         """
-        if limit < 1:
+        if request.limit < 1:
             return []
         now = clock.now(self.db)
-        ready = self.jobs.ready(queues, now)
-        if exclude_queues:
-            ready = ready.exclude(queue__in=exclude_queues)
-        values = claim_values(worker_id, now, lease_seconds, lease_token)
-        return self.take(ready, values, limit, now)
+        ready = self.jobs.ready(request.queues, now)
+        if request.exclude_queues:
+            ready = ready.exclude(queue__in=request.exclude_queues)
+        values = claim_values(request.worker_id, now, request.lease_seconds, request.lease_token)
+        return self.take(ready, values, request.limit, now)
 
-    def take(self, ready: Any, values: dict[str, Any], limit: int, now: datetime) -> list[Job]:
+    def take(self, ready: JobQuerySet, values: ClaimValues, limit: int, now: datetime
+             ) -> list[Job]:
         """Mark up to ``limit`` rows of ``ready`` claimed with ``values``; return them."""
         raise NotImplementedError
 
@@ -194,21 +185,16 @@ class Engine(StaffVerbs, LeaseVerbs):
         return done
 
     def finish_and_claim(
-        self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
-        lease_seconds: float, queues: Sequence[str] | None = None,
-        exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
+        self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:
-        """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``limit`` jobs, in
-        one transaction (no savepoint inside it: ``verb_atomic``). Returns the outcomes written
-        and the jobs claimed."""
+        """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``request.limit``
+        jobs, in one transaction (no savepoint inside it: ``verb_atomic``). Returns the outcomes
+        written and the jobs claimed."""
         with transaction.atomic(using=self.db):
             token = _turn.set(self.db)
             try:
                 done = self.finish(outcomes) if outcomes else []
-                claimed = self.claim(
-                    worker_id=worker_id, limit=limit, lease_seconds=lease_seconds, queues=queues,
-                    exclude_queues=exclude_queues, lease_token=lease_token,
-                ) if limit > 0 else []
+                claimed = self.claim(request) if request.limit > 0 else []
             finally:
                 _turn.reset(token)
         return done, claimed
@@ -224,7 +210,7 @@ class Engine(StaffVerbs, LeaseVerbs):
     update_fields = staticmethod(update_fields)
     attempt_row = staticmethod(attempt_row)
 
-    def mark_claimed(self, jobs: list[Job], values: dict[str, Any]) -> None:
+    def mark_claimed(self, jobs: list[Job], values: ClaimValues) -> None:
         """Write the claim (``values``: a claim's plain values) of these locked or admitted
         jobs, and set it on them."""
         self.jobs.filter(pk__in=[j.pk for j in jobs]).update(**claim_fields(values))

@@ -8,9 +8,10 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
-from django.db.models import F
+from django.db.models import Case, F
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Greatest
 
 from django_jobs.core.registry import get_handler
@@ -25,6 +26,29 @@ if TYPE_CHECKING:
     from django_jobs.models import JobAttempt
 
 
+class ClaimValues(TypedDict):
+    """What a claim writes that is known before it runs (``claim_values``)."""
+
+    status: str
+    lease_token: uuid.UUID
+    worker_id: str
+    leased_until: datetime
+    started_at: datetime
+    updated_at: datetime
+
+
+class ClaimFields(ClaimValues):
+    """A claim's ORM ``update()`` values (``claim_fields``): its values, the attempt counted
+    and the unique key kept where it guards processing."""
+
+    attempt: CombinedExpression
+    unique_key: Case
+
+
+# The keyword arguments of an ORM ``update()``: plain values and expressions (F, Greatest).
+UpdateFields = dict[str, object]
+
+
 def backoff(type: str) -> Backoff:
     """The retry policy of jobs of ``type``: its handler's, or the settings'."""
     found = get_handler(type)
@@ -37,7 +61,7 @@ def transition_of(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 
     return transition.of(outcome, now, policy, extra_attempts)
 
 
-def update_fields(change: Transition) -> dict[str, Any]:
+def update_fields(change: Transition) -> UpdateFields:
     """The ORM ``update()`` values of a transition: its fields, and the unique key kept only if
     it guards the new state (a job without a key keeps none, and needs no expression)."""
     key = keep_key_if(change.status) if change.keeps_key_check else None
@@ -46,7 +70,7 @@ def update_fields(change: Transition) -> dict[str, Any]:
 
 def claim_values(
     worker_id: str, now: datetime, lease_seconds: float, token: uuid.UUID | None = None
-) -> dict[str, Any]:
+) -> ClaimValues:
     """What a claim writes that is known before it runs (plain values, no expression)."""
     return {
         "status": PROCESSING, "lease_token": token or uuid.uuid4(), "worker_id": worker_id,
@@ -55,13 +79,13 @@ def claim_values(
     }
 
 
-def claim_fields(values: dict[str, Any]) -> dict[str, Any]:
+def claim_fields(values: ClaimValues) -> ClaimFields:
     """A claim's ORM ``update()`` values: ``claim_values`` with the attempt counted and the
     unique key kept if it guards processing."""
     return {**values, "attempt": F("attempt") + 1, "unique_key": keep_key_if(PROCESSING)}
 
 
-def retry_fields(now: datetime) -> dict[str, Any]:
+def retry_fields(now: datetime) -> UpdateFields:
     """A person's retry: pending now, at least one attempt left, crashes counted afresh."""
     return {
         "status": PENDING, "run_at": now, "updated_at": now, "finished_at": None,

@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
@@ -38,8 +38,10 @@ from django_jobs.exceptions import PermanentError
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from django_jobs.core.json_rules import JSONValue
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager, JobQuerySet
 
 CALLBACK_TYPE = "django_jobs.callback"
 ENDED_STATES = (JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELED)
@@ -84,10 +86,11 @@ class Callbacks(Feature):
     def joins_finish(self, job: Job) -> bool:
         return bool(job.callback_url)
 
-    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+    def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
+                     now: datetime) -> None:
         self.ended([outcome.job for outcome in written], manager.db)
 
-    def hold_for_cancel(self, cancelable: Any) -> list[Job]:
+    def hold_for_cancel(self, cancelable: JobQuerySet) -> list[Job]:
         """The jobs that have a callback_url, locked (where the database can) until commit."""
         hooked = cancelable.exclude(callback_url="")
         if connections[cancelable.db].features.has_select_for_update:
@@ -139,7 +142,7 @@ def delivery_request(job: Job, delivery_id: str, timestamp: int) -> tuple[bytes,
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     """A redirect could lead past the allowed hosts: treat it as a failed delivery instead."""
 
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
         return None
 
 
@@ -162,7 +165,7 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
 
 
 @handler(CALLBACK_TYPE, backoff=SettingsBackoff())
-def deliver(payload: dict[str, Any]) -> dict[str, Any]:
+def deliver(payload: dict[str, JSONValue]) -> dict[str, str | int]:
     """Send one job's JSON to its callback_url; raise to retry, PermanentError to give up."""
     from django_jobs.core.current import current_job
     from django_jobs.models import Job

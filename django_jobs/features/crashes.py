@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db.models import F
 
@@ -30,12 +30,15 @@ from django_jobs.core.registry import get_handler
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import PROCESSING, JobStatus, Outcome
 from django_jobs.core.stored_errors import error_dict
-from django_jobs.engine import hooks
+from django_jobs.engine import engine_for, hooks
 from django_jobs.engine.hooks import Feature
 
 if TYPE_CHECKING:
     from django_jobs.engine.transition import Transition
+    from django_jobs.engine.verbs import Engine
+    from django_jobs.engine.writes import UpdateFields
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class CrashPolicy:
         return cls(on_crash=on_crash, max_crashes=max(int(max_crashes), 1))
 
 
-def alone_in_worker(manager: Any, jobs: Sequence[Job]) -> set[int]:
+def alone_in_worker(manager: JobManager, jobs: Sequence[Job]) -> set[int]:
     """The ids of those stale ``jobs`` that were the only job their worker held.
 
     Read before any of them is written: a worker's other jobs are those of this batch with the
@@ -98,8 +101,8 @@ def crash_outcome(job: Job, *, alone: bool, now: datetime) -> tuple[AttemptOutco
 
 
 def crash_change(
-    engine: Any, outcome: AttemptOutcome, *, counts: bool, now: datetime
-) -> tuple[Transition, dict[str, Any], dict[str, int]]:
+    engine: Engine, outcome: AttemptOutcome, *, counts: bool, now: datetime
+) -> tuple[Transition, UpdateFields, dict[str, int]]:
     """What the rescue of ``outcome``'s job writes, from the job as it was read, changing
     nothing: the transition (decided on a budget one attempt larger when the lost attempt
     does not count), the row's ``update()`` values (the counters as expressions on the row),
@@ -115,7 +118,7 @@ def crash_change(
     return change, fields, counters
 
 
-def rescue_one(engine: Any, job: Job, *, alone: bool, now: datetime) -> bool:
+def rescue_one(engine: Engine, job: Job, *, alone: bool, now: datetime) -> bool:
     """Record the lost attempt of the stale ``job`` if it still holds the lease it was read
     with (the write is fenced on that token); True if it did. The job instance changes only
     then."""
@@ -134,11 +137,9 @@ def rescue_one(engine: Any, job: Job, *, alone: bool, now: datetime) -> bool:
     return True
 
 
-def rescue(manager: Any, *, limit: int, now: datetime) -> list[Job]:
+def rescue(manager: JobManager, *, limit: int, now: datetime) -> list[Job]:
     """Record the lost attempts of up to ``limit`` stale jobs (the engine's ``rescue``); call
     inside a transaction. Every write is fenced on the old lease token."""
-    from django_jobs.engine import engine_for
-
     engine = engine_for(manager.db)
     stale = manager.stale(now).order_by("leased_until")
     if engine.row_locks:
@@ -155,5 +156,5 @@ class CrashCounting(Feature):
 
     name = "crash counting"
 
-    def rescue(self, manager: Any, *, limit: int, now: datetime) -> list[Job] | None:
+    def rescue(self, manager: JobManager, *, limit: int, now: datetime) -> list[Job] | None:
         return rescue(manager, limit=limit, now=now)

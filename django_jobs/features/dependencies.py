@@ -25,22 +25,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import connections
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from django_jobs.core import contract
 from django_jobs.core.states import JobStatus
+from django_jobs.engine import engine_for
 from django_jobs.engine.hooks import Feature
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import JobDependency
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager, JobQuerySet
 
 
-def dependency_ids(depends_on: Any) -> list[int]:
+def dependency_ids(depends_on: object) -> list[int]:
     """Job primary keys from jobs or ids; InvalidJob on anything else."""
     if depends_on is None:
         return []
@@ -55,10 +57,10 @@ def dependency_ids(depends_on: Any) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
-def unfinished(manager: Any, ids: list[int]) -> bool:
+def unfinished(manager: JobManager, ids: list[int]) -> bool:
     """Mark (and so lock) the dependencies, and say whether any has not completed; InvalidJob
     if one does not exist."""
-    contract.engine(manager.db).mark_has_dependents(ids)
+    engine_for(manager.db).mark_has_dependents(ids)
     statuses = dict(manager.filter(pk__in=ids).values_list("pk", "status"))
     missing = [pk for pk in ids if pk not in statuses]
     if missing:
@@ -66,7 +68,7 @@ def unfinished(manager: Any, ids: list[int]) -> bool:
     return any(status != JobStatus.COMPLETED for status in statuses.values())
 
 
-def link(manager: Any, jobs: list[Any], ids: list[int]) -> None:
+def link(manager: JobManager, jobs: list[Job], ids: list[int]) -> None:
     JobDependency.objects.using(manager.db).bulk_create(
         [JobDependency(job_id=job.pk, depends_on_id=pk) for job in jobs for pk in ids]
     )
@@ -78,14 +80,15 @@ def link(manager: Any, jobs: list[Any], ids: list[int]) -> None:
 UNMET = Q(depends_on__isnull=True) | ~Q(depends_on__status=JobStatus.COMPLETED)
 
 
-def release_dependents(manager: Any, completed_ids: list[int], now: Any) -> int:
+def release_dependents(manager: JobManager, completed_ids: list[int], now: datetime) -> int:
     """In a finish transaction: release the waiting dependents of these completed jobs."""
     links = JobDependency.objects.using(manager.db).filter(depends_on_id__in=completed_ids)
     waiting = manager.filter(status=JobStatus.WAITING, pk__in=links.values("job_id"))
     return release(manager, waiting, now)
 
 
-def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool = False) -> int:
+def release(manager: JobManager, waiting: JobQuerySet, now: datetime, limit: int = 500,
+            sweep: bool = False) -> int:
     """Make pending those of the ``waiting`` jobs whose dependencies have all completed.
 
     They are locked before their dependencies are counted (a sweep skips rows another
@@ -103,7 +106,7 @@ def release(manager: Any, waiting: Any, now: Any, limit: int = 500, sweep: bool 
         return 0
     blocked = set(links.filter(UNMET, job_id__in=candidates).values_list("job_id", flat=True))
     ready = [pk for pk in candidates if pk not in blocked]
-    return contract.engine(db).make_pending(ready, now)
+    return engine_for(db).make_pending(ready, now)
 
 
 def waited_on() -> Exists:
@@ -112,7 +115,7 @@ def waited_on() -> Exists:
                                                job__status=JobStatus.WAITING))
 
 
-def waiting_dependents(jobs: Any) -> Any:
+def waiting_dependents(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """The waiting jobs that depend on one of ``jobs`` (a queryset) and are not among them:
     what deleting ``jobs`` would leave waiting on a deleted job."""
     links = JobDependency.objects.using(jobs.db).filter(depends_on__in=jobs.values("pk"))
@@ -127,14 +130,15 @@ class Dependencies(Feature):
 
     name = "dependencies"
 
-    def joins_finish(self, job: Any) -> bool:
+    def joins_finish(self, job: Job) -> bool:
         return bool(job.has_dependents)
 
-    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+    def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
+                     now: datetime) -> None:
         done = [o.job.pk for o in written
                 if o.kind == JobStatus.COMPLETED and o.job.has_dependents]
         if done:
             release_dependents(manager, done, now)
 
-    def release(self, manager: Any, waiting: Any, now: datetime) -> int:
+    def release(self, manager: JobManager, waiting: JobQuerySet, now: datetime) -> int:
         return release(manager, waiting, now, sweep=True)

@@ -7,22 +7,24 @@ takes over the insert with ``insert``; every other enqueue stays a single INSERT
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from django_jobs.core import contract
 from django_jobs.core.states import JobStatus
-from django_jobs.engine.hooks import Feature, Insert
+from django_jobs.engine import engine_for
+from django_jobs.engine.hooks import Feature, Insert, Options
 from django_jobs.features.dependencies import dependency_ids, link, unfinished
 from django_jobs.features.unique import Rule, pop_rule
 from django_jobs.features.unique import insert as insert_unique
 
 if TYPE_CHECKING:
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager
 
 
-def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[int]) -> list[Job]:
+def insert(manager: JobManager, jobs: list[Job], rule: Rule | None,
+           depends_on: list[int]) -> list[Job]:
     """Insert ``jobs``; one job per input, those found by their unique key with
     ``duplicate = True``. With ``depends_on``, new jobs are ``waiting`` unless every
     dependency has completed, and are linked to them in the same transaction."""
@@ -38,9 +40,9 @@ def insert(manager: Any, jobs: list[Job], rule: Rule | None, depends_on: list[in
         if rule is not None:
             created = insert_unique(manager, jobs, rule)
         else:
-            created = contract.engine(manager.db).bulk_insert(jobs)
+            created = engine_for(manager.db).bulk_insert(jobs)
             for job in created:
-                job.duplicate = False
+                job.duplicate = False  # type: ignore[attr-defined]  # as the unique insert sets it
         if depends_on:
             new = [j for j in dict.fromkeys(created) if not j.duplicate]  # type: ignore[attr-defined]
             link(manager, new, depends_on)
@@ -52,7 +54,7 @@ class UniqueAndDependencies(Feature):
 
     name = "unique and dependencies"
 
-    def take_enqueue_options(self, type: str, options: dict[str, Any]) -> Insert | None:
+    def take_enqueue_options(self, type: str, options: Options) -> Insert | None:
         rule = pop_rule(type, options)
         depends_on = dependency_ids(options.pop("depends_on", None))
         if rule is None and not depends_on:

@@ -23,8 +23,10 @@ from django_jobs.engine.hooks import Feature, take_enqueue_options
 from django_jobs.exceptions import InvalidJob
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -40,7 +42,7 @@ def _running_job() -> Job:
     return job
 
 
-def enqueue_after_success(type: str, payload: Any = None, **options: Any) -> None:
+def enqueue_after_success(type: str, payload: JSONValue = None, **options: Any) -> None:
     """Enqueue a job when, and only if, the running handler completes.
 
     The arguments are those of ``Job.enqueue`` and are checked now (InvalidJob at once); the
@@ -88,7 +90,8 @@ class FollowUps(Feature):
     def joins_finish(self, job: Job) -> bool:
         return "_after_success" in job.__dict__
 
-    def after_finish(self, manager: Any, written: list[AttemptOutcome], now: datetime) -> None:
+    def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
+                     now: datetime) -> None:
         for outcome in written:
             if outcome.kind != Outcome.COMPLETED:
                 continue

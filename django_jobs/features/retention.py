@@ -13,7 +13,6 @@ import logging
 import random
 import time
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db.models import Q
 
@@ -28,7 +27,7 @@ PRUNABLE = (JobStatus.COMPLETED, JobStatus.CANCELED, JobStatus.DEAD)
 OCCURRENCE_AGE = timedelta(days=1)
 
 
-def as_age(value: Any, name: str = "age") -> timedelta | None:
+def as_age(value: object, name: str = "age") -> timedelta | None:
     """A retention age from seconds, a timedelta or None (keep for ever)."""
     if value is None:
         return None

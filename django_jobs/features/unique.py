@@ -15,18 +15,21 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
-from django_jobs.core import contract
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.states import JobStatus
+from django_jobs.engine import engine_for
 from django_jobs.engine.unique_column import ALL_STATES, state_flags
 from django_jobs.exceptions import InvalidJob
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
+    from django_jobs.engine.hooks import Options
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager
 
 DEFAULT_STATES = (JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
 KEY_LENGTH = 255
@@ -54,7 +57,7 @@ class Rule:
     states: str  # the flags, "1110100" for waiting, pending, processing, failed
     within: timedelta | None
 
-    def key_for(self, type: str, payload: Any, now: datetime) -> str:
+    def key_for(self, type: str, payload: JSONValue, now: datetime) -> str:
         if self.key is not None:
             raw = self.key
         else:
@@ -70,7 +73,7 @@ class Rule:
         return f"{self.states}|{key}"
 
 
-def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
+def pop_rule(type: str, options: Options) -> Rule | None:
     """Take the unique options out of an enqueue call's options; None when there are none."""
     from django_jobs.core.registry import get_handler
 
@@ -107,7 +110,7 @@ def pop_rule(type: str, options: dict[str, Any]) -> Rule | None:
     return Rule(key=key, fields=fields, states=state_flags(states), within=within)
 
 
-def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:
+def insert(manager: JobManager, jobs: list[Job], rule: Rule) -> list[Job]:
     """Insert ``jobs`` (keys already set) or find the job holding each key.
 
     Returns one job per input, in order; a job found rather than inserted has
@@ -128,11 +131,11 @@ def insert(manager: Any, jobs: list[Job], rule: Rule) -> list[Job]:
     return [found[job.unique_key] for job in jobs]
 
 
-def _insert_one(manager: Any, job: Job, tries: int = 5) -> Job:
+def _insert_one(manager: JobManager, job: Job, tries: int = 5) -> Job:
     for _ in range(tries):
         try:
             with transaction.atomic(using=manager.db):
-                contract.engine(manager.db).save_new(job)
+                engine_for(manager.db).save_new(job)
             job.duplicate = False  # type: ignore[attr-defined]  # not a field: set on returned jobs
             return job
         except IntegrityError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.db.models import DateField, Field
 from django.db.models.base import Model, ModelState
@@ -27,7 +27,7 @@ def plainly_built(model: type[Model]) -> bool:
     return own and _no_init_receivers(model)
 
 
-def build(model: type[M], values: dict[str, Any]) -> M:
+def build(model: type[M], values: dict[str, object]) -> M:
     """``model(**values)`` for concrete fields given by attname, without ``__init__`` when
     ``__init__`` is Django's and nothing listens to its signals."""
     if model.__init__ is not Model.__init__ or not _no_init_receivers(model):
@@ -44,8 +44,8 @@ def build(model: type[M], values: dict[str, Any]) -> M:
     return instance
 
 
-def build_many(model: type[M], shared: dict[str, Any], name: str,
-               values: Iterable[Any]) -> list[M]:
+def build_many(model: type[M], shared: dict[str, object], name: str,
+               values: Iterable[object]) -> list[M]:
     """``[build(model, {**shared, name: value}) for value in values]``, with the check of
     ``__init__`` and its receivers, and the merge of the shared values, made once."""
     if model.__init__ is not Model.__init__ or not _no_init_receivers(model):
@@ -82,10 +82,10 @@ def _no_init_receivers(model: type[Model]) -> bool:
 
 
 @functools.cache
-def _defaults(model: type[Model]) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+def _defaults(model: type[Model]) -> tuple[dict[str, object], list[tuple[str, Field]]]:
     """The defaults that are the same every time (None, numbers, strings), and the fields
     whose default must be asked for each instance (callables, anything mutable)."""
-    constants: dict[str, Any] = {}
+    constants: dict[str, object] = {}
     called = []
     for field in model._meta.concrete_fields:
         if field.has_default() and callable(field.default):
@@ -99,7 +99,7 @@ def _defaults(model: type[Model]) -> tuple[dict[str, Any], list[tuple[str, Any]]
     return constants, called
 
 
-def plain_pre_save(field: Any) -> bool:
+def plain_pre_save(field: Field) -> bool:
     """True if ``field.pre_save`` only reads the attribute (Field's own, or a date field
     that is neither auto_now nor auto_now_add): then a value ``build`` gave every instance
     alike stays alike on save."""
@@ -108,7 +108,8 @@ def plain_pre_save(field: Any) -> bool:
     return isinstance(field, DateField) and not field.auto_now and not field.auto_now_add
 
 
-def insert_fields(model: Any, varying: Any = None) -> tuple[list[Any], list[Any]]:
+def insert_fields(model: type[Model], varying: Collection[str] | None = None
+                  ) -> tuple[list[Field], list[Field]]:
     """The fields a one-statement bulk INSERT writes (all but the primary key), and those of
     them whose value it sends per job: the ``varying`` attnames (None: every field) and any
     field whose ``pre_save`` gives each instance its own value (``auto_now``)."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Field, Q, QuerySet
+from django.db.models.deletion import Collector
 from django.utils import timezone
 
 from django_jobs.core.states import JobStatus, Outcome
@@ -22,6 +23,9 @@ from django_jobs.models.managers import (
     ReloadsWhereWritten,
     RoutedManager,
 )
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
 
 PUBLIC_ID_PREFIX = "j-"
 # The states the status index holds: all but processing and completed (see Job.Meta.indexes).
@@ -131,7 +135,7 @@ class Job(ReloadsWhereWritten, models.Model):
     def enqueue(
         cls,
         type: str,
-        payload: Any = None,
+        payload: JSONValue = None,
         *,
         priority: str | int = "normal",
         queue: str | None = None,
@@ -163,7 +167,8 @@ class Job(ReloadsWhereWritten, models.Model):
         )
 
     @classmethod
-    def enqueue_many(cls, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
+    def enqueue_many(cls, type: str, payloads: Iterable[JSONValue], **options: Any
+                     ) -> list[Job]:
         """Insert one job per payload, with the options of ``enqueue``, in one statement."""
         return cls.objects.enqueue_many(type, payloads, **options)
 
@@ -268,7 +273,8 @@ class QueueState(models.Model):
         return f"{self.name} ({'paused' if self.paused else 'running'})"
 
 
-def keep_unmet_dependency(collector: Any, field: Any, sub_objs: Any, using: str) -> None:
+def keep_unmet_dependency(collector: Collector, field: Field, sub_objs: QuerySet[JobDependency],
+                          using: str) -> None:
     """``on_delete`` of ``JobDependency.depends_on``: deleting a job that had completed deletes
     its links (it released its dependents, or counts as done for them); deleting one that had
     not keeps each link, with no ``depends_on`` and the status it had in ``deleted_status``, so

@@ -10,14 +10,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from django.db import models, router
 
 from django_jobs.core import clock, contract
+from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.states import DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
 
@@ -38,13 +40,18 @@ class RoutedQuerySet(models.QuerySet):
         return self._db or router.db_for_write(self.model, **self._hints)  # type: ignore[attr-defined]
 
 
-class RoutedManager(models.Manager.from_queryset(RoutedQuerySet)):  # type: ignore[misc]
+# The managers' bases as module names: the stubs' plugin types a manager made by
+# ``from_queryset`` only when it is assigned to one (then ``Job.objects.filter()`` is typed).
+_RoutedManagerBase = models.Manager.from_queryset(RoutedQuerySet)
+
+
+class RoutedManager(_RoutedManagerBase):
     """The manager of the app's tables: its queries go where the model is written
     (``RoutedQuerySet``)."""
 
     @property
     def db(self) -> str:
-        return self._db or router.db_for_write(self.model, **self._hints)
+        return self._db or router.db_for_write(self.model, **self._hints)  # type: ignore[attr-defined]
 
 
 class ReloadsWhereWritten:
@@ -52,8 +59,8 @@ class ReloadsWhereWritten:
     written to (the jobs' database for a new instance), not the router's read alias, since a
     replica may lag behind (``job.cancel()`` reloads the job it locks)."""
 
-    def refresh_from_db(self, using: str | None = None, fields: Any = None,
-                        from_queryset: Any = None) -> None:
+    def refresh_from_db(self, using: str | None = None, fields: Iterable[str] | None = None,
+                        from_queryset: models.QuerySet | None = None) -> None:
         if using is None and from_queryset is None:
             using = self._state.db or type(self).objects.db  # type: ignore[attr-defined]
         super().refresh_from_db(using, fields, from_queryset)  # type: ignore[misc]
@@ -62,24 +69,24 @@ class ReloadsWhereWritten:
 class JobQuerySet(RoutedQuerySet):
     # Reads: adjectives.
 
-    def ready(self, queues: Sequence[str] | None = None, now: datetime | None = None):
+    def ready(self, queues: Sequence[str] | None = None, now: datetime | None = None) -> Self:
         """Jobs a worker may claim now, in claim order."""
         qs = self.filter(status__in=READY_STATES, run_at__lte=now or clock.now(self.db))
         if queues:
             qs = qs.filter(queue__in=queues)
         return qs.order_by("-priority", "run_at", "id")
 
-    def stale(self, now: datetime | None = None):
+    def stale(self, now: datetime | None = None) -> Self:
         """Processing jobs whose lease ran out: their worker is presumed dead."""
         return self.filter(status=PROCESSING, leased_until__lt=now or clock.now(self.db))
 
-    def dead(self):
+    def dead(self) -> Self:
         return self.filter(status=DEAD)
 
-    def failed(self):
+    def failed(self) -> Self:
         return self.filter(status=FAILED)
 
-    def pending(self):
+    def pending(self) -> Self:
         return self.filter(status=PENDING)
 
     # Writes: verbs (engine/staff.py). Each narrows to the rows it applies to and returns how
@@ -89,7 +96,7 @@ class JobQuerySet(RoutedQuerySet):
         """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
         return contract.engine(self.db).retry(self)
 
-    def retry_with_payload(self, payload: Any) -> int:
+    def retry_with_payload(self, payload: JSONValue) -> int:
         """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
 
         Raises InvalidJob if the payload is not JSON-serialisable; changes nothing then.
@@ -126,15 +133,19 @@ class QueueStateManager(RoutedManager):
         return contract.engine(self.db).resume(name)
 
 
-class JobManager(RoutedManager.from_queryset(JobQuerySet)):  # type: ignore[misc]
+_JobManagerBase = RoutedManager.from_queryset(JobQuerySet)
+
+
+class JobManager(_JobManagerBase):
     """The worker's verbs (``engine/verbs.py``; on PostgreSQL ``engine/postgres/engine.py``), on the
     alias the jobs are written to (``RoutedManager``)."""
 
-    def enqueue(self, type: str, payload: Any = None, **options: Any) -> Job:
+    def enqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         return contract.engine(self.db).enqueue(type, payload, **options)
 
-    def enqueue_many(self, type: str, payloads: Iterable[Any], **options: Any) -> list[Job]:
+    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
+                     ) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
         return contract.engine(self.db).enqueue_many(type, payloads, **options)
 
@@ -143,10 +154,8 @@ class JobManager(RoutedManager.from_queryset(JobQuerySet)):  # type: ignore[misc
               lease_token: uuid.UUID | None = None) -> list[Job]:
         """Take up to ``limit`` ready jobs for this worker, in claim order; ``lease_token``
         is the claim's (a new one if None)."""
-        return contract.engine(self.db).claim(worker_id=worker_id, limit=limit,
-                                           lease_seconds=lease_seconds, queues=queues,
-                                           exclude_queues=exclude_queues,
-                                           lease_token=lease_token)
+        return contract.engine(self.db).claim(ClaimRequest(
+            worker_id, limit, lease_seconds, queues, exclude_queues, lease_token))
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
         """Write the outcomes of attempts (a snooze among them), fenced on each job's lease;
@@ -159,9 +168,8 @@ class JobManager(RoutedManager.from_queryset(JobQuerySet)):  # type: ignore[misc
         exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``limit`` jobs."""
-        return contract.engine(self.db).finish_and_claim(
-            outcomes, worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-            queues=queues, exclude_queues=exclude_queues, lease_token=lease_token)
+        return contract.engine(self.db).finish_and_claim(outcomes, ClaimRequest(
+            worker_id, limit, lease_seconds, queues, exclude_queues, lease_token))
 
     def heartbeat(self, *, held: dict[int, uuid.UUID], lease_seconds: float
                   ) -> tuple[set[int], set[int]]:

@@ -26,6 +26,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from django_jobs.core import contract
+from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.states import Outcome
 from django_jobs.models import Job
 from django_jobs.signals import job_finished
@@ -56,7 +58,7 @@ TIMEOUTS_ALONE = 5
 
 def claim(worker: WorkerState) -> int:
     """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
-    transaction (on PostgreSQL usually one statement: ``JobManager.finish_and_claim``);
+    transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one statement);
     hand the claimed jobs out. Returns how many jobs were claimed."""
     release_in_doubt(worker)
     worker.outbox.gather()
@@ -69,13 +71,14 @@ def claim(worker: WorkerState) -> int:
         free = min(free, worker.options.max_jobs - worker.claimed)
     if free <= 0 and not outcomes:
         return 0
-    limit, lease, paused = max(free, 0), worker.options.lease_seconds, sorted(worker.paused)
-    queues = list(worker.options.queues) or None
-    token = uuid.uuid4()
+    limit, token = max(free, 0), uuid.uuid4()
+    request = ClaimRequest(
+        worker.worker_id, limit, worker.options.lease_seconds,
+        queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
+        lease_token=token,
+    )
     try:
-        written, jobs = Job.objects.finish_and_claim(outcomes, worker_id=worker.worker_id,
-            limit=limit, lease_seconds=lease, queues=queues, exclude_queues=paused,
-            lease_token=token)
+        written, jobs = contract.engine(Job.objects.db).finish_and_claim(outcomes, request)
     except BaseException as exc:
         if outcomes and refused(exc):  # one outcome the database will not take: isolate it
             settle(worker, outcomes, *finish_one_by_one(outcomes, exc))

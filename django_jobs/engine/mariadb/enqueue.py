@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import connections
 from django.db.models import BooleanField, Field, IntegerField
@@ -25,6 +25,8 @@ from django.db.models import BooleanField, Field, IntegerField
 from django_jobs.models.instances import insert_fields
 
 if TYPE_CHECKING:
+    from django.db.models import Field
+
     from django_jobs.models import Job
 
 
@@ -72,13 +74,13 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
         job._state.db = using
 
 
-def _column(field: Any) -> str:
+def _column(field: Field | None) -> str:
     if field is None or field.column is None:
         raise ValueError("a field without a column")
     return str(field.column)
 
 
-def _sent(value: Any) -> Any:
+def _sent(value: object) -> object:
     """A prepared value as the JSON the document carries: what the driver would send of it
     (True as 1), or its text."""
     if value is None or value.__class__ is int or value.__class__ is str:

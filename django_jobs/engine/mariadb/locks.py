@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django_jobs.models import Job
+    from django_jobs.models.managers import JobQuerySet
 
 # Candidates read per locking round: a few claims' worth, so that workers starting together
 # each find some rows the others have not locked.
 CANDIDATES_PER_SLOT = 4
 
 
-def lock_ready(ready: Any, limit: int) -> list[Any]:
+def lock_ready(ready: JobQuerySet, limit: int) -> list[Job]:
     """Lock up to ``limit`` rows of ``ready`` (a claim-ordered queryset), skipping locked ones.
 
     The claim's ``ORDER BY priority DESC, run_at, id`` has no index to follow here, so MariaDB

@@ -19,7 +19,11 @@ next widens the status index so that the admin's overview counts from it alone
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+    from django.db.migrations.state import StateApps
 
 TABLE = "django_jobs_job"
 
@@ -30,12 +34,12 @@ INDEXES: dict[str, tuple[bool, str]] = {
 }
 
 
-def is_mysql_family(schema_editor: Any) -> bool:
+def is_mysql_family(schema_editor: BaseDatabaseSchemaEditor) -> bool:
     """MariaDB or MySQL: Django's ``mysql`` backend serves both."""
     return schema_editor.connection.vendor == "mysql"
 
 
-def add_indexes(apps: Any, schema_editor: Any) -> None:
+def add_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if not is_mysql_family(schema_editor):
         return
     for name, (unique, columns) in INDEXES.items():
@@ -43,7 +47,7 @@ def add_indexes(apps: Any, schema_editor: Any) -> None:
         schema_editor.execute(f"CREATE {kind} {name} ON {TABLE} ({columns})")
 
 
-def drop_indexes(apps: Any, schema_editor: Any) -> None:
+def drop_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if not is_mysql_family(schema_editor):
         return
     for name in INDEXES:
@@ -67,7 +71,7 @@ LIST_INDEXES: dict[str, tuple[str, str]] = {
 READY_INDEX = ("django_jobs_ready_my", "status, run_at")
 
 
-def _rebuild_list_indexes(schema_editor: Any, which: int) -> None:
+def _rebuild_list_indexes(schema_editor: BaseDatabaseSchemaEditor, which: int) -> None:
     if not is_mysql_family(schema_editor):
         return
     changes = [f"DROP INDEX {name}, ADD INDEX {name} ({columns[which]})"
@@ -77,11 +81,11 @@ def _rebuild_list_indexes(schema_editor: Any, which: int) -> None:
     schema_editor.execute(f"ALTER TABLE {TABLE} {', '.join(changes)}")  # one table rebuild
 
 
-def order_list_indexes_by_id(apps: Any, schema_editor: Any) -> None:
+def order_list_indexes_by_id(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     _rebuild_list_indexes(schema_editor, 0)
 
 
-def restore_list_indexes(apps: Any, schema_editor: Any) -> None:
+def restore_list_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     _rebuild_list_indexes(schema_editor, 1)
 
 
@@ -107,7 +111,7 @@ FILTER_INDEXES: dict[str, str] = {
 }
 
 
-def _rebuild_admin_indexes(schema_editor: Any, add: bool) -> None:
+def _rebuild_admin_indexes(schema_editor: BaseDatabaseSchemaEditor, add: bool) -> None:
     if not is_mysql_family(schema_editor):
         return
     name, widened, narrow = COVERING_STATUS_INDEX
@@ -117,9 +121,9 @@ def _rebuild_admin_indexes(schema_editor: Any, add: bool) -> None:
     schema_editor.execute(f"ALTER TABLE {TABLE} {', '.join(changes)}")  # one table rebuild
 
 
-def add_admin_indexes(apps: Any, schema_editor: Any) -> None:
+def add_admin_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     _rebuild_admin_indexes(schema_editor, add=True)
 
 
-def drop_admin_indexes(apps: Any, schema_editor: Any) -> None:
+def drop_admin_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     _rebuild_admin_indexes(schema_editor, add=False)

@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import functools
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.db import DatabaseError
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 from django_jobs.engine.postgres import pooler
 
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import TupleRow
 
-def run(connection: Any, sql: str, params: Any) -> list[tuple]:
+# A statement's parameters: psycopg adapts more (lists, UUIDs, JSON text) than the stubs' union
+# of parameter types names.
+Params: TypeAlias = Any
+
+
+def run(connection: BaseDatabaseWrapper, sql: str, params: Params) -> list[tuple]:
     """Execute one statement on Django's connection, binding its parameters on the server,
     and return its rows.
 
@@ -54,14 +63,14 @@ def run(connection: Any, sql: str, params: Any) -> list[tuple]:
         raise
 
 
-def run_on_django_cursor(connection: Any, sql: str, params: Any) -> list[tuple]:
+def run_on_django_cursor(connection: BaseDatabaseWrapper, sql: str, params: Params) -> list[tuple]:
     """The same statement on Django's cursor (psycopg2, or anything but psycopg 3)."""
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return cur.fetchall()
 
 
-def _psycopg3(connection: Any) -> bool:
+def _psycopg3(connection: BaseDatabaseWrapper) -> bool:
     """True if Django's PostgreSQL backend runs on psycopg 3 (it prefers it to psycopg2)."""
     return _is_psycopg3()
 
@@ -73,7 +82,7 @@ def _is_psycopg3() -> bool:
     return is_psycopg3
 
 
-def _cursor(connection: Any) -> Any:
+def _cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor[TupleRow]:
     """This connection's psycopg cursor for our statements, made once per connection (making
     one, with its own adapters, cost more than a small INSERT's client work), and again if
     whether to prepare changes (``pooler``)."""
@@ -83,7 +92,7 @@ def _cursor(connection: Any) -> Any:
     raw = connection.connection
     held = getattr(connection, "_django_jobs_cursor", None)
     if held is not None and held.connection is raw and not held.closed and (
-        connection._django_jobs_generation == pooler.generation
+        connection._django_jobs_generation == pooler.generation  # type: ignore[attr-defined]
     ):
         return held
     generation = pooler.generation  # read first: a change made meanwhile remakes it next time
@@ -109,8 +118,9 @@ def _cursor(connection: Any) -> Any:
         # its time zone; with USE_TZ that is the session's own, which psycopg's C loader
         # gives as well, at a tenth of the cost (a claim reads several per job).
         cur.adapters.register_loader("timestamptz", psycopg.timestamptz_loader)
-    connection._django_jobs_cursor = cur
-    connection._django_jobs_generation = generation
+    # Kept on Django's wrapper, which the stubs do not know to hold them.
+    connection._django_jobs_cursor = cur  # type: ignore[attr-defined]
+    connection._django_jobs_generation = generation  # type: ignore[attr-defined]
     return cur
 
 
@@ -118,6 +128,7 @@ class LoggedCursor(CursorDebugWrapper):
     """Records the statement as written: a prepared statement has no text with its values,
     which is what Django's wrapper would look for."""
 
+    # Django's signature, passed through (the stubs type the statement and its result loosely).
     def execute(self, sql: Any, params: Any = None) -> Any:
         with self.debug_sql(sql, params):
             return CursorWrapper.execute(self, sql, params)
@@ -128,10 +139,11 @@ PREPARED_ROOM = 1000
 
 
 @functools.cache
-def _psycopg() -> Any:
+def _psycopg() -> SimpleNamespace:
     """The psycopg cursor classes and the timestamp loader this module uses."""
     import psycopg
 
+    # The overrides pass psycopg's arguments through, whatever they are, adding one.
     class PreparingCursor(psycopg.Cursor):
         """Binds on the server and prepares each statement on its first run."""
 

@@ -12,10 +12,9 @@ statement and finished by one, and the worker runs a finish and the next claim a
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from django.db import connections, transaction
 from django.db.models.signals import post_save, pre_save
@@ -31,13 +30,15 @@ from django_jobs.engine.postgres import statements as sql
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
 from django_jobs.engine.transition import undone_on_error
-from django_jobs.engine.writes import claim_values, written
+from django_jobs.engine.writes import ClaimValues, claim_values, written
 from django_jobs.models.instances import varying
 
 if TYPE_CHECKING:
+    from django_jobs.core.contract import ClaimRequest
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.engine.transition import Transition
     from django_jobs.models import Job
+    from django_jobs.models.managers import JobQuerySet
 
 
 class PostgresEngine(RowLockEngine):
@@ -45,7 +46,7 @@ class PostgresEngine(RowLockEngine):
     (concurrency and rate limits need the locked candidates first) and a finish with a snooze
     take the ORM's path."""
 
-    def lock_candidates(self, ready: Any, limit: int) -> list[Job]:
+    def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         """The ready rows read as the plain claim reads them, in the ready index's order
         (``lockedrows.locked_in_order``)."""
         return locked_in_order(ready, limit)
@@ -63,26 +64,21 @@ class PostgresEngine(RowLockEngine):
             post_save.send(sender=sender, instance=job, created=True, update_fields=None,
                            raw=False, using=using)
 
-    def insert_many(self, jobs: list[Job], shared: dict[str, Any]) -> list[Job]:
+    def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
         """``bulk_create``'s INSERT, the values all jobs share sent once."""
         with transaction.mark_for_rollback_on_error(self.db):
             pgenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
         return jobs
 
-    def claim(
-        self, *, worker_id: str, limit: int, lease_seconds: float,
-        queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),
-        lease_token: uuid.UUID | None = None,
-    ) -> list[Job]:
-        if limit < 1 or hooks.limits_claims():
-            return super().claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                                 queues=queues, exclude_queues=exclude_queues,
-                                 lease_token=lease_token)
+    def claim(self, request: ClaimRequest) -> list[Job]:
+        if request.limit < 1 or hooks.limits_claims():
+            return super().claim(request)
         now = clock.now(self.db)
         return claim(
-            self.jobs.model, ready_states=READY_STATES, now=now, queues=queues,
-            exclude_queues=exclude_queues, limit=limit, using=self.db,
-            values=claim_values(worker_id, now, lease_seconds, lease_token),
+            self.jobs.model, ready_states=READY_STATES, now=now, queues=request.queues,
+            exclude_queues=request.exclude_queues, limit=request.limit, using=self.db,
+            values=claim_values(
+                request.worker_id, now, request.lease_seconds, request.lease_token),
         )
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
@@ -101,27 +97,22 @@ class PostgresEngine(RowLockEngine):
         return done
 
     def finish_and_claim(
-        self, outcomes: Sequence[AttemptOutcome], *, worker_id: str, limit: int,
-        lease_seconds: float, queues: Sequence[str] | None = None,
-        exclude_queues: Sequence[str] = (), lease_token: uuid.UUID | None = None,
+        self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """One statement in its own transaction when no outcome needs more than its own row
         and attempt row written (no callback, dependents, follow-ups or snooze) and no limits
         are registered; otherwise ``finish`` and ``claim`` in one transaction."""
-        if not (limit > 0 and self._plain_turn(outcomes)):
-            return super().finish_and_claim(
-                outcomes, worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                queues=queues, exclude_queues=exclude_queues, lease_token=lease_token)
+        if not (request.limit > 0 and self._plain_turn(outcomes)):
+            return super().finish_and_claim(outcomes, request)
         if not outcomes:  # one statement: no BEGIN and COMMIT around it
-            return [], self.claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
-                                  queues=queues, exclude_queues=exclude_queues,
-                                  lease_token=lease_token)
+            return [], self.claim(request)
         now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
         mine, jobs = finish_and_claim(
             self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,
-            queues=queues, exclude_queues=exclude_queues, limit=limit, using=self.db,
-            values=claim_values(worker_id, now, lease_seconds, lease_token),
+            queues=request.queues, exclude_queues=request.exclude_queues, limit=request.limit,
+            using=self.db, values=claim_values(
+                request.worker_id, now, request.lease_seconds, request.lease_token),
         )
         return written(outcomes, changes, mine), jobs
 
@@ -136,23 +127,29 @@ class PostgresEngine(RowLockEngine):
         return True
 
 
-def claim_statement(
-    model: type[Job],
-    *,
-    values: dict[str, Any],
-    ready_states: Sequence[str],
-    now: datetime,
-    queues: Sequence[str] | None,
-    exclude_queues: Sequence[str],
-    limit: int,
-) -> tuple[str, list[Any], RowPlan]:
+class ClaimStatement(TypedDict):
+    """``claim_statement``'s keyword arguments: the claim's values (``claim_values``) and what
+    it reads (the ready states, the time, the queues it takes and those it passes over)."""
+
+    values: ClaimValues
+    ready_states: Sequence[str]
+    now: datetime
+    queues: Sequence[str] | None
+    exclude_queues: Sequence[str]
+    limit: int
+
+
+def claim_statement(model: type[Job], **claim: Unpack[ClaimStatement]
+                    ) -> tuple[str, list[object], RowPlan]:
     """The claim's SQL, its parameters, and how its rows become Jobs."""
-    queues = list(dict.fromkeys(queues or ()))  # a queue named twice is read once
-    shape = (model, tuple(ready_states), len(queues), len(exclude_queues), int(limit))
+    values, exclude_queues = claim["values"], claim["exclude_queues"]
+    queues = list(dict.fromkeys(claim["queues"] or ()))  # a queue named twice is read once
+    shape = (model, tuple(claim["ready_states"]), len(queues), len(exclude_queues),
+             int(claim["limit"]))
     return sql.claim_sql(*shape), [
         values["lease_token"], values["leased_until"], values["worker_id"],
         values["started_at"], values["updated_at"],
-        *sql.claim_where_params(now, queues, exclude_queues),
+        *sql.claim_where_params(claim["now"], queues, exclude_queues),
     ], _row_plan(model)
 
 
@@ -166,7 +163,7 @@ def _row_plan(model: type[Job]) -> RowPlan:
 _PLANS: dict[type, RowPlan] = {}
 
 
-def claim(model: type[Job], *, using: str, **statement: Any) -> list[Job]:
+def claim(model: type[Job], *, using: str, **statement: Unpack[ClaimStatement]) -> list[Job]:
     """Lock, mark and read back up to ``limit`` ready jobs, in claim order, in one statement.
 
     ``UPDATE ... WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED)
@@ -195,7 +192,7 @@ def finish_and_claim(
     changes: Sequence[Transition],
     *,
     using: str,
-    **claim: Any,
+    **claim: Unpack[ClaimStatement],
 ) -> tuple[set[int], list[Job]]:
     """``finish`` then ``claim`` as one statement (``sql.TURN``); returns the ids written and
     the jobs claimed. ``claim`` holds ``claim``'s keyword arguments."""
@@ -210,7 +207,7 @@ def finish_and_claim(
 
 def finish_params(
     outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime
-) -> tuple[Any, ...]:
+) -> tuple[str, datetime, datetime, str]:
     """The finish's parameters: the outcomes as one JSON array of objects with the columns of
     ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time twice, the ids."""
     last, token = None, ""  # a claim gives all its jobs one token (one object): one str()

@@ -13,7 +13,7 @@ import json
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import connections
 from django.db.models import (
@@ -30,6 +30,8 @@ from django_jobs.engine.postgres.statements import insert_many_sql, insert_sql, 
 from django_jobs.models.instances import insert_fields, plain_pre_save
 
 if TYPE_CHECKING:
+    from django.db.models import Field
+
     from django_jobs.models import Job
 
 
@@ -87,7 +89,7 @@ def _sent_as_is(field: Field) -> type | None:
     return None
 
 
-def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool, type | None]]:
+def _insert_fields(model: type[Job]) -> list[tuple[str, Field, bool, str, bool, type | None]]:
     """Each column's attname, field, whether pre_save is a plain read, quoted name, whether a
     None may be left out (no database default would then fill it), and the class of value it
     sends as it is."""
@@ -98,7 +100,7 @@ def _insert_fields(model: type[Job]) -> list[tuple[str, Any, bool, str, bool, ty
     ]
 
 
-_INSERT_FIELDS: dict[str, list[tuple[str, Any, bool, str, bool, type | None]]] = {}
+_INSERT_FIELDS: dict[str, list[tuple[str, Field, bool, str, bool, type | None]]] = {}
 
 
 def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None = None) -> None:
@@ -128,7 +130,7 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
         job._state.db = using
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A field value as JSON: JSON fields' values as they are, times and UUIDs as text."""
     if isinstance(value, datetime):
         return value.isoformat()

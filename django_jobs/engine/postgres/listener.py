@@ -17,9 +17,14 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django_jobs.engine.postgres.pooler import note_notifications
+
+if TYPE_CHECKING:
+    import psycopg
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from psycopg.rows import TupleRow
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -30,7 +35,8 @@ PROBE_SECONDS = 3.0
 
 
 class Listener(threading.Thread):
-    def __init__(self, db_wrapper: Any, wake: threading.Event, poll_interval: float) -> None:
+    def __init__(self, db_wrapper: BaseDatabaseWrapper, wake: threading.Event,
+                 poll_interval: float) -> None:
         super().__init__(name="django-jobs-listener", daemon=True)
         self.db_wrapper, self.wake, self.poll_interval = db_wrapper, wake, poll_interval
         self.stopped = threading.Event()
@@ -38,7 +44,7 @@ class Listener(threading.Thread):
 
     @classmethod
     def start_for(
-        cls, db_wrapper: Any, wake: threading.Event, poll_interval: float
+        cls, db_wrapper: BaseDatabaseWrapper, wake: threading.Event, poll_interval: float
     ) -> Listener | None:
         if db_wrapper.vendor != "postgresql":
             return None
@@ -75,7 +81,7 @@ class Listener(threading.Thread):
         finally:
             conn.close()
 
-    def _probe(self, conn: Any, params: dict) -> bool:
+    def _probe(self, conn: psycopg.Connection[TupleRow], params: dict) -> bool:
         """Send a test notification from another connection; True if it reaches ``conn``."""
         token = f"probe {uuid.uuid4().hex}"
         sender = self._connect(params)
@@ -92,12 +98,13 @@ class Listener(threading.Thread):
                     return True
         return False
 
-    def _connect(self, params: dict) -> Any:
+    def _connect(self, params: dict) -> psycopg.Connection[TupleRow]:
         """A connection of its own, outside Django's connection pool (``OPTIONS["pool"]``): it
         listens for as long as the worker runs, and LISTEN must not follow it into a pool."""
-        return self.db_wrapper.Database.connect(**params)
+        # Database: the backend's DB-API module (psycopg), which the stubs leave out.
+        return self.db_wrapper.Database.connect(**params)  # type: ignore[attr-defined]
 
-    def _give_up(self, conn: Any) -> None:
+    def _give_up(self, conn: psycopg.Connection[TupleRow]) -> None:
         logger.info(
             "notifications do not arrive (a transaction pooler between worker and database?): "
             "looking for jobs every %.2g s (POLL_INTERVAL) instead", self.poll_interval,

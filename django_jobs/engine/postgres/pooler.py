@@ -25,9 +25,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django_jobs.core.settings import jobs_settings
+
+if TYPE_CHECKING:
+    import psycopg
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from psycopg.rows import TupleRow
 
 logger = logging.getLogger("django_jobs.pooler")
 
@@ -47,7 +52,7 @@ class Route:
     prepare_failed: bool = False  # a prepared-statement error was seen
 
 
-_routes: dict[tuple[Any, ...], Route] = {}  # setdefault is atomic: no lock needed
+_routes: dict[tuple[object, ...], Route] = {}  # setdefault is atomic: no lock needed
 # Counts changes to what is known of any route: a connection's cursor, made under an older
 # count, is made again (pgcursor), while the hot path compares one integer.
 generation = 0
@@ -58,14 +63,14 @@ def _changed() -> None:
     generation += 1
 
 
-def route(connection: Any) -> Route:
+def route(connection: BaseDatabaseWrapper) -> Route:
     """The route of a Django connection's database, shared by every connection of the process."""
     settings = connection.settings_dict
     key = (settings.get("HOST"), settings.get("PORT"), settings.get("NAME"), settings.get("USER"))
     return _routes.get(key) or _routes.setdefault(key, Route())
 
 
-def prepares(connection: Any, raw: Any) -> bool:
+def prepares(connection: BaseDatabaseWrapper, raw: psycopg.Connection[TupleRow]) -> bool:
     """Whether statements on this connection (its open psycopg connection ``raw``) should be
     prepared on the server."""
     setting = jobs_settings.PREPARED_STATEMENTS
@@ -88,15 +93,15 @@ def prepares(connection: Any, raw: Any) -> bool:
     return not found.pooled or found.sessions_kept is True
 
 
-def is_pooled(connection: Any, raw: Any) -> bool:
+def is_pooled(connection: BaseDatabaseWrapper, raw: psycopg.Connection[TupleRow]) -> bool:
     """True if the server process behind ``raw`` is not the one the login named: a pooler."""
     with connection.wrap_database_errors, raw.cursor() as cur:
         cur.execute("SELECT pg_backend_pid()")
-        (server_pid,) = cur.fetchone()
+        (server_pid,) = cur.fetchone()  # type: ignore[misc]  # one row: never None
     return server_pid != raw.info.backend_pid
 
 
-def note_notifications(connection: Any, arrived: bool) -> None:
+def note_notifications(connection: BaseDatabaseWrapper, arrived: bool) -> None:
     """A listener's test notification arrived (the pooler, if any, keeps sessions) or not."""
     found = route(connection)
     found.sessions_kept = arrived
@@ -106,7 +111,7 @@ def note_notifications(connection: Any, arrived: bool) -> None:
                     connection.alias)
 
 
-def note_error(connection: Any, exc: BaseException) -> None:
+def note_error(connection: BaseDatabaseWrapper, exc: BaseException) -> None:
     """After a failed statement: if the server lost or already held a prepared statement,
     prepare nothing more in this process (unless ``PREPARED_STATEMENTS`` says to)."""
     cause = exc.__cause__ or exc

@@ -4,17 +4,22 @@ would make them (tests/test_write_path.py holds the two to each other)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from django.db.models import JSONField
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, JSONField
 from django.db.models.base import ModelState
 
 from django_jobs.models.instances import plainly_built
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
     from django_jobs.models import Job
+
+# A field's ``from_db_value``: (the value read, the expression, the connection) -> its value.
+Loader = Callable[..., object]
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,14 +29,14 @@ class RowPlan:
     claim set), the converters of the columns, and the same by name for the direct build."""
 
     names: list[str]
-    sources: list[Any]
-    converters: list[tuple[int, Any]]
+    sources: list[int | str]  # a column's position in the row, or a claim value's name
+    converters: list[tuple[int, Loader]]
     columns: list[str]
     known: list[str]
-    json: list[tuple[str, Any]]
+    json: list[tuple[str, Loader]]
 
     @classmethod
-    def of(cls, model: type[Job], returned: Sequence[Any]) -> RowPlan:
+    def of(cls, model: type[Job], returned: Sequence[Field]) -> RowPlan:
         position = {f.attname: i for i, f in enumerate(returned)}
         names = [f.attname for f in model._meta.concrete_fields]
         converters = [
@@ -47,8 +52,8 @@ class RowPlan:
 
 
 def claimed_jobs(
-    model: type[Job], rows: Sequence[Sequence[Any]], plan: RowPlan, values: dict[str, Any],
-    using: str, connection: Any,
+    model: type[Job], rows: Sequence[Sequence[object]], plan: RowPlan,
+    values: Mapping[str, object], using: str, connection: BaseDatabaseWrapper,
 ) -> list[Job]:
     """The claimed rows as Jobs, in claim order (RETURNING keeps no order); ``values`` holds
     what the claim set on every row, by attname."""
@@ -75,7 +80,7 @@ def claimed_jobs(
             for i, to_python in plan.converters:
                 read[i] = to_python(read[i], None, connection)
             fields = [
-                values[source] if source.__class__ is str else read[source]
+                values[source] if isinstance(source, str) else read[source]
                 for source in plan.sources
             ]
             jobs.append(model.from_db(using, plan.names, fields))
@@ -83,14 +88,17 @@ def claimed_jobs(
     return jobs
 
 
-def _loader(field: Any) -> Any:
+def _loader(field: Field) -> Loader:
     """The field's from_db_value; for a plain JSONField (no decoder) the same done directly."""
-    if type(field).from_db_value is JSONField.from_db_value and field.decoder is None:
+    if isinstance(field, JSONField) and (
+        type(field).from_db_value is JSONField.from_db_value and field.decoder is None
+    ):
         return load_json
-    return field.from_db_value
+    return field.from_db_value  # type: ignore[attr-defined]  # only fields that have one
 
 
-def load_column(jobs: Sequence[Any], name: str, to_python: Any, connection: Any) -> None:
+def load_column(jobs: Sequence[Job], name: str, to_python: Loader,
+                connection: BaseDatabaseWrapper) -> None:
     """Convert one JSON column of a batch of claimed jobs in place (None stays None).
 
     With Django's plain JSONField the batch's texts are joined into one JSON array and
@@ -111,7 +119,7 @@ def load_column(jobs: Sequence[Any], name: str, to_python: Any, connection: Any)
             job.__dict__[name] = next(values)
 
 
-def load_json(value: Any, expression: Any, connection: Any) -> Any:
+def load_json(value: str | None, expression: object, connection: object) -> JSONValue:
     """``JSONField.from_db_value`` for a column read as text, without its isinstance checks."""
     if value is None:
         return None

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django_jobs.core.states import JobStatus
 from django_jobs.engine.unique_column import ALL_STATES
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from django.db.models import Field
+
     from django_jobs.models import Job
 
 
@@ -168,7 +172,7 @@ NAMES = {
 }
 
 
-def claimed_fields(model: type[Job]) -> list[Any]:
+def claimed_fields(model: type[Job]) -> list[Field]:
     """The fields the claim reads back: all but those it sets from known values."""
     known = {"status", "lease_token", "leased_until", "worker_id", "started_at", "updated_at"}
     return [f for f in model._meta.concrete_fields if f.attname not in known]
@@ -202,8 +206,8 @@ def claim_sql(
 
 
 def claim_where_params(
-    now: Any, queues: Sequence[str], excluded: Sequence[str]
-) -> list[Any]:
+    now: datetime, queues: Sequence[str], excluded: Sequence[str]
+) -> list[object]:
     """The parameters of ``claim_sql``'s selection of ready rows, in their order."""
     if len(queues) > 1:
         return [*(value for queue in queues for value in (now, queue, *excluded)), now]
@@ -234,7 +238,7 @@ def insert_sql(model: type[Job], columns: tuple[str, ...]) -> str:
     )
 
 
-def insert_many_sql(model: type[Job], fields: Sequence[Any]) -> str:
+def insert_many_sql(model: type[Job], fields: Sequence[Field]) -> str:
     """Many jobs' INSERT from two JSON parameters: the values all jobs share (a record of the
     table), and an array of the values each has its own, which fill the record's columns."""
     table, columns = quote(model._meta.db_table), ", ".join(quote(f.column) for f in fields)

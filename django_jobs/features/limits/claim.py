@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db.models import Count, Q
 
-from django_jobs.core import contract
 from django_jobs.core.states import JobStatus
+from django_jobs.engine import engine_for
 from django_jobs.engine.hooks import Feature
+from django_jobs.engine.portable import RowLockEngine
 from django_jobs.features.limits.rules import (
     HASHED,
     MISSING,
@@ -42,16 +43,22 @@ from django_jobs.features.limits.rules import (
 )
 from django_jobs.models.limits import LimitLock, LimitStart
 
+if TYPE_CHECKING:
+    from django_jobs.engine.writes import ClaimFields
+    from django_jobs.models import Job
+    from django_jobs.models.managers import JobManager, JobQuerySet
+
 Usage = dict[tuple[str, Limit], Counter[str]]
 
 
-def admit(manager: Any, jobs: list[Any], ready: Any, limit: int, now: datetime) -> list[Any]:
+def admit(manager: JobManager, jobs: list[Job], ready: JobQuerySet, limit: int,
+          now: datetime) -> list[Job]:
     """The candidates ``jobs`` (selected from ``ready``) this claim may take; see the module."""
     rules = limited_types()
     if not any(job.type in rules for job in jobs):
         return jobs
     db = manager.db
-    engine = contract.engine(db)
+    engine = engine_for(db)
     row_locks = engine.row_locks
     scopes = {scope(lim.name(j.type), value_of(j.payload, lim.key))
               for j in jobs for lim in rules.get(j.type, ())}
@@ -64,14 +71,15 @@ def admit(manager: Any, jobs: list[Any], ready: Any, limit: int, now: datetime) 
         for condition in _shut_out(refused, rules, usage):
             more = more.exclude(condition)
         room = limit - len(admitted)
-        candidates = engine.lock_candidates(more, room) if row_locks else list(more[:room])
+        candidates = (engine.lock_candidates(more, room) if isinstance(engine, RowLockEngine)
+                      else list(more[:room]))
         extra, _ = _admit(candidates, rules, usage, scopes, room)
         admitted += extra
     _record_starts(db, admitted, rules, touched, now)
     return admitted
 
 
-def _usage(manager: Any, type: str, lim: Limit, now: datetime) -> Counter[str]:
+def _usage(manager: JobManager, type: str, lim: Limit, now: datetime) -> Counter[str]:
     """Per key value: jobs running (concurrency) or starts within the period (rate)."""
     if isinstance(lim, RateLimit):
         rows = (LimitStart.objects.using(manager.db)
@@ -93,10 +101,10 @@ def _lock(db: str, scopes: list[str], now: datetime, row_locks: bool) -> None:
     # SQLite: the claim's transaction already holds the database write lock.
 
 
-def _admit(jobs: list[Any], rules: dict[str, tuple[Limit, ...]], usage: Usage,
-           locked: set[str], limit: int) -> tuple[list[Any], list[Any]]:
-    admitted: list[Any] = []
-    refused: list[Any] = []
+def _admit(jobs: list[Job], rules: dict[str, tuple[Limit, ...]], usage: Usage,
+           locked: set[str], limit: int) -> tuple[list[Job], list[Job]]:
+    admitted: list[Job] = []
+    refused: list[Job] = []
     for job in jobs:
         if len(admitted) == limit:
             break
@@ -116,7 +124,7 @@ def _admit(jobs: list[Any], rules: dict[str, tuple[Limit, ...]], usage: Usage,
     return admitted, refused
 
 
-def _shut_out(refused: list[Any], rules: dict[str, tuple[Limit, ...]], usage: Usage) -> list[Q]:
+def _shut_out(refused: list[Job], rules: dict[str, tuple[Limit, ...]], usage: Usage) -> list[Q]:
     """Conditions matching the jobs that full limits shut out (to skip in the second pass)."""
     conditions = []
     for job in refused:
@@ -133,7 +141,7 @@ def _shut_out(refused: list[Any], rules: dict[str, tuple[Limit, ...]], usage: Us
     return conditions
 
 
-def _record_starts(db: str, admitted: list[Any], rules: dict[str, tuple[Limit, ...]],
+def _record_starts(db: str, admitted: list[Job], rules: dict[str, tuple[Limit, ...]],
                    touched: set[tuple[str, Limit]], now: datetime) -> None:
     starts = [LimitStart(limit=lim.name(job.type), value=value_of(job.payload, lim.key), at=now)
               for job in admitted for lim in rules.get(job.type, ())
@@ -146,8 +154,8 @@ def _record_starts(db: str, admitted: list[Any], rules: dict[str, tuple[Limit, .
                 .delete()
 
 
-def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], limit: int,
-                            now: datetime) -> list[Any] | None:
+def claim_without_row_locks(manager: JobManager, ready: JobQuerySet, claim: ClaimFields, limit: int,
+                            now: datetime) -> list[Job] | None:
     """SQLite's claim when limits are registered (None when none are: use the plain claim).
 
     SQLite has no row locks: take the database write lock first, then select, admit and mark
@@ -162,7 +170,7 @@ def claim_without_row_locks(manager: Any, ready: Any, claim: dict[str, Any], lim
         jobs = admit(manager, list(ready[:limit]), ready, limit, now)
         if not jobs:
             return []
-        contract.engine(manager.db).mark_claimed(jobs, claim)
+        engine_for(manager.db).mark_claimed(jobs, claim)
     return jobs
 
 
@@ -174,10 +182,10 @@ class Limits(Feature):
     def limits_claims(self) -> bool:
         return bool(limited_types())
 
-    def admit(self, manager: Any, jobs: list[Any], ready: Any, limit: int,
-              now: datetime) -> list[Any]:
+    def admit(self, manager: JobManager, jobs: list[Job], ready: JobQuerySet, limit: int,
+              now: datetime) -> list[Job]:
         return admit(manager, jobs, ready, limit, now)
 
-    def claim_without_row_locks(self, manager: Any, ready: Any, claim: dict[str, Any],
-                                limit: int, now: datetime) -> list[Any] | None:
+    def claim_without_row_locks(self, manager: JobManager, ready: JobQuerySet, claim: ClaimFields,
+                                limit: int, now: datetime) -> list[Job] | None:
         return claim_without_row_locks(manager, ready, claim, limit, now)

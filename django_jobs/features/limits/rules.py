@@ -14,15 +14,18 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
 
 MISSING = "<missing>"
 HASHED = "sha256:"
 
 
-def value_of(payload: Any, key: str | None) -> str:
+def value_of(payload: JSONValue, key: str | None) -> str:
     """The limit's key value for a payload, as a JSON string ("" for a per-type limit)."""
     if key is None:
         return ""
@@ -85,7 +88,7 @@ def scope(name: str, value: str) -> str:
     return text
 
 
-def _check(limit: Any, key: Any) -> None:
+def _check(limit: object, key: object) -> None:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ImproperlyConfigured(f"a limit must be a positive integer, not {limit!r}")
     if key is not None and (not isinstance(key, str) or not key):
@@ -96,4 +99,5 @@ def limited_types() -> dict[str, tuple[Limit, ...]]:
     """Registered types that have limits; empty (and no query made) when none do."""
     from django_jobs.core.registry import _handlers
 
-    return {t: h.limits for t, h in _handlers.items() if h.limits}
+    # The registry (core) holds them untyped: it cannot name this feature's classes.
+    return {t: cast("tuple[Limit, ...]", h.limits) for t, h in _handlers.items() if h.limits}

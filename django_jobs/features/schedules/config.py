@@ -8,10 +8,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -19,6 +19,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone as tz
 
 from django_jobs.core.settings import jobs_settings
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONValue
 
 MISFIRE_POLICIES = ("coalesce", "all", "skip")
 KEYS = {"type", "payload", "queue", "priority", "max_attempts", "cron", "timezone", "every",
@@ -31,7 +34,7 @@ MAX_LOOKBACK = timedelta(days=400)
 class ScheduleSpec:
     name: str
     type: str
-    payload: Any = field(default_factory=dict)
+    payload: JSONValue = field(default_factory=dict)
     queue: str | None = None
     priority: str | int = "normal"
     max_attempts: int | None = None
@@ -102,7 +105,7 @@ def schedules() -> dict[str, ScheduleSpec]:
     return {name: parse(name, options) for name, options in setting.items()}
 
 
-def parse(name: str, options: Any) -> ScheduleSpec:
+def parse(name: str, options: object) -> ScheduleSpec:
     def bad(message: str) -> ImproperlyConfigured:
         return ImproperlyConfigured(f"DJANGO_JOBS['SCHEDULES'][{name!r}]: {message}")
 
@@ -143,7 +146,8 @@ def parse(name: str, options: Any) -> ScheduleSpec:
     return ScheduleSpec(name=name, **values)
 
 
-def _seconds(value: Any, key: str, bad: Any, minimum: float) -> timedelta:
+def _seconds(value: object, key: str, bad: Callable[[str], ImproperlyConfigured],
+             minimum: float) -> timedelta:
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if not isinstance(value, int | float) or isinstance(value, bool) or value < minimum:
