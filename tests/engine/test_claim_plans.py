@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from django_jobs.core.outcomes import AttemptOutcome
@@ -48,26 +48,6 @@ LIMITED_SELECTIONS = [(queues, excluded) for queues, excluded in SELECTIONS
 # Large enough that after an ANALYZE of a small table a ready index, read from its start,
 # looks cheaper than the primary key for finding one row.
 BURST = 100_000
-
-
-@pytest.fixture
-def jobs_table() -> Iterator[None]:
-    """A temporary, never analyzed copy of the jobs table shadowing it in this transaction."""
-    if connection.vendor != "postgresql":
-        pytest.skip("plans are checked on PostgreSQL")
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' "
-                       "AND tablename = 'django_jobs_job'")
-        indexes = [row[0] for row in cursor.fetchall()]
-        cursor.execute(
-            "CREATE TEMPORARY TABLE django_jobs_job (LIKE public.django_jobs_job INCLUDING "
-            "DEFAULTS INCLUDING IDENTITY INCLUDING CONSTRAINTS) ON COMMIT DROP"
-        )
-        for definition in indexes:
-            cursor.execute(definition.replace(" ON public.django_jobs_job ",
-                                              " ON pg_temp.django_jobs_job "))
-        yield
-        transaction.set_rollback(True)
 
 
 def add(count: int, status: str, age: str = "1 second", prefix: str = "j-p") -> None:

@@ -14,13 +14,10 @@ from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.engine.mariadb.locks import CANDIDATES_PER_SLOT
 from django_jobs.models import Job, JobAttempt
 from tests.conftest import requires_postgres
+from tests.helpers import claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Job.Status
-
-
-def claim(limit=10, worker="w1", lease=30.0, **kw):
-    return Job.objects.claim(worker_id=worker, limit=limit, lease_seconds=lease, **kw)
 
 
 def completed(job):
@@ -42,7 +39,7 @@ def test_claim_order_is_priority_then_run_at_then_age():
 
 def test_claim_marks_rows_processing_with_a_lease():
     job = Job.enqueue("echo")
-    (got,) = claim(worker="w9", lease=30)
+    (got,) = claim(worker_id="w9", lease_seconds=30)
     job.refresh_from_db()
     assert job.status == S.PROCESSING and job.worker_id == "w9"
     assert job.lease_token == got.lease_token is not None
@@ -58,7 +55,7 @@ def claim_in_threads(threads: int, **options) -> list[list[int]]:
 
     def claimer(i):
         try:
-            while got := claim(limit=7, worker=f"w{i}", **options):
+            while got := claim(limit=7, worker_id=f"w{i}", **options):
                 taken[i].extend(j.pk for j in got)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -149,7 +146,7 @@ def test_a_claim_from_several_queues_on_mariadb_locks_only_candidates_of_those_q
 
 def test_expired_lease_is_rescued_as_a_lost_attempt_and_retried():
     job = Job.enqueue("echo")
-    claim(lease=30)
+    claim(lease_seconds=30)
     Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
     rescued = Job.objects.rescue()
     assert [j.pk for j in rescued] == [job.pk]
@@ -168,7 +165,7 @@ def test_a_heartbeat_with_nothing_to_rescue_or_release_reads_once_each_and_locks
     from django.test.utils import CaptureQueriesContext
 
     Job.enqueue("echo")
-    claim(lease=30)  # processing, lease still good
+    claim(lease_seconds=30)  # processing, lease still good
     with CaptureQueriesContext(connection) as queries:
         assert Job.objects.rescue() == []
         assert Job.objects.release_waiting() == 0
@@ -221,11 +218,11 @@ def test_quarantine_only_for_a_crash_the_job_was_alone_in(crashes, others, expec
 
 def test_late_worker_cannot_overwrite_a_newer_attempt():
     job = Job.enqueue("echo")
-    (old,) = claim(worker="slow")
+    (old,) = claim(worker_id="slow")
     Job.objects.filter(pk=job.pk).update(leased_until=timezone.now() - timedelta(seconds=1))
     Job.objects.rescue()
     Job.objects.filter(pk=job.pk).run_now()
-    (new,) = claim(worker="fresh")
+    (new,) = claim(worker_id="fresh")
     assert new.lease_token != old.lease_token
     assert Job.objects.finish([completed(old)]) == []  # fenced: dropped
     job.refresh_from_db()
@@ -237,7 +234,7 @@ def test_late_worker_cannot_overwrite_a_newer_attempt():
 
 def test_heartbeat_renews_held_leases_and_reports_cancel_requests():
     a, b = Job.enqueue("echo"), Job.enqueue("echo")
-    held = {j.pk: j.lease_token for j in claim(lease=1)}
+    held = {j.pk: j.lease_token for j in claim(lease_seconds=1)}
     Job.objects.filter(pk=b.pk).cancel()
     still, cancel = Job.objects.heartbeat(held=held, lease_seconds=60)
     assert still == {a.pk, b.pk} and cancel == {b.pk}

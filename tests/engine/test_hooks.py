@@ -10,7 +10,7 @@ from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.engine import hooks
 from django_jobs.models import Job
 from django_jobs.worker.periodic import Periodic
-from tests.helpers import run_burst
+from tests.helpers import claim, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = Job.Status
@@ -32,10 +32,6 @@ def add_feature():
 def completed(job):
     now = timezone.now()
     return AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
-
-
-def claim(limit=10):
-    return Job.objects.claim(worker_id="w1", limit=limit, lease_seconds=30)
 
 
 def test_the_app_registers_its_features_in_the_order_their_hooks_run():

@@ -25,14 +25,13 @@ from django_jobs.engine.postgres import statements
 from django_jobs.engine.writes import claim_values
 from django_jobs.models import Job
 
-from .test_claim_plans import (  # noqa: F401 jobs_table: fixture
+from .test_claim_plans import (
     SELECTIONS,
     SIZES,
     STATES,
     claim_faults,
     custom_plan,
     generic_plan,
-    jobs_table,
     nodes,
 )
 

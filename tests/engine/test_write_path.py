@@ -20,13 +20,9 @@ from django_jobs.core.stored_errors import error_dict
 from django_jobs.models import Job, JobAttempt
 from django_jobs.worker.execution import run_job
 from tests.conftest import requires_postgres, requires_row_locks
+from tests.helpers import claim
 
 pytestmark = pytest.mark.django_db
-
-
-def claim(limit=10, **kwargs):
-    return Job.objects.claim(worker_id=kwargs.pop("worker_id", "w1"), limit=limit,
-                             lease_seconds=30, **kwargs)
 
 
 def run(job):

@@ -13,6 +13,7 @@ from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.models import Job
 from django_jobs.models.limits import LimitStart
 from tests.conftest import wait_for
+from tests.helpers import claim
 from tests.sched_jobs import register_limited, unregister_limited
 
 LIMITS_ENV = {"DJANGO_JOBS_TEST_LIMITS": "1"}
@@ -23,10 +24,6 @@ def limited():
     register_limited()
     yield
     unregister_limited()
-
-
-def claim(n=10):
-    return Job.objects.claim(worker_id="w", limit=n, lease_seconds=30)
 
 
 def complete(job):

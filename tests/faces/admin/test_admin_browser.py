@@ -1,7 +1,6 @@
 """End to end in a real headless Chromium: a staff user finds a dead job, retries it, and a
 real worker completes it. Saves screenshots to tests/artifacts/ (the docs use them)."""
 
-import os
 import signal
 from pathlib import Path
 
@@ -10,45 +9,21 @@ import pytest
 from django_jobs.models import Job, QueueState, Worker
 from tests.admin_helpers import staff
 from tests.conftest import ROOT, wait_for
+from tests.faces.admin.conftest import missing
 
-CHROMIUM = os.environ.get("DJANGO_JOBS_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("DJANGO_JOBS_CHROMEDRIVER", "/usr/bin/chromedriver")
 ARTIFACTS = ROOT / "tests" / "artifacts"
 
 try:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 except ImportError:  # pragma: no cover - depends on the machine
-    webdriver = None
+    By = None
 
-missing = [
-    what for what, absent in (
-        ("the selenium package (pip install selenium)", webdriver is None),
-        (f"{CHROMIUM} (apt-get install chromium)", not os.path.exists(CHROMIUM)),
-        (f"{CHROMEDRIVER} (apt-get install chromium-driver)", not os.path.exists(CHROMEDRIVER)),
-    ) if absent
-]
 pytestmark = [
     pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
     pytest.mark.slow,
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-@pytest.fixture
-def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-dev-shm-usage", "--window-size=1440,1000"):
-        options.add_argument(flag)
-    # An explicit driver path: selenium-manager must not look for, or download, a browser.
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.implicitly_wait(5)
-    yield driver
-    driver.quit()
 
 
 def shoot(driver, name: str) -> Path:

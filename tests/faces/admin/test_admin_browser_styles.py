@@ -7,8 +7,9 @@ import django
 import pytest
 
 from tests.admin_helpers import job_url, make_job, staff
+from tests.faces.admin.conftest import missing
 
-from .test_admin_browser import browser, log_in, missing, shoot  # noqa: F401 browser: fixture
+from .test_admin_browser import log_in, shoot
 
 try:
     from selenium.webdriver.common.by import By
@@ -49,7 +50,7 @@ def look(driver) -> dict[str, dict[str, str]]:
     }
 
 
-def test_custom_pages_have_the_stock_breadcrumbs(browser, live_server):  # noqa: F811
+def test_custom_pages_have_the_stock_breadcrumbs(browser, live_server):
     staff("triage", superuser=True)
     dead = make_job("dead")
     log_in(browser, live_server.url)

@@ -11,8 +11,9 @@ import pytest
 
 from django_jobs.core.stored_errors import error_dict
 from tests.admin_helpers import add_attempt, job_url, make_job, staff
+from tests.faces.admin.conftest import missing
 
-from .test_admin_browser import ARTIFACTS, browser, log_in, missing  # noqa: F401 browser: fixture
+from .test_admin_browser import ARTIFACTS, log_in
 
 try:
     from selenium.webdriver.common.by import By
@@ -62,7 +63,7 @@ def sidebar_shown(driver) -> bool:
 
 @pytest.mark.parametrize("sidebar", ["open", "folded"])
 @pytest.mark.parametrize(("window_width", "window_height"), SIZES)
-def test_the_list_and_the_attempts_fit_the_screen(browser, live_server,  # noqa: F811
+def test_the_list_and_the_attempts_fit_the_screen(browser, live_server,
                                                   window_width, window_height, sidebar):
     staff("triage", superuser=True)
     error = error_dict(type="TemplateMissing", message="no template named 'invoice-de-AT.html'",

@@ -3,14 +3,13 @@
 import pytest
 
 from django_jobs.models import Job
-from tests.api_support import Api, make_token, run_ready
+from tests.api_support import run_ready
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def api():
-    return Api(make_token("manage", "read"))
+# The scopes of the ``api`` client's token (tests/faces/conftest.py).
+API_SCOPES = ("manage", "read")
 
 
 def test_canceling_a_pending_job_answers_200_with_the_canceled_job(api):

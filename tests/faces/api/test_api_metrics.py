@@ -11,14 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from django_jobs.api import metrics
 from django_jobs.api.metrics import prometheus_text
 from django_jobs.models import Job, JobAttempt
-from tests.api_support import Api, make_token, run_ready
+from tests.api_support import run_ready
 
 pytestmark = pytest.mark.django_db(transaction=True)  # jobs are run by run_job
 
 
-@pytest.fixture
-def api():
-    return Api(make_token("read"))
+# The scopes of the ``api`` client's token (tests/faces/conftest.py).
+API_SCOPES = ("read",)
 
 
 @pytest.fixture

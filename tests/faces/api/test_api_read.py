@@ -7,14 +7,13 @@ import pytest
 from django.utils import timezone
 
 from django_jobs.models import Job
-from tests.api_support import Api, make_token, run_ready
+from tests.api_support import run_ready
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def api():
-    return Api(make_token("read", "submit"))
+# The scopes of the ``api`` client's token (tests/faces/conftest.py).
+API_SCOPES = ("read", "submit")
 
 
 @pytest.mark.django_db(transaction=True)  # run_job tidies connections

@@ -12,9 +12,8 @@ from tests.api_support import Api, make_token
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def api():
-    return Api(make_token("submit", "read"))
+# The scopes of the ``api`` client's token (tests/faces/conftest.py).
+API_SCOPES = ("submit", "read")
 
 
 def test_submit_answers_201_with_the_job_id_and_its_url(api):

@@ -13,14 +13,13 @@ if not settings.HAS_TASKS_FRAMEWORK:
 from django_jobs.backends.compat import TaskResultStatus, default_task_backend
 from django_jobs.models import Job
 from tests import tasks as test_tasks
-from tests.api_support import Api, make_token, run_ready
+from tests.api_support import run_ready
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def api():
-    return Api(make_token("submit", "read", "manage"))
+# The scopes of the ``api`` client's token (tests/faces/conftest.py).
+API_SCOPES = ("submit", "read", "manage")
 
 
 def test_a_task_enqueued_in_python_is_listed_and_read_through_the_api(api):

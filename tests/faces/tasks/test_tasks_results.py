@@ -13,6 +13,7 @@ from django.utils import timezone
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.models import Job, JobAttempt
+from tests.helpers import claim
 
 pytestmark = [
     pytest.mark.skipif(
@@ -25,11 +26,6 @@ if settings.HAS_TASKS_FRAMEWORK:
     from django_jobs.backends.compat import TaskResultStatus, default_task_backend
     from django_jobs.exceptions import WorkerLost
     from tests import tasks as test_tasks
-
-
-def claim(worker_id="w-1", lease_seconds=30.0):
-    [job] = Job.objects.claim(worker_id=worker_id, limit=1, lease_seconds=lease_seconds)
-    return job
 
 
 def finish(job, kind, **fields):
@@ -51,7 +47,7 @@ def test_pending_reads_as_ready():
 
 def test_processing_reads_as_running_with_the_current_attempt_counted():
     result = test_tasks.noop_task.enqueue()
-    job = claim("w-1")
+    [job] = claim(1, worker_id="w-1")
     running = get(result)
     assert running.status == TaskResultStatus.RUNNING
     assert running.worker_ids == ["w-1"]
@@ -64,7 +60,7 @@ def test_processing_reads_as_running_with_the_current_attempt_counted():
 
 def test_completed_reads_as_successful_with_the_stored_result():
     result = test_tasks.calculate_meaning_of_life.enqueue()
-    job = claim()
+    [job] = claim(1, worker_id="w-1")
     finish(job, "completed", result=42)
     done = get(result)
     assert done.status == TaskResultStatus.SUCCESSFUL
@@ -76,14 +72,16 @@ def test_completed_reads_as_successful_with_the_stored_result():
 def test_a_failed_attempt_reads_as_ready_and_a_dead_job_as_failed():
     result = test_tasks.failing_task_value_error.enqueue()
     Job.objects.filter(public_id=result.id).update(max_attempts=2)
-    finish(claim("w-1"), "failed", error=error_dict(ValueError("first")))
+    [job] = claim(1, worker_id="w-1")
+    finish(job, "failed", error=error_dict(ValueError("first")))
     after_one = get(result)
     assert after_one.status == TaskResultStatus.READY
     assert after_one.finished_at is None
     assert after_one.attempts == 1
 
     Job.objects.filter(public_id=result.id).run_now()
-    finish(claim("w-2"), "failed", error=error_dict(ValueError("second")))
+    [job] = claim(1, worker_id="w-2")
+    finish(job, "failed", error=error_dict(ValueError("second")))
     dead = get(result)
     assert Job.objects.get(public_id=result.id).status == Job.Status.DEAD
     assert dead.status == TaskResultStatus.FAILED
@@ -96,7 +94,8 @@ def test_a_failed_attempt_reads_as_ready_and_a_dead_job_as_failed():
 def test_retrying_a_dead_task_makes_it_ready_and_keeps_its_history():
     result = test_tasks.failing_task_value_error.enqueue()
     Job.objects.filter(public_id=result.id).update(max_attempts=1)
-    finish(claim("w-1"), "failed", error=error_dict(ValueError("x")))
+    [job] = claim(1, worker_id="w-1")
+    finish(job, "failed", error=error_dict(ValueError("x")))
     assert get(result).status == TaskResultStatus.FAILED
     Job.objects.filter(public_id=result.id).retry()
     again = get(result)
@@ -108,7 +107,7 @@ def test_retrying_a_dead_task_makes_it_ready_and_keeps_its_history():
 
 def test_a_lost_worker_counts_as_an_attempt_with_a_worker_lost_error():
     result = test_tasks.noop_task.enqueue()
-    claim("w-gone", lease_seconds=-1)  # its lease has already run out
+    [_gone] = claim(1, worker_id="w-gone", lease_seconds=-1)  # its lease has already run out
     [rescued] = Job.objects.rescue(now=timezone.now() + timedelta(seconds=1))
     assert rescued.public_id == result.id
     lost = get(result)
@@ -120,7 +119,7 @@ def test_a_lost_worker_counts_as_an_attempt_with_a_worker_lost_error():
 
 def test_an_attempt_handed_back_at_shutdown_does_not_count():
     result = test_tasks.noop_task.enqueue()
-    job = claim("w-stopping")
+    [job] = claim(1, worker_id="w-stopping")
     assert Job.objects.release([job]) == 1
     assert JobAttempt.objects.filter(job=job, outcome=JobAttempt.Outcome.RELEASED).exists()
     back = get(result)
@@ -130,7 +129,7 @@ def test_an_attempt_handed_back_at_shutdown_does_not_count():
 
 def test_canceling_a_running_task_reads_as_failed_once_the_worker_stops_it():
     result = test_tasks.noop_task.enqueue()
-    job = claim("w-1")
+    [job] = claim(1, worker_id="w-1")
     Job.objects.filter(pk=job.pk).cancel()
     assert get(result).status == TaskResultStatus.RUNNING  # cancel requested, still running
     finish(job, "canceled", error=error_dict(type="JobCanceled", message="canceled"))
