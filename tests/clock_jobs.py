@@ -1,4 +1,4 @@
-"""Handlers of the clock tests (``tests/test_clock.py``)."""
+"""Handlers of the clock tests (``tests/fidelity/test_clock.py``)."""
 
 import os
 import threading

@@ -77,7 +77,7 @@ def poison_details(payload):
 
 @handler("refused_result", max_attempts=2)
 def refused_result(payload):
-    """A result the test's trigger makes the database refuse (tests/test_poison.py)."""
+    """A result the test's trigger makes the database refuse (tests/worker/test_poison.py)."""
     return {"refuse_me": True}
 
 
@@ -93,7 +93,7 @@ def unprintable_error(payload):
 @handler("outage_record", max_attempts=1)
 def outage_record(payload):
     """Notes its run (``tests.models.Execution``), waits for the ``gate`` file if it is given,
-    and returns a result of ``size`` characters (tests/test_outage_workers.py)."""
+    and returns a result of ``size`` characters (tests/worker/test_outage_workers.py)."""
     from pathlib import Path
 
     from tests.models import Execution

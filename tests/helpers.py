@@ -1,8 +1,16 @@
-"""Small helpers shared by the worker tests."""
+"""Small helpers shared by the tests: claiming jobs, and running in-process workers."""
 
 from django_jobs.models import Job
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.options import WorkerOptions
+
+
+def claim(limit: int = 10, *, worker_id: str = "w1", lease_seconds: float = 30.0,
+          **options) -> list[Job]:
+    """Claim up to ``limit`` ready jobs for ``worker_id`` through the worker's own claim
+    (``Job.objects.claim``); ``options`` are its other arguments (queues, exclude_queues...)."""
+    return Job.objects.claim(worker_id=worker_id, limit=limit, lease_seconds=lease_seconds,
+                             **options)
 
 
 def run_burst(**options) -> int:

@@ -1,5 +1,5 @@
-"""The import graph of a package, built from its source with ``ast`` (``tests/test_layers.py``
-holds ``django_jobs`` to its layers with it).
+"""The import graph of a package, built from its source with ``ast``
+(``tests/packaging/test_layers.py`` holds ``django_jobs`` to its layers with it).
 
 Every ``import`` and ``from ... import`` anywhere in a module (at the top or inside a function)
 is an edge, relative imports resolved, to each module of the package a statement names.

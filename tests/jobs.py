@@ -154,7 +154,8 @@ def bad_query(payload):
         cursor.execute("SELECT * FROM django_jobs_no_such_table")
 
 
-# Fidelity tests (tests/test_fidelity.py): what a handler was given, by job id, and what to return.
+# Fidelity tests (tests/fidelity/test_fidelity.py): what a handler was given, by job id, and what
+# to return.
 RECEIVED: dict[str, object] = {}
 RESULTS: dict[str, object] = {}
 

@@ -1,7 +1,7 @@
 """django-jobs under the two routers of Django's docs (``tests/settings_routers.py``): every read
 and write of the app goes to the database the jobs live on.
 
-Run by ``tests/test_routers.py`` (once per router, in a pytest of its own with
+Run by ``tests/fidelity/test_routers.py`` (once per router, in a pytest of its own with
 ``--ds=tests.settings_routers``); not collected by the suite itself. ``JOBS`` is the alias the
 jobs live on and ``OTHER`` the second one: the replica (a separate database with the same
 tables, so a job written through it is missing from ``default``), or ``default`` (which has no

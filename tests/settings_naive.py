@@ -2,7 +2,7 @@
 
 The zone is five and a half hours from UTC, so a time shown or compared in the wrong zone is
 off by an amount no test tolerates. The test databases are named apart from tests.settings'
-so that a run under this module (tests/test_naive_times.py starts one) never meets the one
+so that a run under this module (tests/fidelity/test_naive_times.py starts one) never meets the one
 that started it.
 """
 

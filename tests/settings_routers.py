@@ -9,9 +9,9 @@
 - ``jobs``: the app on a database of its own (the docs' router by app label): every table of
   django_jobs on a ``jobs`` alias, the other apps on ``default``, which has no jobs tables.
 
-``tests/routed_checks.py`` runs under these settings (``tests/test_routers.py`` starts it), and
-so do the ``runworker`` processes it starts: each alias names its test database directly, so a
-worker opens the databases the test run created.
+``tests/routed_checks.py`` runs under these settings (``tests/fidelity/test_routers.py`` starts
+it), and so do the ``runworker`` processes it starts: each alias names its test database
+directly, so a worker opens the databases the test run created.
 """
 
 import os

@@ -1,4 +1,4 @@
-"""Fixture handlers of the stop and fork tests (tests/test_stop_running.py)."""
+"""Fixture handlers of the stop and fork tests (tests/worker/test_stop_running.py)."""
 
 import atexit
 import json

@@ -1,4 +1,5 @@
-"""Fixture tasks for the Tasks-framework conformance suite (``tests/test_tasks_*.py``)."""
+"""Fixture tasks for the Tasks-framework conformance suite
+(``tests/faces/tasks/test_tasks_*.py``)."""
 
 import time
 from datetime import date

@@ -4,7 +4,7 @@
 a 24-field Job that is a good part of an enqueue's and a claimed job's client time. When the
 model's ``__init__``/``from_db`` are Django's own and nothing listens to ``pre_init`` or
 ``post_init``, the same instance is built by filling its ``__dict__`` directly. Otherwise the
-model is called as usual (tests/test_write_path.py holds both to that).
+model is called as usual (tests/engine/test_write_path.py holds both to that).
 """
 
 from __future__ import annotations

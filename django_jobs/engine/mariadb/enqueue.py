@@ -9,7 +9,7 @@ turns back into rows. A string comes out of ``JSON_TABLE`` as the text it was, a
 converts it to its column's type as it converts the same string sent as a parameter.
 
 Used by ``MariaDBEngine.enqueue_many`` (``engine/mariadb/engine.py``) only; unique keys and
-dependencies keep the ORM's insert. tests/test_mariadb_bulk_insert.py holds it to
+dependencies keep the ORM's insert. tests/engine/test_mariadb_bulk_insert.py holds it to
 ``bulk_create`` for every field.
 """
 

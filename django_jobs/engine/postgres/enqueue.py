@@ -3,8 +3,8 @@
 
 Used by ``PostgresEngine`` (``engine/postgres/engine.py``) only, which calls them when no unique key
 or dependency needs more than an INSERT; other databases, and those cases, take ``save()``
-and ``bulk_create``. Each value is written as those would write it (tests/test_write_path.py,
-tests/test_fidelity.py and tests/test_bulk_insert.py hold them to it).
+and ``bulk_create``. Each value is written as those would write it (tests/engine/test_write_path.py,
+tests/fidelity/test_fidelity.py and tests/engine/test_bulk_insert.py hold them to it).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def insert(job: Job, using: str) -> None:
 
 
 # The fields whose get_db_prep_save returns a value of one class unchanged on PostgreSQL (an
-# aware datetime, for a DateTimeField), with that class; tests/test_fidelity.py holds every
+# aware datetime, for a DateTimeField), with that class; tests/fidelity/test_fidelity.py holds every
 # field of Job to it. Integer fields are among them though Django wraps the int to name its
 # size (psycopg's Int2 for a SmallIntegerField): the INSERT casts it to the column's type all
 # the same. A subclass that overrides one of the three methods is not among them.

@@ -1,5 +1,5 @@
 """How the rows a PostgreSQL claim returns become ``Job`` instances, as ``Model.from_db``
-would make them (tests/test_write_path.py holds the two to each other)."""
+would make them (tests/engine/test_write_path.py holds the two to each other)."""
 
 from __future__ import annotations
 

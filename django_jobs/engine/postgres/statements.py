@@ -80,7 +80,7 @@ FINISH_CTES = """v AS (
     -- rows, dead ones included: a scan that grows with each claim until VACUUM runs. The
     -- status is compared with v.held, not with a literal: "status = 'processing'" matches the
     -- lease index's condition, and the prepared plan would then read every worker's processing
-    -- rows through that index and filter them by id (tests/test_indexes.py).
+    -- rows through that index and filter them by id (tests/engine/test_indexes.py).
     WHERE j.id = ANY(%s::bigint[]) AND j.id = v.id AND j.lease_token = v.token
         AND j.status = v.held
     RETURNING j.id, j.attempt, j.worker_id
@@ -95,13 +95,14 @@ FINISH = f"WITH {FINISH_CTES}\n{RECORD}"
 
 # The claim, written out rather than compiled by the ORM on every call (compiling it cost more
 # than running it). It selects exactly what ``JobQuerySet.ready()`` selects, in its order
-# (tests/test_write_path.py); ``unique_key`` stays only if it guards processing (keep_key_if).
+# (tests/engine/test_write_path.py); ``unique_key`` stays only if it guards processing
+# (keep_key_if).
 # The states, the key's position and the size are in the text, not parameters, so the prepared
 # statement is planned once: with the states as parameters the generic plan cannot use the
 # partial index, with the size as one each call was planned anew (~200 us a batch).
 # Its shape keeps its plan whatever the statistics say (docs/explanation-performance.md, "Plans
-# that do not depend on statistics"; tests/test_claim_plans.py): with ``LIMIT (SELECT n)`` the
-# planner costs a tenth of the ready rows it expects, so walking the ready index in order beats
+# that do not depend on statistics"; tests/engine/test_claim_plans.py): with ``LIMIT (SELECT n)``
+# the planner costs a tenth of the ready rows it expects, so walking the ready index in order beats
 # a bitmap scan and a sort of all of them at any estimate (``LIMIT n`` with an estimate of n or
 # fewer sorted them all); ``id = ANY(ARRAY(...))`` has the UPDATE find the ids by primary key,
 # not join on the subquery's estimate (a hash join over the table).

@@ -1,0 +1,268 @@
+"""The feature hooks (django_jobs/engine/hooks.py): a feature added here joins the engine's verbs on
+the real database, in their transactions, beside the features the app registers."""
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from django_jobs.core.outcomes import AttemptOutcome
+from django_jobs.engine import hooks
+from django_jobs.models import Job
+from django_jobs.worker.periodic import Periodic
+from tests.helpers import claim, run_burst
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = Job.Status
+
+
+@pytest.fixture
+def add_feature():
+    added = []
+
+    def add(feature):
+        added.append(hooks.register(feature))
+        return feature
+
+    yield add
+    for feature in added:
+        hooks.unregister(feature)
+
+
+def completed(job):
+    now = timezone.now()
+    return AttemptOutcome(job=job, kind="completed", started_at=now, finished_at=now)
+
+
+def test_the_app_registers_its_features_in_the_order_their_hooks_run():
+    assert [feature.name for feature in hooks.registered()] == [
+        "callbacks", "follow-ups", "dependencies", "unique and dependencies", "limits",
+        "crash counting", "schedules", "retention",
+    ]
+
+
+def test_a_heartbeat_runs_the_schedules_then_pruning_then_the_release_of_waiting_jobs():
+    assert [type(step).__name__ for step in Periodic().steps()] == [
+        "Ticker", "AutoPruner", "ReleaseWaiting"]
+
+
+def test_a_feature_takes_its_own_enqueue_option_and_the_insert(add_feature):
+    with pytest.raises(TypeError, match="label"):
+        Job.objects.enqueue("echo", {}, label="x")  # nobody takes the option: unknown
+
+    class Labels(hooks.Feature):
+        def take_enqueue_options(self, type, options):
+            label = options.pop("label", None)
+            if label is None:
+                return None
+
+            def insert(manager, jobs):
+                for job in jobs:
+                    job.payload = {**job.payload, "label": label}
+                created = manager.bulk_create(jobs)
+                for job in created:
+                    job.duplicate = False
+                return created
+
+            return insert
+
+    add_feature(Labels())
+    one = Job.objects.enqueue("echo", {"n": 1}, label="x")
+    many = Job.objects.enqueue_many("echo", [{"n": 2}, {"n": 3}], label="y")
+    plain = Job.enqueue("echo", {"n": 4})
+    stored = dict(Job.objects.values_list("pk", "payload"))
+    assert stored[one.pk] == {"n": 1, "label": "x"}
+    assert [stored[job.pk] for job in many] == [{"n": 2, "label": "y"}, {"n": 3, "label": "y"}]
+    assert stored[plain.pk] == {"n": 4}
+
+
+def test_two_features_taking_over_one_insert_is_an_error(add_feature):
+    class Mine(hooks.Feature):
+        def take_enqueue_options(self, type, options):
+            return lambda manager, jobs: jobs
+
+    add_feature(Mine())
+    with pytest.raises(RuntimeError, match="two features take over the insert"):
+        Job.enqueue("echo", {}, unique_key="k")  # unique keys take it over too
+    assert not Job.objects.exists()
+
+
+def test_after_finish_runs_in_the_finish_transaction_with_what_was_written(add_feature):
+    seen = []
+
+    class Audit(hooks.Feature):
+        def joins_finish(self, job):
+            return job.type == "echo"
+
+        def after_finish(self, manager, written, now):
+            for outcome in written:
+                seen.append((outcome.job.pk, outcome.kind, outcome.job.status))
+                manager.enqueue("noop", {"after": outcome.job.pk})
+
+    add_feature(Audit())
+    job = Job.enqueue("echo", {})
+    (claimed,) = claim()
+    written, _ = Job.objects.finish_and_claim(
+        [completed(claimed)], worker_id="w1", limit=0, lease_seconds=30)
+    assert [outcome.job.pk for outcome in written] == [job.pk]
+    assert seen == [(job.pk, S.COMPLETED, S.COMPLETED)]
+    assert Job.objects.filter(type="noop", payload__after=job.pk).count() == 1
+
+
+def test_a_hook_that_raises_rolls_the_finish_back(add_feature):
+    class Broken(hooks.Feature):
+        def joins_finish(self, job):
+            return True
+
+        def after_finish(self, manager, written, now):
+            manager.enqueue("noop", {})
+            raise RuntimeError("the feature failed")
+
+    add_feature(Broken())
+    job = Job.enqueue("echo", {})
+    (claimed,) = claim()
+    with pytest.raises(RuntimeError, match="the feature failed"):
+        Job.objects.finish_and_claim([completed(claimed)], worker_id="w1", limit=1,
+                                     lease_seconds=30)
+    job.refresh_from_db()
+    assert job.status == S.PROCESSING
+    assert not Job.objects.filter(type="noop").exists()
+
+
+def test_a_turn_that_a_feature_joins_opens_no_savepoint(add_feature):
+    seen = []
+
+    class Audit(hooks.Feature):
+        def joins_finish(self, job):
+            return True
+
+        def after_finish(self, manager, written, now):
+            seen.extend(outcome.job.pk for outcome in written)
+
+    add_feature(Audit())
+    first, second = Job.enqueue("echo", {}), Job.enqueue("echo", {})
+    (claimed,) = claim(limit=1)
+    with CaptureQueriesContext(connection) as queries:
+        written, jobs = Job.objects.finish_and_claim(
+            [completed(claimed)], worker_id="w1", limit=1, lease_seconds=30)
+    assert [o.job.pk for o in written] == seen == [first.pk]
+    assert [j.pk for j in jobs] == [second.pk]
+    statements = [q["sql"].upper() for q in queries.captured_queries]
+    assert not [sql for sql in statements if "SAVEPOINT" in sql]
+
+
+def test_a_finish_in_the_callers_transaction_is_a_savepoint_the_caller_goes_on_after(
+        add_feature):
+    class Broken(hooks.Feature):
+        def joins_finish(self, job):
+            return True
+
+        def after_finish(self, manager, written, now):
+            raise RuntimeError("the feature failed")
+
+    add_feature(Broken())
+    job = Job.enqueue("echo", {})
+    (claimed,) = claim()
+    now = timezone.now()
+    snoozed = AttemptOutcome(job=claimed, kind="snoozed", started_at=now, finished_at=now,
+                             snooze_seconds=60)  # the ORM's finish on every database
+    with transaction.atomic():
+        with pytest.raises(RuntimeError, match="the feature failed"):
+            Job.objects.finish([snoozed])
+        Job.enqueue("noop", {})  # the caller's transaction goes on
+    job.refresh_from_db()
+    assert job.status == S.PROCESSING
+    assert Job.objects.filter(type="noop").count() == 1
+
+
+def test_a_feature_that_admits_nothing_leaves_every_job_ready(add_feature):
+    class Closed(hooks.Feature):
+        def limits_claims(self):
+            return True
+
+        def admit(self, manager, jobs, ready, limit, now):
+            return []
+
+        def claim_without_row_locks(self, manager, ready, claim, limit, now):
+            return []
+
+    jobs = Job.objects.enqueue_many("echo", [{}, {}])
+    add_feature(Closed())
+    assert claim() == []
+    assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("status", flat=True)) \
+        == {S.PENDING}
+    hooks.unregister(hooks.registered()[-1])
+    assert len(claim()) == 2  # the same jobs, once no feature refuses them
+
+
+def test_ended_gets_the_jobs_a_feature_held_for_the_cancel_as_canceled(add_feature):
+    ended = []
+
+    class Watch(hooks.Feature):
+        def hold_for_cancel(self, cancelable):
+            return list(cancelable.filter(type="echo"))
+
+        def ended(self, jobs, using):
+            ended.extend((job.pk, job.status) for job in jobs)
+
+    add_feature(Watch())
+    echo = Job.enqueue("echo", {})
+    other = Job.enqueue("noop", {})
+    assert Job.objects.filter(pk__in=[echo.pk, other.pk]).cancel() == 2
+    assert ended == [(echo.pk, S.CANCELED)]
+
+
+def test_a_features_periodic_step_runs_on_a_workers_heartbeat_until_it_is_unregistered(
+        add_feature):
+    beats = []
+
+    class Beat(hooks.Feature):
+        def periodic_steps(self):
+            return [beats.append]
+
+    feature = add_feature(Beat())
+    run_burst(worker_id="w-beat")  # a burst worker beats once before its first claim
+    assert beats and set(beats) == {"w-beat"}
+    hooks.unregister(feature)
+    seen = len(beats)
+    run_burst(worker_id="w-beat")
+    assert len(beats) == seen
+
+
+def test_a_worker_makes_a_features_steps_once_and_keeps_them_between_heartbeats(add_feature):
+    made = []
+
+    class Counter:
+        def __init__(self):
+            self.beats = 0
+            made.append(self)
+
+        def __call__(self, worker_id):
+            self.beats += 1
+
+    class Counting(hooks.Feature):
+        def periodic_steps(self):
+            return [Counter()]
+
+    add_feature(Counting())
+    one, other = Periodic(), Periodic()
+    one("w1")
+    one("w1")
+    other("w2")
+    assert [counter.beats for counter in made] == [2, 1]
+
+
+def test_a_failing_step_is_logged_and_the_heartbeat_goes_on(add_feature, caplog):
+    ran = []
+
+    def broken(worker_id):
+        raise ValueError("bad setting")
+
+    class Steps(hooks.Feature):
+        def periodic_steps(self):
+            return [broken, ran.append]
+
+    add_feature(Steps())
+    Periodic()("w1")
+    assert ran == ["w1"]
+    assert "worker w1: broken failed" in caplog.text

@@ -1,0 +1,37 @@
+"""Fixtures of the admin's tests: a real headless Chromium for the browser tests."""
+
+import os
+
+import pytest
+
+CHROMIUM = os.environ.get("DJANGO_JOBS_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("DJANGO_JOBS_CHROMEDRIVER", "/usr/bin/chromedriver")
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+except ImportError:  # pragma: no cover - depends on the machine
+    webdriver = None
+
+# What this machine lacks for the browser tests (they skip, naming it).
+missing = [
+    what for what, absent in (
+        ("the selenium package (pip install selenium)", webdriver is None),
+        (f"{CHROMIUM} (apt-get install chromium)", not os.path.exists(CHROMIUM)),
+        (f"{CHROMEDRIVER} (apt-get install chromium-driver)", not os.path.exists(CHROMEDRIVER)),
+    ) if absent
+]
+
+
+@pytest.fixture
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-dev-shm-usage", "--window-size=1440,1000"):
+        options.add_argument(flag)
+    # An explicit driver path: selenium-manager must not look for, or download, a browser.
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.implicitly_wait(5)
+    yield driver
+    driver.quit()

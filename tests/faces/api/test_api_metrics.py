@@ -1,0 +1,213 @@
+"""GET /metrics/jobs: counts by status, timings per type, queue age, a window, Prometheus text."""
+
+import json
+import math
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_jobs.api import metrics
+from django_jobs.api.metrics import prometheus_text
+from django_jobs.models import Job, JobAttempt
+from tests.api_support import run_ready
+
+pytestmark = pytest.mark.django_db(transaction=True)  # jobs are run by run_job
+
+
+# The scopes of the ``api`` client's token (tests/faces/conftest.py).
+API_SCOPES = ("read",)
+
+
+@pytest.fixture
+def history():
+    """2 completed echo jobs (100 and 300 ms; 1 s and 3 s end to end), 1 failed, 1 dead,
+    1 canceled, 1 pending due a minute ago, 1 processing."""
+    now = timezone.now()
+    echoes = [Job.enqueue("echo"), Job.enqueue("echo")]
+    run_ready()
+    for job, ms, total in zip(echoes, (100, 300), (1, 3), strict=True):
+        start = now - timedelta(seconds=10)
+        JobAttempt.objects.filter(job=job).update(
+            started_at=start, finished_at=start + timedelta(milliseconds=ms))
+        Job.objects.filter(pk=job.pk).update(
+            created_at=now - timedelta(seconds=total), finished_at=now)
+    Job.enqueue("always_fails")
+    Job.enqueue("permanent")
+    run_ready()
+    Job.enqueue("noop").cancel()
+    Job.enqueue("slow", queue="busy")
+    Job.objects.claim(worker_id="w", limit=1, lease_seconds=30, queues=["busy"])
+    waiting = Job.enqueue("noop")
+    Job.objects.filter(pk=waiting.pk).update(run_at=now - timedelta(seconds=60))
+    return now
+
+
+def test_counts_by_status_and_totals(api, history):
+    body = api.get("/api/metrics/jobs").json()
+    assert body["total_jobs"] == 7
+    assert {s: body[s] for s in ("pending", "processing", "completed", "failed", "dead",
+                                 "canceled")} == {
+        "pending": 1, "processing": 1, "completed": 2, "failed": 1, "dead": 1, "canceled": 1}
+
+
+def test_timings_are_means_of_completed_attempts_and_of_submission_to_completion(api, history):
+    body = api.get("/api/metrics/jobs").json()
+    assert body["avg_processing_time_ms"] == 200.0
+    assert body["avg_time_to_complete_ms"] == 2000.0
+
+
+def test_job_types_carry_count_mean_time_and_error_rate(api, history):
+    types = {t["type"]: t for t in api.get("/api/metrics/jobs").json()["job_types"]}
+    echo = {k: v for k, v in types["echo"].items() if not k.endswith("_seconds")}
+    assert echo == {"type": "echo", "count": 2, "avg_time": 200.0, "error_rate": 0.0}
+    assert types["always_fails"]["error_rate"] == 1.0
+    assert types["always_fails"]["avg_time"] is None
+    assert types["permanent"]["error_rate"] == 1.0
+    noop = {k: v for k, v in types["noop"].items() if not k.endswith("_seconds")}
+    assert noop == {"type": "noop", "count": 2, "avg_time": None, "error_rate": None}
+
+
+def test_the_oldest_ready_job_age_counts_from_when_it_became_due(api, history):
+    age = api.get("/api/metrics/jobs").json()["oldest_ready_age_seconds"]
+    assert 60 <= age < 3600
+
+
+def test_the_oldest_ready_age_is_null_when_nothing_waits(api):
+    Job.enqueue("noop", delay=3600)
+    assert api.get("/api/metrics/jobs").json()["oldest_ready_age_seconds"] is None
+
+
+def test_a_window_keeps_only_jobs_submitted_within_it(api, history):
+    Job.objects.filter(type="permanent").update(created_at=history - timedelta(days=2))
+    everything = api.get("/api/metrics/jobs").json()
+    recent = api.get("/api/metrics/jobs", window="1d").json()
+    assert (everything["dead"], recent["dead"]) == (1, 0)
+    assert recent["total_jobs"] == 6
+    assert "permanent" not in {t["type"] for t in recent["job_types"]}
+    assert recent["window_seconds"] == 86400
+    assert api.get("/api/metrics/jobs", window="3600").json()["window_seconds"] == 3600
+
+
+def test_prometheus_format_has_the_same_figures(api, history):
+    response = api.get("/api/metrics/jobs", format="prometheus")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    lines = response.content.decode().splitlines()
+    samples = dict(line.rsplit(" ", 1) for line in lines if not line.startswith("#"))
+    assert samples['django_jobs_jobs{status="completed"}'] == "2"
+    assert samples['django_jobs_jobs{status="canceled"}'] == "1"
+    assert float(samples["django_jobs_avg_processing_seconds"]) == 0.2
+    assert float(samples["django_jobs_avg_time_to_complete_seconds"]) == 2.0
+    assert samples['django_jobs_type_jobs{type="echo"}'] == "2"
+    assert float(samples['django_jobs_type_error_ratio{type="always_fails"}']) == 1.0
+    assert 'django_jobs_type_error_ratio{type="noop"}' not in samples  # absent, not NaN
+    assert "NaN" not in response.content.decode()
+    for name in {line.split()[2] for line in lines if line.startswith("# TYPE")}:
+        assert f"# HELP {name} " in response.content.decode()
+
+
+def test_prometheus_label_values_are_escaped():
+    empty = {"buckets": [["+Inf", 0]], "sum": 0.0, "count": 0}
+    data = {"job_types": [{"type": 'a"b\\c', "count": 1, "avg_time": None, "error_rate": 0.5,
+                           "run_seconds": empty, "wait_seconds": empty}],
+            "total_jobs": 1, "avg_processing_time_ms": None, "avg_time_to_complete_ms": None,
+            "oldest_ready_age_seconds": None,
+            **dict.fromkeys(Job.Status.values, 0)}
+    assert 'django_jobs_type_jobs{type="a\\"b\\\\c"} 1' in prometheus_text(data)
+
+
+def _families(api, **params):
+    text = api.get("/api/metrics/jobs", format="prometheus", **params).content.decode()
+    return text, {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_the_whole_prometheus_output_parses_with_the_official_parser(api, history):
+    text, families = _families(api)
+    assert families["django_jobs_jobs"].type == "gauge"
+    for family in families.values():
+        for sample in family.samples:
+            assert not math.isnan(sample.value), sample
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            value = line.rsplit(" ", 1)[1]
+            assert len(value.split(".")[-1]) <= 6 or "e" in value, line  # no float noise
+
+
+def test_run_and_wait_time_histograms_per_type(api, history):
+    _, families = _families(api)
+    run = families["django_jobs_type_run_seconds"]
+    assert run.type == "histogram"
+    echo = {(s.name, s.labels.get("le")): s.value for s in run.samples
+            if s.labels["type"] == "echo"}
+    assert echo[("django_jobs_type_run_seconds_count", None)] == 2
+    assert echo[("django_jobs_type_run_seconds_sum", None)] == pytest.approx(0.4)
+    assert echo[("django_jobs_type_run_seconds_bucket", "0.05")] == 0
+    assert echo[("django_jobs_type_run_seconds_bucket", "0.1")] == 1  # 100 ms: le is <=
+    assert echo[("django_jobs_type_run_seconds_bucket", "0.25")] == 1
+    assert echo[("django_jobs_type_run_seconds_bucket", "0.5")] == 2
+    assert echo[("django_jobs_type_run_seconds_bucket", "+Inf")] == 2
+    assert len([le for _, le in echo if le]) == len(metrics.BUCKETS) + 1
+    noop = {(s.name, s.labels.get("le")): s.value for s in run.samples
+            if s.labels["type"] == "noop"}
+    assert noop[("django_jobs_type_run_seconds_count", None)] == 0
+    assert noop[("django_jobs_type_run_seconds_bucket", "+Inf")] == 0
+    wait = families["django_jobs_type_wait_seconds"]
+    assert wait.type == "histogram"
+    waits = {(s.name, s.labels.get("le")): s.value for s in wait.samples
+             if s.labels["type"] == "echo"}
+    assert waits[("django_jobs_type_wait_seconds_count", None)] == 2
+    assert waits[("django_jobs_type_wait_seconds_bucket", "+Inf")] == 2
+
+
+def test_the_wait_histogram_counts_from_run_at_to_the_start(api):
+    now = timezone.now()
+    job = Job.enqueue("echo")
+    run_ready()
+    Job.objects.filter(pk=job.pk).update(run_at=now - timedelta(seconds=40), started_at=now)
+    body = api.get("/api/metrics/jobs").json()
+    wait = next(t for t in body["job_types"] if t["type"] == "echo")["wait_seconds"]
+    assert wait["count"] == 1
+    assert wait["sum"] == 40.0
+    buckets = dict((str(le), n) for le, n in wait["buckets"])
+    assert (buckets["30.0"], buckets["60.0"], buckets["+Inf"]) == (0, 1, 1)
+
+
+def test_prometheus_values_are_rounded_to_the_microsecond():
+    data = {"job_types": [], "total_jobs": 0, "avg_processing_time_ms": 6210.6840000000005,
+            "avg_time_to_complete_ms": None, "oldest_ready_age_seconds": 0.30000000000000004,
+            **dict.fromkeys(Job.Status.values, 0)}
+    text = prometheus_text(data)
+    assert "django_jobs_avg_processing_seconds 6.210684\n" in text
+    assert "django_jobs_oldest_ready_age_seconds 0.3\n" in text
+    assert "\ndjango_jobs_avg_time_to_complete_seconds " not in text  # absent, not NaN
+    assert "NaN" not in text
+
+
+def test_the_json_form_has_no_nan_and_the_same_rounding(api, history):
+    response = api.get("/api/metrics/jobs")
+    body = json.loads(response.content, parse_constant=lambda name: pytest.fail(name))
+    echo = next(t for t in body["job_types"] if t["type"] == "echo")
+    assert echo["run_seconds"]["sum"] == 0.4
+    assert echo["run_seconds"]["buckets"][-1] == ["+Inf", 2]
+
+
+def test_a_window_longer_than_ten_years_counts_as_ten_years(api):
+    response = api.get("/api/metrics/jobs", window="99999999999d")
+    assert response.status_code == 200
+    assert response.json()["window_seconds"] == 3650 * 86400
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"window": "0"}, "window"),
+    ({"window": "-5m"}, "window"),
+    ({"window": "1w"}, "window"),
+    ({"window": "1" * 21}, "window"),  # longer than 20 characters
+    ({"format": "xml"}, "format"),
+    ({"since": "2024-01-01T00:00:00Z"}, "since"),
+])
+def test_bad_metrics_parameters_are_400(api, params, field):
+    response = api.get("/api/metrics/jobs", **params)
+    assert response.status_code == 400
+    assert field in response.json()["errors"]

@@ -1,0 +1,237 @@
+"""The layers of ``django_jobs`` are its folders, and imports go down only.
+
+::
+
+    core  <-  models  <-  engine  <-  worker | features  <-  checks  <-  faces  <-  wiring
+
+A module's layer is the first folder under ``django_jobs/`` it sits in (``core/``,
+``models/``, ``engine/``, ``worker/``, ``features/``, ``checks/``; the faces ``admin/``,
+``api/``, ``backends/``, ``management/``, ``templatetags/``); the root holds only the public
+surface. One rule covers them all: a module imports only modules of its own folder or of a
+lower layer. ``worker/`` and ``features/`` share a rank and never import each other; the faces
+neither (``templatetags/`` is the admin's). The root's ``signals`` and ``exceptions`` are base
+(any layer raises and sends them); the root package, ``apps`` (the wiring), ``testing`` and
+``pytest_plugin`` sit above everything and nothing below imports them. A face may run the
+checks: ``runworker`` refuses a database that fails them.
+
+The graph is built from the source with ``ast`` (``importgraph.py``): every ``import`` and
+``from ... import`` anywhere in a module, relative ones resolved, and the ``__init__.py`` an
+import runs. Imports under ``if TYPE_CHECKING:`` count for the worker (a step that names the
+loop's types is bound to the loop as surely as one that imports it) and are left out elsewhere:
+they never run.
+
+Inside the worker one more rule holds: no module of ``worker/`` but the loop itself imports
+``worker/loop.py``, under ``TYPE_CHECKING`` neither. The steps see the worker as a
+``WorkerState`` (``worker/state.py``), which the loop's ``Worker`` is; ``runworker``, a face,
+starts the loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import django_jobs
+from tests.importgraph import cycle_through, cyclic_edges, import_graph
+
+ROOT = Path(django_jobs.__file__).parent
+
+# Rank of each layer; a module may import a module of a lower rank, or of its own folder.
+RANKS = {
+    "base": 0,      # core/, and the root's signals and exceptions
+    "models": 1,
+    "engine": 2,
+    "worker": 3,
+    "features": 3,
+    "checks": 4,
+    "faces": 5,     # a face may run the checks (runworker refuses a database that fails them)
+    "wiring": 6,    # the root package, apps, testing, pytest_plugin
+}
+LOOP = "django_jobs.worker.loop"  # no other module of worker/ imports it
+FACES = ("admin", "api", "backends", "management", "templatetags")
+BASE_AT_ROOT = ("signals", "exceptions")
+WIRING_AT_ROOT = ("apps", "testing", "pytest_plugin")
+# What may sit at the root: the public surface and the layers' folders (and Django's own).
+ROOT_ENTRIES = {
+    "__init__.py", "apps.py", "signals.py", "exceptions.py", "testing.py", "pytest_plugin.py",
+    "py.typed", "core", "models", "engine", "worker", "features", "checks", *FACES,
+    "migrations", "static", "templates",
+}
+
+
+def folder(module: str) -> str:
+    """The layer's folder a module belongs to (``faces`` folders keep their own name)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "wiring"
+    top = parts[0]
+    if top == "templatetags":
+        return "admin"  # the admin's template tags
+    if len(parts) == 1 and top in BASE_AT_ROOT:
+        return "core"
+    if len(parts) == 1 and top in WIRING_AT_ROOT:
+        return "wiring"
+    return top
+
+
+def rank(module: str) -> int:
+    top = folder(module)
+    if top == "core":
+        return RANKS["base"]
+    if top in FACES:
+        return RANKS["faces"]
+    return RANKS[top]
+
+
+def allowed(importer: str, imported: str) -> bool:
+    a, b = folder(importer), folder(imported)
+    return a == b or rank(imported) < rank(importer)
+
+
+def violations(graph: dict[str, set[str]], only: str | None = None) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if (only is None or folder(a) == only) and not allowed(a, b))
+
+
+def into_the_loop(graph: dict[str, set[str]], loop: str = LOOP) -> list[str]:
+    """The modules of the loop's package (``worker/``), but the loop, that import the loop."""
+    package = loop.rpartition(".")[0]
+    return sorted(a for a, targets in graph.items()
+                  if loop in targets and a != loop
+                  and (a == package or a.startswith(package + ".")))
+
+
+def report(found: list[tuple[str, str]]) -> str:
+    return "\n".join(f"  {a} ({folder(a)}) -> {b} ({folder(b)})" for a, b in found)
+
+
+def test_imports_go_down_the_layers_only():
+    """Every import of the package, the run-time ones, keeps to the rule above."""
+    found = violations(import_graph(ROOT, "django_jobs"))
+    assert not found, "imports that go up or across the layers:\n" + report(found)
+
+
+def test_the_worker_keeps_to_the_rule_with_its_type_only_imports():
+    """The worker's ``TYPE_CHECKING`` imports count too: it names no feature's or face's type."""
+    found = violations(import_graph(ROOT, "django_jobs", type_checking=True), only="worker")
+    assert not found, "the worker names a type of a layer beside or above it:\n" + report(found)
+
+
+def test_no_step_of_the_worker_imports_the_loop():
+    """The steps, and every other module of ``worker/``, see the worker through
+    ``worker/state.py``: none names the loop, not even for a type."""
+    found = into_the_loop(import_graph(ROOT, "django_jobs", type_checking=True))
+    assert not found, (f"modules of worker/ that import {LOOP} (type them against "
+                       f"django_jobs.worker.state.WorkerState instead): {found}")
+
+
+def test_the_root_holds_only_the_public_surface_and_the_layers():
+    """A module added at the root belongs in a layer's folder."""
+    extra = sorted(p.name for p in ROOT.iterdir()
+                   if p.name not in ROOT_ENTRIES and p.name != "__pycache__")
+    assert not extra, f"at the root of django_jobs/, put each in its layer's folder: {extra}"
+
+
+def test_every_module_is_in_a_layer():
+    """No folder the rule does not know (a new top-level package must be given a rank)."""
+    unknown = sorted(m for m in import_graph(ROOT, "django_jobs")
+                     if folder(m) not in RANKS and folder(m) not in FACES
+                     and folder(m) != "core")
+    assert not unknown, f"modules in a folder with no rank in RANKS: {unknown}"
+
+
+def test_the_import_graph_has_no_cycle():
+    """No module reaches itself through imports: the models find the engine through
+    ``core/contract.py``, and features join the engine through hooks."""
+    graph = import_graph(ROOT, "django_jobs")
+    cyclic = sorted(cyclic_edges(graph))
+    lines = "\n".join(f"  {a} -> {b}: cycle {' -> '.join(cycle_through(graph, (a, b)))}"
+                      for a, b in cyclic)
+    assert not cyclic, f"import edges inside a cycle:\n{lines}"
+
+
+def test_the_rule_sees_an_import_that_goes_up():
+    """The rule itself: down is allowed, up and across (worker and features) are not."""
+    assert allowed("django_jobs.engine.verbs", "django_jobs.models.jobs")
+    assert allowed("django_jobs.engine.postgres.engine", "django_jobs.engine.hooks")
+    assert allowed("django_jobs.worker.turn", "django_jobs.exceptions")
+    assert allowed("django_jobs.apps", "django_jobs.features.unique")
+    assert not allowed("django_jobs.models.jobs", "django_jobs.engine.verbs")
+    assert allowed("django_jobs.core.states", "django_jobs.signals")
+    assert not allowed("django_jobs.worker.turn", "django_jobs.features.unique")
+    assert not allowed("django_jobs.features.unique", "django_jobs.worker.execution")
+    assert not allowed("django_jobs.engine.verbs", "django_jobs.api.views_jobs")
+    assert not allowed("django_jobs.checks.databases", "django_jobs.admin.views")
+    assert not allowed("django_jobs.api.views_jobs", "django_jobs.admin.views")
+    assert allowed("django_jobs.templatetags.jobs_admin", "django_jobs.admin.display")
+    assert not allowed("django_jobs.worker.loop", "django_jobs")
+    graph = {"django_jobs.core.states": {"django_jobs.worker.loop"},
+             "django_jobs.worker.loop": {"django_jobs.core.states"}}
+    assert violations(graph) == [("django_jobs.core.states", "django_jobs.worker.loop")]
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    """Module-level, function-level, relative and ``from pkg import module`` imports are
+    edges, and so is the ``__init__.py`` of a package an import runs (but the root's, and from
+    inside the package); imports under TYPE_CHECKING count only when asked for, and imports of
+    other packages never."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from .b import thing\nimport json\n",
+        "b.py": "def f():\n    from .c import other\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n",
+        "d.py": "from . import a, missing\nimport pkg.sub.e\n",
+        "sub/__init__.py": "",
+        "sub/e.py": "from ..a import thing\nfrom .. import b\n",
+        "sub/f.py": "from .e import thing\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    graph = import_graph(pkg, "pkg")
+    assert graph == {
+        "pkg": set(),
+        "pkg.a": {"pkg.b"},
+        "pkg.b": {"pkg.c"},
+        "pkg.c": set(),
+        "pkg.d": {"pkg.a", "pkg", "pkg.sub.e", "pkg.sub"},
+        "pkg.sub": set(),
+        "pkg.sub.e": {"pkg.a", "pkg.b"},
+        "pkg.sub.f": {"pkg.sub.e"},
+    }
+    assert import_graph(pkg, "pkg", type_checking=True)["pkg.c"] == {"pkg.a"}
+    assert cyclic_edges(graph) == set()
+    graph["pkg.c"].add("pkg.a")
+    assert cyclic_edges(graph) == {("pkg.a", "pkg.b"), ("pkg.b", "pkg.c"), ("pkg.c", "pkg.a")}
+    assert cycle_through(graph, ("pkg.c", "pkg.a")) == ["pkg.c", "pkg.a", "pkg.b", "pkg.c"]
+
+
+def test_the_loop_rule_refuses_a_step_that_imports_the_loop(tmp_path):
+    """A worker module that imports the loop, at the top, in a function, relatively or only
+    under TYPE_CHECKING, is refused; the loop itself, a module typed against the state, and
+    a face that starts the loop are not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "worker").mkdir(parents=True)
+    (pkg / "management").mkdir()
+    files = {
+        "__init__.py": "",
+        "worker/__init__.py": "",
+        "worker/loop.py": "from pkg.worker import turn\nfrom .state import WorkerState\n",
+        "worker/state.py": "from typing import Protocol\nclass WorkerState(Protocol): ...\n",
+        "worker/turn.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                           "    from pkg.worker.loop import Worker\n"),
+        "worker/heartbeat.py": "def beat():\n    from . import loop\n",
+        "worker/slots.py": "import pkg.worker.loop\n",
+        "worker/shutdown.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                               "    from .state import WorkerState\n"),
+        "management/__init__.py": "",
+        "management/runworker.py": "from pkg.worker.loop import Worker\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    loop = "pkg.worker.loop"
+    assert into_the_loop(import_graph(pkg, "pkg", type_checking=True), loop) == [
+        "pkg.worker.heartbeat", "pkg.worker.slots", "pkg.worker.turn"]
+    # Without the TYPE_CHECKING imports the step that names the loop's type would pass.
+    assert into_the_loop(import_graph(pkg, "pkg"), loop) == [
+        "pkg.worker.heartbeat", "pkg.worker.slots"]
