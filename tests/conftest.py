@@ -104,14 +104,22 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The whole suite on a second Django (scripts/test sets DJANGO_JOBS_ONCE_PER_DATABASE) runs
-    the chaos and pooler tests once per database only: they test processes, signals and the
-    network, which do not change with Django's version, and they are the suite's slowest; so
-    are the passes of other files under another settings module (``settings_pass``)."""
-    if not os.environ.get("DJANGO_JOBS_ONCE_PER_DATABASE"):
-        return
-    skip = pytest.mark.skip(
-        reason="chaos, pooler and settings-pass tests run once per database, on Django 5.2")
+    """Tests that need not run in every run of the whole suite (``scripts/test``).
+
+    On a second Django (``DJANGO_JOBS_ONCE_PER_DATABASE``) the chaos and pooler tests run once
+    per database only: they test processes, signals and the network, which do not change with
+    Django's version, and they are the suite's slowest; so are the passes of other files under
+    another settings module (``settings_pass``). After the first run of the whole suite
+    (``DJANGO_JOBS_ONCE_PER_SUITE``) the tests marked ``once`` are left out: they build and
+    install the package, which neither the database nor Django's version changes."""
+    skips = []
+    if os.environ.get("DJANGO_JOBS_ONCE_PER_DATABASE"):
+        skips.append((("chaos", "pooler", "settings_pass"), pytest.mark.skip(
+            reason="chaos, pooler and settings-pass tests run once per database, on Django 5.2")))
+    if os.environ.get("DJANGO_JOBS_ONCE_PER_SUITE"):
+        skips.append((("once",), pytest.mark.skip(
+            reason="builds and installs the package: run once, in the suite's first run")))
     for item in items:
-        if any(item.get_closest_marker(name) for name in ("chaos", "pooler", "settings_pass")):
-            item.add_marker(skip)
+        for names, skip in skips:
+            if any(item.get_closest_marker(name) for name in names):
+                item.add_marker(skip)

@@ -40,6 +40,7 @@ def dist(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_sdist_and_wheel_build_and_pass_twine_check(dist):
     (sdist,) = dist.glob(f"{DIST_NAME}-*.tar.gz")
     (wheel,) = dist.glob(f"{DIST_NAME}-*.whl")
@@ -52,6 +53,7 @@ def test_sdist_and_wheel_build_and_pass_twine_check(dist):
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_sdist_and_wheel_carry_the_license(dist):
     """The BSD-3-Clause text ships in both, and the metadata names it (PEP 639)."""
     text = (ROOT / "LICENSE").read_text()
@@ -76,6 +78,7 @@ def test_sdist_and_wheel_carry_the_license(dist):
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_wheel_contains_migrations_and_py_typed(dist):
     (wheel,) = dist.glob(f"{DIST_NAME}-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -92,6 +95,7 @@ def test_wheel_contains_migrations_and_py_typed(dist):
 
 
 @pytest.mark.slow
+@pytest.mark.once
 @pytest.mark.parametrize("kind", ["sdist", "wheel"])
 def test_installed_in_a_fresh_virtualenv_the_demo_runs(dist, kind, tmp_path):
     """The artifact installed alone (Django and cronsim from the index) runs the example
@@ -158,6 +162,7 @@ def test_the_publish_workflow_builds_and_uploads_through_trusted_publishing():
 
 
 @pytest.mark.slow
+@pytest.mark.once
 def test_the_readme_install_command_works_in_a_checkout(dist, tmp_path):
     """The README's install block, run as written in a fresh virtual environment from the
     root of a copy of the checkout, installs a package that runs a job."""

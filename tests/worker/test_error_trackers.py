@@ -15,7 +15,7 @@ from django.test import override_settings
 import tests.edge_jobs  # noqa: F401  (the refused_result handler)
 from django_jobs.models import Job
 from tests.helpers import run_burst, run_until_settled
-from tests.test_poison import refusing_database  # noqa: F401  (a fixture)
+from tests.worker.test_poison import refusing_database  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
