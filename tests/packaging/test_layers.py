@@ -79,6 +79,8 @@ def rank(module: str) -> int:
         return RANKS["base"]
     if top in FACES:
         return RANKS["faces"]
+    if top not in RANKS:
+        raise AssertionError(f"{module}: its folder {top!r} has no rank in RANKS")
     return RANKS[top]
 
 
