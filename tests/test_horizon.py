@@ -9,10 +9,12 @@ import psycopg
 import pytest
 from django.db import connection
 from django.test import override_settings
+from prometheus_client.parser import text_string_to_metric_families
 
 from django_jobs.engine.postgres import horizon
 from django_jobs.worker.horizon import HorizonWatch
 
+from .api_support import Api, make_token
 from .conftest import requires_postgres
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
@@ -129,3 +131,22 @@ def test_the_warning_can_be_turned_off(holder, caplog):
         with override_settings(DJANGO_JOBS={"HORIZON_WARNING_SECONDS": off}):
             HorizonWatch()("w1")
     assert warnings_and_infos(caplog) == []
+
+
+def test_the_metrics_carry_the_horizon_age_and_xid_age(holder):
+    time.sleep(1.1)
+    api = Api(make_token("read"))
+    body = api.get("/api/metrics/jobs").json()
+    assert body["horizon"]["age_seconds"] >= 1.0
+    assert f"pid {holder.info.backend_pid}" in body["horizon"]["holder"]
+    text = api.get("/api/metrics/jobs", format="prometheus").content.decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    [age] = families["django_jobs_horizon_age_seconds"].samples
+    assert families["django_jobs_horizon_age_seconds"].type == "gauge"
+    assert 1.0 <= age.value < 60
+    [xid_age] = families["django_jobs_horizon_xid_age"].samples
+    assert xid_age.value >= 0
+    holder.close()
+    body = api.get("/api/metrics/jobs").json()
+    assert body["horizon"]["holder"] is None or f"pid {holder.info.backend_pid}" not in (
+        body["horizon"]["holder"])
