@@ -14,10 +14,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from django_jobs.engine.postgres import horizon
 from django_jobs.worker.horizon import HorizonWatch
 
+from .admin_helpers import staff
 from .api_support import Api, make_token
 from .conftest import requires_postgres
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+
+OVERVIEW = "/admin/django_jobs/job/overview/"
 
 
 def open_holder(name: str = "horizon-holder") -> psycopg.Connection:
@@ -150,3 +153,18 @@ def test_the_metrics_carry_the_horizon_age_and_xid_age(holder):
     body = api.get("/api/metrics/jobs").json()
     assert body["horizon"]["holder"] is None or f"pid {holder.info.backend_pid}" not in (
         body["horizon"]["holder"])
+
+
+def test_the_admin_overview_shows_a_banner_past_the_bound(client, holder):
+    client.force_login(staff("viewer", "view_job"))
+    time.sleep(1.1)
+    with override_settings(DJANGO_JOBS={"HORIZON_WARNING_SECONDS": 1}):
+        page = client.get(OVERVIEW).content.decode()
+    assert 'id="horizon"' in page
+    assert f"snapshot of pid {holder.info.backend_pid}" in page
+    assert "horizon-holder" in page
+    with override_settings(DJANGO_JOBS={"HORIZON_WARNING_SECONDS": 3600}):
+        assert 'id="horizon"' not in client.get(OVERVIEW).content.decode()
+    holder.close()
+    with override_settings(DJANGO_JOBS={"HORIZON_WARNING_SECONDS": 1}):
+        assert 'id="horizon"' not in client.get(OVERVIEW).content.decode()
