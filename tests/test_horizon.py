@@ -18,7 +18,7 @@ from .admin_helpers import staff
 from .api_support import Api, make_token
 from .conftest import requires_postgres
 
-pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 OVERVIEW = "/admin/django_jobs/job/overview/"
 
@@ -57,6 +57,7 @@ def mine(pid: int) -> horizon.Holder | None:
     return next((h for h in horizon.holders("default") if h.pid == pid), None)
 
 
+@requires_postgres
 def test_the_read_names_the_session_that_holds_a_snapshot(holder):
     time.sleep(1.1)
     found = mine(holder.info.backend_pid)
@@ -73,6 +74,7 @@ def test_the_read_names_the_session_that_holds_a_snapshot(holder):
     assert not read.past(0) and not read.past(None)
 
 
+@requires_postgres
 def test_the_read_leaves_out_its_own_session_and_ended_holders(sessions):
     connection.ensure_connection()
     own = connection.connection.info.backend_pid
@@ -91,6 +93,7 @@ def warnings_and_infos(caplog):
     return [(r.levelno, r.getMessage()) for r in lines]
 
 
+@requires_postgres
 def test_the_worker_warns_once_while_a_holder_persists_and_once_when_it_clears(sessions,
                                                                                caplog):
     caplog.set_level(logging.INFO, logger="django_jobs.worker")
@@ -127,6 +130,7 @@ def test_the_worker_warns_once_while_a_holder_persists_and_once_when_it_clears(s
     assert lines[2][0] == logging.INFO and "no longer held back" in lines[2][1]
 
 
+@requires_postgres
 def test_the_warning_can_be_turned_off(holder, caplog):
     caplog.set_level(logging.INFO, logger="django_jobs.worker")
     time.sleep(1.1)
@@ -136,6 +140,7 @@ def test_the_warning_can_be_turned_off(holder, caplog):
     assert warnings_and_infos(caplog) == []
 
 
+@requires_postgres
 def test_the_metrics_carry_the_horizon_age_and_xid_age(holder):
     time.sleep(1.1)
     api = Api(make_token("read"))
@@ -155,6 +160,7 @@ def test_the_metrics_carry_the_horizon_age_and_xid_age(holder):
         body["horizon"]["holder"])
 
 
+@requires_postgres
 def test_the_admin_overview_shows_a_banner_past_the_bound(client, holder):
     client.force_login(staff("viewer", "view_job"))
     time.sleep(1.1)
@@ -168,3 +174,14 @@ def test_the_admin_overview_shows_a_banner_past_the_bound(client, holder):
     holder.close()
     with override_settings(DJANGO_JOBS={"HORIZON_WARNING_SECONDS": 1}):
         assert 'id="horizon"' not in client.get(OVERVIEW).content.decode()
+
+
+@pytest.mark.parametrize("value", ["300", -1, True, [300]])
+def test_a_bad_horizon_setting_is_refused_by_the_system_check(value):
+    from django_jobs.checks.configuration import check_settings
+
+    with override_settings(DJANGO_JOBS={"HORIZON_WARNING_SECONDS": value}):
+        assert [e.id for e in check_settings()] == ["django_jobs.E006"]
+    for fine in (None, 0, 300, 0.5):
+        with override_settings(DJANGO_JOBS={"HORIZON_WARNING_SECONDS": fine}):
+            assert check_settings() == []
