@@ -1,4 +1,5 @@
-"""The numbers staff look at first: counts by status, the oldest ready job, the workers.
+"""The numbers staff look at first: counts by status, the oldest ready job, the workers, and
+on PostgreSQL what holds back vacuum when it has for longer than ``HORIZON_WARNING_SECONDS``.
 
 Every query here reads through an index. Completed jobs are the bulk of a busy table, so they
 are counted only for the last day (the ``(status, created_at)`` index serves that range); their
@@ -27,6 +28,7 @@ from django_jobs.core.states import (
     PROCESSING,
     READY_STATES,
 )
+from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, QueueState, Worker
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
@@ -133,7 +135,20 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
         "dead_query": status_query(DEAD),
         "completed_total": completed_total(),
         "workers": workers(now),
+        "horizon": held_back(),
     }
+
+
+def held_back() -> dict[str, Any] | None:
+    """What holds PostgreSQL's xmin horizon, when it has for longer than
+    ``HORIZON_WARNING_SECONDS`` (the oldest snapshot or prepared transaction); else None."""
+    bound = jobs_settings.HORIZON_WARNING_SECONDS
+    if not bound:
+        return None
+    read = horizon.read(Job.objects.db)
+    if read is None or not read.past(bound) or read.holder is None:
+        return None
+    return {"holder": read.holder.describe(), "age_seconds": read.age_seconds, "bound": bound}
 
 
 @dataclass(frozen=True)

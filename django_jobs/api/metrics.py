@@ -1,4 +1,5 @@
-"""Job metrics: counts by status, timings per type, queue age; as JSON or Prometheus text.
+"""Job metrics: counts by status, timings per type, queue age, the xmin horizon; as JSON or
+Prometheus text.
 
 A ``window`` limits every figure to jobs submitted within it, except the age of the oldest
 ready job, which always looks at the whole queue (a stuck job must not hide behind a window).
@@ -6,6 +7,10 @@ ready job, which always looks at the whole queue (a stuck job must not hide behi
 The histograms of run time and wait time per type are counted in the same two grouped
 queries as the per-type counts and means (one conditional count per bucket), so they cost no
 scan of their own: a window bounds them as it bounds every other figure.
+
+The horizon (PostgreSQL) is read from the database's catalogs at each request
+(``engine/postgres/horizon.py``, a cheap read): how long and how many transactions vacuum is
+held back, and by what. It is not windowed; elsewhere it is null and has no gauge.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from django.db.models import (
 
 from django_jobs.core import clock
 from django_jobs.core.states import Outcome
+from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, JobAttempt
 
 if TYPE_CHECKING:
@@ -98,9 +104,19 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None) ->
             None if oldest is None else round((now - oldest).total_seconds(), 3)
         ),
         "job_types": _job_types(jobs, attempts),
+        "horizon": _horizon(Job.objects.db),
         "window_seconds": None if window is None else window.total_seconds(),
         "generated_at": now,
     }
+
+
+def _horizon(using: str) -> JSONObject | None:
+    """The horizon's figures, with a line naming what holds it; None off PostgreSQL."""
+    read = horizon.read(using)
+    if read is None:
+        return None
+    return {"age_seconds": read.age_seconds, "xid_age": read.xid_age,
+            "holder": read.holder.describe() if read.holder is not None else None}
 
 
 def _job_types(jobs: QuerySet[Job], attempts: QuerySet[JobAttempt]) -> list[JSONObject]:
@@ -191,6 +207,15 @@ def prometheus_text(data: JSONObject) -> str:
            [("", seconds(data["avg_time_to_complete_ms"]))])
     family("oldest_ready_age_seconds", "How long the oldest ready job has been due.",
            [("", data["oldest_ready_age_seconds"] or 0.0)])
+    held = data.get("horizon")
+    if held is not None:
+        family("horizon_age_seconds",
+               "How long the oldest snapshot or prepared transaction has held back vacuum "
+               "(PostgreSQL's xmin horizon; a replication slot counts only in transactions).",
+               [("", float(held["age_seconds"]))])
+        family("horizon_xid_age",
+               "Transactions since the oldest xmin held by a snapshot, prepared transaction or "
+               "replication slot.", [("", held["xid_age"])])
     types = data["job_types"]
     family("type_jobs", "Jobs by type.",
            [(f'{{type="{_label(t["type"])}"}}', t["count"]) for t in types])

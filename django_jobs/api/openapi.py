@@ -185,6 +185,14 @@ def _schemas() -> JSONObject:
         **counts, "avg_processing_time_ms": number, "avg_time_to_complete_ms": number,
         "oldest_ready_age_seconds": number, "window_seconds": number, "generated_at": TIME,
         "job_types": {"type": "array", "items": _ref("JobTypeMetrics")},
+        "horizon": {
+            "type": ["object", "null"], "required": ["age_seconds", "xid_age", "holder"],
+            "description": "PostgreSQL's xmin horizon: how long (the oldest snapshot or "
+                           "prepared transaction) and how many transactions vacuum is held "
+                           "back, and what holds it; null on other databases",
+            "properties": {"age_seconds": {"type": "number", "minimum": 0},
+                           "xid_age": {"type": "integer", "minimum": 0},
+                           "holder": {"type": ["string", "null"]}}},
     }
     metrics = {"type": "object", "required": list(metrics_properties),
                "properties": metrics_properties}

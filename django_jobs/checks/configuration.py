@@ -45,6 +45,11 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: obj
         problems.append(Error("DJANGO_JOBS['CLOCK_SKEW_WARNING_SECONDS'] must be a number of "
                               "seconds (0 or more) or None", id="django_jobs.E005"))
     problems.extend(check_log_levels())
+    horizon = jobs_settings.HORIZON_WARNING_SECONDS
+    if horizon is not None and (not isinstance(horizon, int | float) or isinstance(horizon, bool)
+                                or horizon < 0):
+        problems.append(Error("DJANGO_JOBS['HORIZON_WARNING_SECONDS'] must be a number of "
+                              "seconds (0 or more) or None", id="django_jobs.E007"))
     lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
     if lease < 2 * beat:
         problems.append(Warning(

@@ -24,6 +24,11 @@ DEFAULTS: dict[str, Any] = {
     # Every process judges time by the database server's clock (core/clock.py); one whose own
     # clock is off by more than this many seconds logs a warning. None: never warn.
     "CLOCK_SKEW_WARNING_SECONDS": 2.0,
+    # PostgreSQL: a worker whose database's xmin horizon has been held back longer than this
+    # many seconds (by a snapshot, a prepared transaction or a replication slot) logs one
+    # warning naming the holder, and one line when it ends; the metrics and the admin overview
+    # show it too. 0 or None: never warn.
+    "HORIZON_WARNING_SECONDS": 300,
     # How long an idle worker waits before looking again (PostgreSQL wakes it sooner).
     "POLL_INTERVAL": 1.0,
     # How long a stopping worker lets running jobs finish before handing them back.

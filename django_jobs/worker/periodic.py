@@ -1,5 +1,6 @@
 """Work any worker does on its heartbeat: the features' steps (``hooks.periodic_steps``:
-recurring jobs, pruning), then the release of jobs whose dependencies completed.
+recurring jobs, pruning), then the release of jobs whose dependencies completed, then the
+watch on what holds back vacuum (``worker/horizon.py``, PostgreSQL).
 
 Each step is idempotent across workers (the database decides), so no worker is special. The
 worker imports no feature: the app registers them (``apps.py``), and each names its steps.
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from django.db import DatabaseError
 
 from django_jobs.engine import hooks
+from django_jobs.worker.horizon import HorizonWatch
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -23,9 +25,10 @@ class Periodic:
     def __init__(self) -> None:
         self.made: dict[hooks.Feature, Sequence[hooks.Step]] = {}
         self.release_waiting = ReleaseWaiting()
+        self.horizon = HorizonWatch()
 
     def steps(self) -> list[hooks.Step]:
-        return [*hooks.periodic_steps(self.made), self.release_waiting]
+        return [*hooks.periodic_steps(self.made), self.release_waiting, self.horizon]
 
     def __call__(self, worker_id: str) -> None:
         for step in self.steps():

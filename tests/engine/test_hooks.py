@@ -41,9 +41,9 @@ def test_the_app_registers_its_features_in_the_order_their_hooks_run():
     ]
 
 
-def test_a_heartbeat_runs_the_schedules_then_pruning_then_the_release_of_waiting_jobs():
+def test_a_heartbeat_runs_the_schedules_pruning_the_release_of_waiting_jobs_then_the_horizon():
     assert [type(step).__name__ for step in Periodic().steps()] == [
-        "Ticker", "AutoPruner", "ReleaseWaiting"]
+        "Ticker", "AutoPruner", "ReleaseWaiting", "HorizonWatch"]
 
 
 def test_a_feature_takes_its_own_enqueue_option_and_the_insert(add_feature):

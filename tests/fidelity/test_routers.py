@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.test import override_settings
 
 from django_jobs.checks.configuration import check_settings
@@ -51,3 +53,15 @@ def test_jobs_off_default_get_a_warning_about_transactions():
 def test_the_not_migrated_hint_names_an_alias_other_than_default():
     assert migrate_hint("default") == "run `manage.py migrate`"
     assert migrate_hint("jobs") == "run `manage.py migrate --database=jobs`"
+
+
+def test_the_warning_about_atomic_is_silenced_as_usual():
+    def check_output() -> str:
+        out = StringIO()
+        call_command("check", stdout=out, stderr=out)
+        return out.getvalue()
+
+    with override_settings(DATABASE_ROUTERS=[JobsElsewhere()]):
+        assert "django_jobs.W003" in check_output()
+        with override_settings(SILENCED_SYSTEM_CHECKS=["django_jobs.W003"]):
+            assert "django_jobs.W003" not in check_output()

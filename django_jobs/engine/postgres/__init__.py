@@ -2,6 +2,6 @@
 
 ``engine`` (``PostgresEngine``), ``statements`` (the named SQL), ``enqueue`` (one round trip
 per enqueue), ``rows`` (claimed rows made ``Job`` instances), ``cursor`` (server-side
-parameters and prepared statements), ``pooler`` (whether a connection keeps its session) and
-``listener`` (LISTEN/NOTIFY wake-ups).
+parameters and prepared statements), ``pooler`` (whether a connection keeps its session),
+``listener`` (LISTEN/NOTIFY wake-ups) and ``horizon`` (what holds back vacuum).
 """

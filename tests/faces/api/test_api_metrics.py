@@ -211,3 +211,14 @@ def test_bad_metrics_parameters_are_400(api, params, field):
     response = api.get("/api/metrics/jobs", **params)
     assert response.status_code == 400
     assert field in response.json()["errors"]
+
+
+def test_off_postgresql_the_horizon_is_null_and_has_no_gauge(api):
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        pytest.skip("PostgreSQL has an xmin horizon (tests/worker/test_horizon.py)")
+    assert api.get("/api/metrics/jobs").json()["horizon"] is None
+    text, families = _families(api)
+    assert "django_jobs_horizon_age_seconds" not in families
+    assert "horizon" not in text
