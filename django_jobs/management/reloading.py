@@ -54,7 +54,8 @@ class ReloadingWorker:
         autoreload.run_with_reloader(self._work)
         # The watching ended without a reload: the worker ended, or Ctrl-C in the child.
         if not self.done.is_set():
-            self.worker.stop()
+            if not self.worker.stopping:  # a second stop would raise Abort
+                self.worker.stop()
             self.done.wait()
         if self.error is not None:
             raise self.error
