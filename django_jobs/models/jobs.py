@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.db import models
 from django.db.models import Field, Q, QuerySet
 from django.db.models.deletion import Collector
@@ -171,6 +172,24 @@ class Job(ReloadsWhereWritten, models.Model):
                      ) -> list[Job]:
         """Insert one job per payload, with the options of ``enqueue``, in one statement."""
         return cls.objects.enqueue_many(type, payloads, **options)
+
+    @classmethod
+    async def aenqueue(cls, type: str, payload: JSONValue = None, **options: Any) -> Job:
+        """``enqueue`` for async code (an ``async def`` view), with the same options.
+
+        The write runs as Django's async ORM runs its queries (``sync_to_async``,
+        thread-sensitive): on the connection of the caller's other thread-sensitive code.
+        Django has no async transaction API, so the job commits at once unless the caller
+        opened a transaction there (docs/howto-async-enqueue.md). InvalidJob and
+        UnknownJobType are raised here, before anything is written.
+        """
+        return await sync_to_async(cls.enqueue)(type, payload, **options)
+
+    @classmethod
+    async def aenqueue_many(cls, type: str, payloads: Iterable[JSONValue], **options: Any
+                            ) -> list[Job]:
+        """``enqueue_many`` for async code, as ``aenqueue``."""
+        return await sync_to_async(cls.enqueue_many)(type, payloads, **options)
 
     @property
     def progress_fraction(self) -> float | None:

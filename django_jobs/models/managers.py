@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
+from asgiref.sync import sync_to_async
 from django.db import models, router
 
 from django_jobs.core import clock, contract
@@ -148,6 +149,17 @@ class JobManager(_JobManagerBase):
                      ) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
         return contract.engine(self.db).enqueue_many(type, payloads, **options)
+
+    async def aenqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
+        """``enqueue`` from async code: the same validation and write, run as Django's async ORM
+        runs its queries (``sync_to_async``, thread-sensitive), so on the connection, and in
+        the transaction, of the caller's other thread-sensitive database code."""
+        return await sync_to_async(self.enqueue)(type, payload, **options)
+
+    async def aenqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
+                            ) -> list[Job]:
+        """``enqueue_many`` from async code, as ``aenqueue``."""
+        return await sync_to_async(self.enqueue_many)(type, payloads, **options)
 
     def claim(self, *, worker_id: str, limit: int, lease_seconds: float,
               queues: Sequence[str] | None = None, exclude_queues: Sequence[str] = (),

@@ -67,6 +67,7 @@ class Worker:
         self.stopping = False
         self.ending = False  # shut_down has begun
         self.failure: BaseException | None = None  # an error that ended the loop
+        self.exit_status = 0  # of a process the worker ends itself (state.py)
         self.stop_deadline = 0.0
         self.stop_announced = False
         self.signal_wake: SignalWake | None = None  # from run() to shut_down

@@ -12,8 +12,9 @@ restored; the summary of finished jobs is logged.
 A job whose handler is still running (past the shutdown timeout, or at a second signal) cannot
 be stopped from outside its thread. When the worker owns its process (``runworker``), it hands
 such jobs back last, due ``HANDBACK_MARGIN_SECONDS`` ahead so that no worker takes them before
-this process is gone, and ends the process at once (``exiting.leave_now``; status 0, or 1 with
-the traceback logged if an error ended the loop): no ``atexit`` function runs, since the
+this process is gone, and ends the process at once (``exiting.leave_now``; status
+``worker.exit_status``, 0 unless a reload stopped it, or 1 with the traceback logged if an error
+ended the loop): no ``atexit`` function runs, since the
 handler would still be running while it did. A worker run inside another program
 (``Worker.run()``) cannot end that program: it keeps their leases, and once the lease runs out
 the rescue hands them back (``worker/heartbeat.py``), counting a crash. A stop signal that comes
@@ -101,4 +102,4 @@ def leave_running(worker: WorkerState, jobs: list[Job]) -> None:
         logger.error("worker %s: ended by an error", worker.worker_id, exc_info=worker.failure)
         leave_now(1)
     logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
-    leave_now(0)
+    leave_now(worker.exit_status)

@@ -65,6 +65,9 @@ class WorkerState(Protocol):
     stopping: bool  # a stop signal came: claim nothing more, let the running jobs end
     ending: bool  # shut_down has begun: a further stop signal is ignored
     failure: BaseException | None  # an error that ended the loop
+    # The status of a process the worker ends itself (``shutdown.leave_running``): 0, or 3 when
+    # it stops for ``runworker --reload`` (the status on which Django's reloader restarts it).
+    exit_status: int
 
     def hand_out(self, jobs: list[Job]) -> None:
         """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""

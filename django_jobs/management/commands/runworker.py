@@ -15,6 +15,7 @@ from django.db import connections
 from django_jobs.checks.databases import database_checks, vendor_problems
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import QUEUE_RE
+from django_jobs.management.reloading import ReloadingWorker
 from django_jobs.models.schema import NotMigrated, Unreachable, jobs_database, require_migrated
 from django_jobs.worker.claim_size import PREFETCH_HORIZON_SECONDS
 from django_jobs.worker.exit import exit_without_stray_threads
@@ -108,9 +109,15 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=concurrency, default=1,
                             help=f"jobs run at once in this process, each in a thread with its "
                             f"own database connection; 1 to {MAX_CONCURRENCY} (default: 1)")
-        parser.add_argument("--burst", action="store_true",
+        # Exclusive: a reload restarts a worker that --burst would have ended.
+        ending = parser.add_mutually_exclusive_group()
+        ending.add_argument("--burst", action="store_true",
                             help="exit when no job is ready and none is running (default: run "
                             "until stopped)")
+        ending.add_argument("--reload", action="store_true",
+                            help="restart the worker when the site's Python files change, as "
+                            "runserver does, its running jobs handed back first; for "
+                            "development (default: no restart)")
         parser.add_argument("--max-jobs", type=positive_int, default=None,
                             help="exit after claiming this many jobs (default: no limit)")
         parser.add_argument("--poll-interval", type=seconds, default=None,
@@ -169,7 +176,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         else:  # the database-tagged checks, which a command's own checks leave out (E021)
             refuse_or_warn(database_checks(using), warn=True)
-        processed = Worker(worker_options).run()
+        worker = Worker(worker_options)
+        if options["reload"]:
+            processed = ReloadingWorker(worker).run()
+        else:
+            processed = worker.run()
         if options["verbosity"] >= 1:
             self.stdout.write(f"worker finished: {processed} job(s) run")
         if own_process:

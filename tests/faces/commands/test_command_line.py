@@ -47,8 +47,9 @@ def test_runworker_help_shows_each_default():
     result = manage("runworker", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
-    for option in ("--queues", "--concurrency", "--burst", "--max-jobs", "--poll-interval",
-                   "--worker-id", "--shutdown-timeout", "--lease", "--heartbeat"):
+    for option in ("--queues", "--concurrency", "--burst", "--reload", "--max-jobs",
+                   "--poll-interval", "--worker-id", "--shutdown-timeout", "--lease",
+                   "--heartbeat"):
         help_text = text.split(f"{option} ", 2)[-1].split(" --", 1)[0]
         assert "(default: " in help_text, option
 
