@@ -93,27 +93,48 @@ def prune(
     """
     from django_jobs.models import Job
 
+    if dry_run:
+        now = now or clock.now(Job.objects.db)
+        return {status: prunable(status, age, now).count()
+                for status, age in ages.items() if age is not None}
+    counts, _ = prune_pass(ages, batch_size=batch_size, max_batches=max_batches, now=now)
+    return counts
+
+
+def prune_pass(
+    ages: dict[str, timedelta | None],
+    *,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    deadline: float | None = None,
+    now: datetime | None = None,
+) -> tuple[dict[str, int], bool]:
+    """Delete finished jobs older than their status's age, in rounds of one batch per status
+    while full batches come back; returns the number per status and whether it caught up.
+
+    A status whose batch comes back short is done. ``max_batches`` bounds the rounds (so the
+    batches per status); ``deadline`` (a ``time.monotonic()`` value) ends the pass after the
+    round that reaches it, so one round always runs. Rounds rather than one status after the
+    other: a backlog of completed jobs does not hold up the canceled and dead ones.
+    """
+    from django_jobs.models import Job
+
     batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
     now = now or clock.now(Job.objects.db)
-    counts: dict[str, int] = {}
-    for status, age in ages.items():
-        if age is None:
-            continue
-        rows = prunable(status, age, now)
-        if dry_run:
-            counts[status] = rows.count()
-            continue
-        total, batches = 0, 0
-        while max_batches is None or batches < max_batches:
+    left = {status: prunable(status, age, now) for status, age in ages.items() if age is not None}
+    counts = dict.fromkeys(left, 0)
+    rounds = 0
+    while left and (max_batches is None or rounds < max_batches):
+        for status, rows in list(left.items()):
             deleted = rows.delete_batch(batch_size)
-            total += deleted
-            batches += 1
+            counts[status] += deleted
             if deleted < batch_size:
-                break
-        counts[status] = total
-    if not dry_run:
-        prune_occurrences(now, batch_size)
-    return counts
+                del left[status]
+        rounds += 1
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    prune_occurrences(now, batch_size)
+    return counts, not left
 
 
 def prune_occurrences(now: datetime, batch_size: int) -> int:
@@ -134,12 +155,28 @@ def prune_occurrences(now: datetime, batch_size: int) -> int:
 
 
 class AutoPruner:
-    """Called on each heartbeat; prunes a few batches every ``PRUNE_INTERVAL`` seconds."""
+    """Called on each heartbeat; every ``PRUNE_INTERVAL`` seconds runs a prune pass.
 
-    MAX_BATCHES = 10
+    A pass deletes batches while full ones come back, for at most ``budget()`` seconds: it
+    runs inside the heartbeat, and the worker claims, writes outcomes and pings systemd only
+    between heartbeats, so a pass must stay short beside the heartbeat and the lease. A pass
+    that ends on its budget with old jobs left goes on at the next heartbeat instead of an
+    interval later, so a busy site's pruning keeps up: one worker gets up to ``PASS_FRACTION``
+    of its main loop for it while behind, and each other worker adds as much (their batches
+    skip the rows another pruner holds, ``JobQuerySet.delete_batch``).
+    """
+
+    # The share of the shorter of heartbeat and lease a pass may take: 1 s by default.
+    PASS_FRACTION = 0.2
 
     def __init__(self) -> None:
         self.next_at: float | None = None
+
+    @classmethod
+    def budget(cls) -> float:
+        """Seconds one pass may take, from the settings."""
+        return cls.PASS_FRACTION * min(float(jobs_settings.HEARTBEAT_SECONDS),
+                                       float(jobs_settings.LEASE_SECONDS))
 
     def __call__(self, worker_id: str) -> None:
         interval = jobs_settings.PRUNE_INTERVAL
@@ -150,11 +187,12 @@ class AutoPruner:
             self.next_at = now + random.uniform(0, float(interval))  # noqa: S311 (spread, not a secret)
         if now < self.next_at:
             return
-        self.next_at = now + float(interval)
-        counts = prune(configured_ages(), max_batches=self.MAX_BATCHES)
+        counts, caught_up = prune_pass(configured_ages(), deadline=now + self.budget())
+        self.next_at = time.monotonic() + (float(interval) if caught_up else 0.0)
         if any(counts.values()):
-            logger.info("worker %s: pruned %s", worker_id,
-                        ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+            logger.info("worker %s: pruned %s%s", worker_id,
+                        ", ".join(f"{n} {status}" for status, n in counts.items() if n),
+                        "" if caught_up else "; more at the next heartbeat")
 
 
 class Retention(hooks.Feature):
