@@ -187,8 +187,10 @@ class AutoPruner:
             self.next_at = now + random.uniform(0, float(interval))  # noqa: S311 (spread, not a secret)
         if now < self.next_at:
             return
+        self.next_at = now + float(interval)  # a pass that fails waits an interval too
         counts, caught_up = prune_pass(configured_ages(), deadline=now + self.budget())
-        self.next_at = time.monotonic() + (float(interval) if caught_up else 0.0)
+        if not caught_up:
+            self.next_at = time.monotonic()
         if any(counts.values()):
             logger.info("worker %s: pruned %s%s", worker_id,
                         ", ".join(f"{n} {status}" for status, n in counts.items() if n),

@@ -233,3 +233,13 @@ def test_occurrences_whose_job_was_pruned_go_a_day_later():
     ScheduleOccurrence.objects.create(schedule_id="s", at=timezone.now(), job=recent_job)
     prune({"completed": timedelta(days=1)})
     assert list(ScheduleOccurrence.objects.values_list("job_id", flat=True)) == [recent_job.pk]
+
+
+@pytest.mark.django_db
+@override_settings(DJANGO_JOBS={"RETENTION": {"finished": 5}})
+def test_a_pass_that_fails_waits_an_interval_before_the_next():
+    pruner = AutoPruner()
+    pruner.next_at = 0.0
+    with pytest.raises(ValueError, match="finished"):
+        pruner("w")
+    assert pruner.next_at > time.monotonic() + 200
