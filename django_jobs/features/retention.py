@@ -14,6 +14,7 @@ import random
 import time
 from datetime import datetime, timedelta
 
+from django.db import DatabaseError
 from django.db.models import Q
 
 from django_jobs.core import clock
@@ -154,6 +155,23 @@ def prune_occurrences(now: datetime, batch_size: int) -> int:
         total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
 
 
+# A deadlock or lock wait timeout: PostgreSQL's SQLSTATEs, MariaDB's and MySQL's error numbers.
+LOCK_CONFLICT_STATES = ("40P01", "55P03")
+LOCK_CONFLICT_NUMBERS = (1205, 1213)
+
+
+def lock_conflict(exc: DatabaseError) -> bool:
+    """Whether ``exc`` is a deadlock or lock timeout, which ended its transaction with nothing
+    written: two pruners at work side by side, which another pass sorts out."""
+    cause = exc.__cause__
+    state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if state:
+        return state in LOCK_CONFLICT_STATES
+    args: tuple[object, ...] = getattr(cause, "args", ())
+    return type(cause).__module__.startswith("MySQLdb") and args[:1] in [
+        (number,) for number in LOCK_CONFLICT_NUMBERS]
+
+
 class AutoPruner:
     """Called on each heartbeat; every ``PRUNE_INTERVAL`` seconds runs a prune pass.
 
@@ -188,7 +206,15 @@ class AutoPruner:
         if now < self.next_at:
             return
         self.next_at = now + float(interval)  # a pass that fails waits an interval too
-        counts, caught_up = prune_pass(configured_ages(), deadline=now + self.budget())
+        try:
+            counts, caught_up = prune_pass(configured_ages(), deadline=now + self.budget())
+        except DatabaseError as exc:
+            if not lock_conflict(exc):
+                raise
+            # Another pruner's batch next to this one (InnoDB's foreign key checks lock the
+            # gaps between rows): this batch was rolled back, and the other pruner goes on.
+            logger.info("worker %s: pruning left to another worker (%s)", worker_id, exc)
+            return
         if not caught_up:
             self.next_at = time.monotonic()
         if any(counts.values()):
