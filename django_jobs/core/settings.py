@@ -74,8 +74,12 @@ DEFAULTS: dict[str, Any] = {
     # How long finished jobs are kept, by status (seconds, a timedelta, or None = for
     # ever), for ``manage.py prunejobs`` and the workers' automatic pruning.
     "RETENTION": {COMPLETED: 7 * 86400, CANCELED: 7 * 86400, DEAD: 30 * 86400},
-    # Seconds between automatic prune passes by each worker; None turns it off.
-    "PRUNE_INTERVAL": None,
+    # Seconds between automatic prune passes by each worker; None or 0 turns it off. Five
+    # minutes: a pass costs a read per status even with nothing to delete, and a table five
+    # minutes behind its RETENTION is the same size within a fraction of a percent; a pass
+    # that has more to delete than its time allows goes on at the next heartbeat
+    # (features/retention.py, docs/howto-retention.md).
+    "PRUNE_INTERVAL": 300,
     # Rows deleted per prune transaction.
     "PRUNE_BATCH_SIZE": 500,
     # Levels of the worker's lines for jobs that did not complete, by outcome ("failed" for a

@@ -14,6 +14,7 @@ import random
 import time
 from datetime import datetime, timedelta
 
+from django.db import DatabaseError
 from django.db.models import Q
 
 from django_jobs.core import clock
@@ -93,27 +94,48 @@ def prune(
     """
     from django_jobs.models import Job
 
+    if dry_run:
+        now = now or clock.now(Job.objects.db)
+        return {status: prunable(status, age, now).count()
+                for status, age in ages.items() if age is not None}
+    counts, _ = prune_pass(ages, batch_size=batch_size, max_batches=max_batches, now=now)
+    return counts
+
+
+def prune_pass(
+    ages: dict[str, timedelta | None],
+    *,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    deadline: float | None = None,
+    now: datetime | None = None,
+) -> tuple[dict[str, int], bool]:
+    """Delete finished jobs older than their status's age, in rounds of one batch per status
+    while full batches come back; returns the number per status and whether it caught up.
+
+    A status whose batch comes back short is done. ``max_batches`` bounds the rounds (so the
+    batches per status); ``deadline`` (a ``time.monotonic()`` value) ends the pass after the
+    round that reaches it, so one round always runs. Rounds rather than one status after the
+    other: a backlog of completed jobs does not hold up the canceled and dead ones.
+    """
+    from django_jobs.models import Job
+
     batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
     now = now or clock.now(Job.objects.db)
-    counts: dict[str, int] = {}
-    for status, age in ages.items():
-        if age is None:
-            continue
-        rows = prunable(status, age, now)
-        if dry_run:
-            counts[status] = rows.count()
-            continue
-        total, batches = 0, 0
-        while max_batches is None or batches < max_batches:
+    left = {status: prunable(status, age, now) for status, age in ages.items() if age is not None}
+    counts = dict.fromkeys(left, 0)
+    rounds = 0
+    while left and (max_batches is None or rounds < max_batches):
+        for status, rows in list(left.items()):
             deleted = rows.delete_batch(batch_size)
-            total += deleted
-            batches += 1
+            counts[status] += deleted
             if deleted < batch_size:
-                break
-        counts[status] = total
-    if not dry_run:
-        prune_occurrences(now, batch_size)
-    return counts
+                del left[status]
+        rounds += 1
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    prune_occurrences(now, batch_size)
+    return counts, not left
 
 
 def prune_occurrences(now: datetime, batch_size: int) -> int:
@@ -133,13 +155,46 @@ def prune_occurrences(now: datetime, batch_size: int) -> int:
         total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
 
 
-class AutoPruner:
-    """Called on each heartbeat; prunes a few batches every ``PRUNE_INTERVAL`` seconds."""
+# A deadlock or lock wait timeout: PostgreSQL's SQLSTATEs, MariaDB's and MySQL's error numbers.
+LOCK_CONFLICT_STATES = ("40P01", "55P03")
+LOCK_CONFLICT_NUMBERS = (1205, 1213)
 
-    MAX_BATCHES = 10
+
+def lock_conflict(exc: DatabaseError) -> bool:
+    """Whether ``exc`` is a deadlock or lock timeout, which ended its transaction with nothing
+    written: two pruners at work side by side, which another pass sorts out."""
+    cause = exc.__cause__
+    state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if state:
+        return state in LOCK_CONFLICT_STATES
+    args: tuple[object, ...] = getattr(cause, "args", ())
+    return type(cause).__module__.startswith("MySQLdb") and args[:1] in [
+        (number,) for number in LOCK_CONFLICT_NUMBERS]
+
+
+class AutoPruner:
+    """Called on each heartbeat; every ``PRUNE_INTERVAL`` seconds runs a prune pass.
+
+    A pass deletes batches while full ones come back, for at most ``budget()`` seconds: it
+    runs inside the heartbeat, and the worker claims, writes outcomes and pings systemd only
+    between heartbeats, so a pass must stay short beside the heartbeat and the lease. A pass
+    that ends on its budget with old jobs left goes on at the next heartbeat instead of an
+    interval later, so a busy site's pruning keeps up: one worker gets up to ``PASS_FRACTION``
+    of its main loop for it while behind, and each other worker adds as much (their batches
+    skip the rows another pruner holds, ``JobQuerySet.delete_batch``).
+    """
+
+    # The share of the shorter of heartbeat and lease a pass may take: 1 s by default.
+    PASS_FRACTION = 0.2
 
     def __init__(self) -> None:
         self.next_at: float | None = None
+
+    @classmethod
+    def budget(cls) -> float:
+        """Seconds one pass may take, from the settings."""
+        return cls.PASS_FRACTION * min(float(jobs_settings.HEARTBEAT_SECONDS),
+                                       float(jobs_settings.LEASE_SECONDS))
 
     def __call__(self, worker_id: str) -> None:
         interval = jobs_settings.PRUNE_INTERVAL
@@ -150,11 +205,22 @@ class AutoPruner:
             self.next_at = now + random.uniform(0, float(interval))  # noqa: S311 (spread, not a secret)
         if now < self.next_at:
             return
-        self.next_at = now + float(interval)
-        counts = prune(configured_ages(), max_batches=self.MAX_BATCHES)
+        self.next_at = now + float(interval)  # a pass that fails waits an interval too
+        try:
+            counts, caught_up = prune_pass(configured_ages(), deadline=now + self.budget())
+        except DatabaseError as exc:
+            if not lock_conflict(exc):
+                raise
+            # Another pruner's batch next to this one (InnoDB's foreign key checks lock the
+            # gaps between rows): this batch was rolled back, and the other pruner goes on.
+            logger.info("worker %s: pruning left to another worker (%s)", worker_id, exc)
+            return
+        if not caught_up:
+            self.next_at = time.monotonic()
         if any(counts.values()):
-            logger.info("worker %s: pruned %s", worker_id,
-                        ", ".join(f"{n} {status}" for status, n in counts.items() if n))
+            logger.info("worker %s: pruned %s%s", worker_id,
+                        ", ".join(f"{n} {status}" for status, n in counts.items() if n),
+                        "" if caught_up else "; more at the next heartbeat")
 
 
 class Retention(hooks.Feature):

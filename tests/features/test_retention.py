@@ -1,15 +1,20 @@
 """Retention: ``manage.py prunejobs`` and workers' automatic pruning."""
 
+import time
 from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from django_jobs.features.retention import AutoPruner, prune
+from django_jobs.core.settings import jobs_settings
+from django_jobs.features.retention import AutoPruner, prune, prune_pass
 from django_jobs.models import Job, JobAttempt
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.options import WorkerOptions
 from tests.conftest import wait_for
 
 
@@ -110,6 +115,102 @@ def test_the_auto_pruner_runs_once_per_interval():
     assert Job.objects.count() == 1
 
 
+def a_burst_worker_due_to_prune() -> Worker:
+    """An in-process burst worker whose pruner is due at its first heartbeat (not at the
+    random point of its first interval a worker picks to spread a fleet out)."""
+    worker = Worker(WorkerOptions(burst=True, concurrency=2, poll_interval=0.05))
+    (pruner,) = [step for step in worker.periodic.steps() if isinstance(step, AutoPruner)]
+    pruner.next_at = 0.0
+    return worker
+
+
+@pytest.mark.django_db
+def test_a_worker_prunes_by_the_default_retention_without_any_prune_setting():
+    assert "PRUNE_INTERVAL" not in settings.DJANGO_JOBS  # tests/settings.py leaves it out
+    assert jobs_settings.PRUNE_INTERVAL == 300
+    make("completed", 8, 2)  # default RETENTION: completed 7 days, dead 30 days
+    keep = make("completed", 6) + make("dead", 20)
+    make("dead", 31)
+    a_burst_worker_due_to_prune().run()
+    assert sorted(Job.objects.values_list("pk", flat=True)) == sorted(j.pk for j in keep)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("off", [None, 0])
+def test_prune_interval_none_or_0_turns_the_workers_pruning_off(off):
+    make("completed", 8, 2)
+    make("dead", 31)
+    with override_settings(DJANGO_JOBS={"PRUNE_INTERVAL": off}):
+        a_burst_worker_due_to_prune().run()
+    assert statuses() == ["completed", "completed", "dead"]
+
+
+@pytest.mark.django_db
+@override_settings(DJANGO_JOBS={"PRUNE_BATCH_SIZE": 2, "LEASE_SECONDS": 0.001})
+def test_a_pass_out_of_time_with_full_batches_goes_on_at_the_next_heartbeat():
+    make("completed", 10, 5)
+    pruner = AutoPruner()
+    assert pruner.budget() == pytest.approx(0.0002)  # one round per pass
+    pruner.next_at = 0.0
+    pruner("w")
+    assert Job.objects.count() == 3
+    assert pruner.next_at <= time.monotonic()  # behind: due again at once
+    pruner("w")
+    pruner("w")  # the batch comes back short: caught up
+    assert Job.objects.count() == 0
+    assert pruner.next_at > time.monotonic() + 200  # the next pass an interval away
+    make("completed", 10)
+    pruner("w")
+    assert Job.objects.count() == 1
+
+
+@override_settings(DJANGO_JOBS={})
+def test_a_pass_takes_a_fifth_of_the_heartbeat_by_default():
+    assert AutoPruner.budget() == pytest.approx(1.0)
+
+
+@pytest.mark.django_db
+def test_a_pass_deletes_a_batch_of_each_status_per_round():
+    make("completed", 10, 5)
+    make("dead", 40)
+    counts, caught_up = prune_pass({"completed": timedelta(days=1), "dead": timedelta(days=1)},
+                                   batch_size=2, max_batches=1)
+    assert (counts, caught_up) == ({"completed": 2, "dead": 1}, False)
+    counts, caught_up = prune_pass({"completed": timedelta(days=1)}, batch_size=2,
+                                   deadline=time.monotonic() + 60)
+    assert (counts, caught_up) == ({"completed": 3}, True)
+
+
+@pytest.mark.django_db
+def test_a_pass_keeps_going_while_full_batches_come_back_until_its_deadline():
+    make("completed", 10, 9)
+    counts, caught_up = prune_pass({"completed": timedelta(days=1)}, batch_size=2,
+                                   deadline=time.monotonic() - 1)  # past: one round only
+    assert (counts, caught_up) == ({"completed": 2}, False)
+    counts, caught_up = prune_pass({"completed": timedelta(days=1)}, batch_size=2,
+                                   deadline=time.monotonic() + 60)
+    assert (counts, caught_up) == ({"completed": 7}, True)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_several_workers_prune_one_backlog_together_without_errors(start_worker):
+    """Each worker prunes on its own heartbeat; their batches skip the rows another holds
+    (SQLite: one writer at a time), so together they delete the backlog exactly once."""
+    make("completed", 30, 300)
+    make("dead", 40, 20)
+    (recent,) = make("completed", 0)
+    extra = '{"PRUNE_INTERVAL": 0.2, "PRUNE_BATCH_SIZE": 7}'
+    workers = [start_worker("--heartbeat", "0.1", "--lease", "5",
+                            env={"DJANGO_JOBS_TEST_EXTRA": extra}) for _ in range(3)]
+    wait_for(lambda: Job.objects.count() == 1, timeout=60)
+    assert Job.objects.get().pk == recent.pk
+    assert JobAttempt.objects.count() == 1
+    for worker in workers:
+        assert "Traceback" not in worker.output()
+        assert "failed" not in worker.output()
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_a_worker_prunes_old_jobs_when_prune_interval_is_set(start_worker):
@@ -132,3 +233,38 @@ def test_occurrences_whose_job_was_pruned_go_a_day_later():
     ScheduleOccurrence.objects.create(schedule_id="s", at=timezone.now(), job=recent_job)
     prune({"completed": timedelta(days=1)})
     assert list(ScheduleOccurrence.objects.values_list("job_id", flat=True)) == [recent_job.pk]
+
+
+@pytest.mark.django_db
+@override_settings(DJANGO_JOBS={"RETENTION": {"finished": 5}})
+def test_a_pass_that_fails_waits_an_interval_before_the_next():
+    pruner = AutoPruner()
+    pruner.next_at = 0.0
+    with pytest.raises(ValueError, match="finished"):
+        pruner("w")
+    assert pruner.next_at > time.monotonic() + 200
+
+
+def raised_from(cause):
+    from django.db import OperationalError
+
+    exc = OperationalError(str(cause))
+    exc.__cause__ = cause
+    return exc
+
+
+def test_a_deadlock_or_lock_timeout_is_a_lock_conflict_and_other_errors_are_not():
+    """Two pruners side by side on MariaDB deadlock now and then (InnoDB's foreign key checks
+    lock the gaps between rows): the pass ends there, its batch rolled back, with no outage."""
+    import MySQLdb
+    import psycopg.errors
+
+    from django_jobs.features.retention import lock_conflict
+
+    assert lock_conflict(raised_from(psycopg.errors.DeadlockDetected("deadlock")))
+    assert lock_conflict(raised_from(psycopg.errors.LockNotAvailable("lock")))
+    assert not lock_conflict(raised_from(psycopg.errors.AdminShutdown("shutdown")))
+    assert lock_conflict(raised_from(MySQLdb.OperationalError(1213, "Deadlock found")))
+    assert lock_conflict(raised_from(MySQLdb.OperationalError(1205, "Lock wait timeout")))
+    assert not lock_conflict(raised_from(MySQLdb.OperationalError(2006, "gone away")))
+    assert not lock_conflict(raised_from(ValueError("no driver's")))
