@@ -146,6 +146,7 @@ def test_the_commands_read_and_write_the_jobs_database(capsys):
     call_command("jobs", "cancel", job.public_id)
     assert on_jobs_database(job) == ["canceled"]
     Job.objects.using(JOBS).filter(pk=job.pk).update(
+        created_at=timezone.now() - timedelta(days=30),
         finished_at=timezone.now() - timedelta(days=30))
     call_command("prunejobs", "--canceled=1d")
     assert on_jobs_database(job) == ["missing"]

@@ -22,7 +22,8 @@ def make(status, days_ago, n=1):
     finished = timezone.now() - timedelta(days=days_ago)
     jobs = Job.enqueue_many("echo", [{"i": i} for i in range(n)])
     Job.objects.filter(pk__in=[j.pk for j in jobs]).update(
-        status=status, finished_at=finished if status != "pending" else None
+        status=status, finished_at=finished if status != "pending" else None,
+        created_at=finished,
     )
     for job in jobs:
         JobAttempt.objects.create(job=job, number=1, started_at=finished, finished_at=finished,
