@@ -257,7 +257,6 @@ def raised_from(cause):
 def test_a_deadlock_or_lock_timeout_is_a_lock_conflict_and_other_errors_are_not():
     """Two pruners side by side on MariaDB deadlock now and then (InnoDB's foreign key checks
     lock the gaps between rows): the pass ends there, its batch rolled back, with no outage."""
-    import MySQLdb
     import psycopg.errors
 
     from django_jobs.features.retention import lock_conflict
@@ -265,6 +264,13 @@ def test_a_deadlock_or_lock_timeout_is_a_lock_conflict_and_other_errors_are_not(
     assert lock_conflict(raised_from(psycopg.errors.DeadlockDetected("deadlock")))
     assert lock_conflict(raised_from(psycopg.errors.LockNotAvailable("lock")))
     assert not lock_conflict(raised_from(psycopg.errors.AdminShutdown("shutdown")))
+    assert not lock_conflict(raised_from(ValueError("no driver's")))
+
+
+def test_mariadb_deadlocks_and_lock_timeouts_are_lock_conflicts():
+    MySQLdb = pytest.importorskip("MySQLdb", reason="MariaDB's driver (the mariadb extra)")
+    from django_jobs.features.retention import lock_conflict
+
     assert lock_conflict(raised_from(MySQLdb.OperationalError(1213, "Deadlock found")))
     assert lock_conflict(raised_from(MySQLdb.OperationalError(1205, "Lock wait timeout")))
     assert not lock_conflict(raised_from(MySQLdb.OperationalError(2006, "gone away")))
