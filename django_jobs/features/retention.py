@@ -18,6 +18,7 @@ from django.db import DatabaseError
 from django.db.models import Q
 
 from django_jobs.core import clock
+from django_jobs.core.db_errors import lock_conflict
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import JobStatus
 from django_jobs.engine import hooks
@@ -156,23 +157,6 @@ def prune_occurrences(now: datetime, batch_size: int) -> int:
         if not ids:
             return total
         total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
-
-
-# A deadlock or lock wait timeout: PostgreSQL's SQLSTATEs, MariaDB's and MySQL's error numbers.
-LOCK_CONFLICT_STATES = ("40P01", "55P03")
-LOCK_CONFLICT_NUMBERS = (1205, 1213)
-
-
-def lock_conflict(exc: DatabaseError) -> bool:
-    """Whether ``exc`` is a deadlock or lock timeout, which ended its transaction with nothing
-    written: two pruners at work side by side, which another pass sorts out."""
-    cause = exc.__cause__
-    state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
-    if state:
-        return state in LOCK_CONFLICT_STATES
-    args: tuple[object, ...] = getattr(cause, "args", ())
-    return type(cause).__module__.startswith("MySQLdb") and args[:1] in [
-        (number,) for number in LOCK_CONFLICT_NUMBERS]
 
 
 class AutoPruner:

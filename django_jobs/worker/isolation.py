@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from django_jobs.core.db_errors import REFUSAL, classify
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.states import Outcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.models import Job
 from django_jobs.worker.log_lines import level_for
-from django_jobs.worker.outage import REFUSAL, classify
 
 logger = logging.getLogger("django_jobs.worker")
 

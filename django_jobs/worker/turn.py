@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from django_jobs.core import contract
 from django_jobs.core.contract import ClaimRequest
+from django_jobs.core.db_errors import TIMEOUT, classify
 from django_jobs.core.states import Outcome
 from django_jobs.models import Job
 from django_jobs.signals import job_finished
@@ -41,7 +42,6 @@ from django_jobs.worker.isolation import (
     refused,
 )
 from django_jobs.worker.log_lines import log_end
-from django_jobs.worker.outage import TIMEOUT, classify
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome

@@ -244,34 +244,3 @@ def test_a_pass_that_fails_waits_an_interval_before_the_next():
     with pytest.raises(ValueError, match="finished"):
         pruner("w")
     assert pruner.next_at > time.monotonic() + 200
-
-
-def raised_from(cause):
-    from django.db import OperationalError
-
-    exc = OperationalError(str(cause))
-    exc.__cause__ = cause
-    return exc
-
-
-def test_a_deadlock_or_lock_timeout_is_a_lock_conflict_and_other_errors_are_not():
-    """Two pruners side by side on MariaDB deadlock now and then (InnoDB's foreign key checks
-    lock the gaps between rows): the pass ends there, its batch rolled back, with no outage."""
-    import psycopg.errors
-
-    from django_jobs.features.retention import lock_conflict
-
-    assert lock_conflict(raised_from(psycopg.errors.DeadlockDetected("deadlock")))
-    assert lock_conflict(raised_from(psycopg.errors.LockNotAvailable("lock")))
-    assert not lock_conflict(raised_from(psycopg.errors.AdminShutdown("shutdown")))
-    assert not lock_conflict(raised_from(ValueError("no driver's")))
-
-
-def test_mariadb_deadlocks_and_lock_timeouts_are_lock_conflicts():
-    MySQLdb = pytest.importorskip("MySQLdb", reason="MariaDB's driver (the mariadb extra)")
-    from django_jobs.features.retention import lock_conflict
-
-    assert lock_conflict(raised_from(MySQLdb.OperationalError(1213, "Deadlock found")))
-    assert lock_conflict(raised_from(MySQLdb.OperationalError(1205, "Lock wait timeout")))
-    assert not lock_conflict(raised_from(MySQLdb.OperationalError(2006, "gone away")))
-    assert not lock_conflict(raised_from(ValueError("no driver's")))

@@ -154,7 +154,7 @@ TIMED_OUT = {  # a statement past the session's statement timeout
 def test_real_errors_are_classified_by_their_code():
     """The server's own errors: read-only is an outage (25006 is an InternalError, 1792 an
     OperationalError), a statement timeout a timeout (57014, 1969), a constraint a refusal."""
-    from django_jobs.worker.outage import OUTAGE, REFUSAL, TIMEOUT, classify
+    from django_jobs.core.db_errors import OUTAGE, REFUSAL, TIMEOUT, classify
 
     read_only = _read_only_error()
     assert classify(read_only) == OUTAGE, read_only
