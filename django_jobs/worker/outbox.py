@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -95,6 +96,14 @@ class Outbox:
         return outcomes
 
     def put_back(self, outcomes: list[AttemptOutcome]) -> None:
-        """Outcomes a write could not make: taken again, first, on a later turn."""
+        """Outcomes a write could not make: taken again, first, on a later turn.
+
+        They may wait here through an outage of hours, so their exceptions keep the traceback
+        (files, lines, functions: the log line's and an error tracker's stack) but let go of
+        the frames' local variables, which can hold whatever a handler had loaded.
+        """
+        for outcome in outcomes:
+            if outcome.exception is not None:
+                traceback.clear_frames(outcome.exception.__traceback__)
         with self._lock:
             self.outcomes[:0] = outcomes

@@ -64,3 +64,33 @@ def test_while_jobs_wait_for_a_thread_only_the_last_running_outcome_wakes_the_lo
     assert not wake.is_set()
     outbox.deliver(completed(running[2].job))
     assert wake.is_set()
+
+
+def test_an_outcome_put_back_keeps_its_traceback_but_not_the_handlers_locals():
+    """Outcomes wait in the outbox through an outage: what a handler had loaded is let go."""
+    import gc
+    import traceback
+    import weakref
+
+    class Loaded:
+        pass
+
+    def handler():
+        data = Loaded()
+        loaded.append(weakref.ref(data))
+        raise ValueError("boom")
+
+    loaded: list[weakref.ref] = []
+    try:
+        handler()
+    except ValueError as exc:
+        raised = exc
+    running = held(1)
+    outcome = AttemptOutcome(running[1].job, Outcome.FAILED, 0, 1, exception=raised)
+    gc.collect()
+    assert loaded[0]() is not None  # the traceback's frame holds the handler's data
+    Outbox(threading.Event(), Inbox(), running).put_back([outcome])
+    gc.collect()
+    assert loaded[0]() is None
+    stack = traceback.format_exception(outcome.exception)
+    assert any("in handler" in line for line in stack) and "ValueError: boom" in stack[-1]
