@@ -29,7 +29,9 @@ from tests.api_support import Api, make_token
 from tests.conftest import ROOT
 
 # The suite's main paths: the admin, the API, the commands, the Tasks backend, the worker
-# (in this process and as runworker subprocesses), retries, retention, schedules.
+# (in this process and as runworker subprocesses: a kill -9 rescued, a timeout), retries,
+# retention, schedules. The crash tests are left out: they run workers that crash over and
+# over, the slowest file here, and a crash is rescued by the lease, as in test_processes.
 NAIVE_FILES = [
     "tests/fidelity/test_naive_times.py", "tests/faces/admin/test_admin_pages.py",
     "tests/faces/admin/test_admin_overview.py", "tests/faces/admin/test_admin_actions.py",
@@ -41,8 +43,7 @@ NAIVE_FILES = [
     "tests/faces/tasks/test_tasks_worker.py", "tests/engine/test_engine.py",
     "tests/engine/test_claiming.py", "tests/engine/test_bulk_insert.py",
     "tests/engine/test_write_path.py", "tests/worker/test_worker.py", "tests/core/test_retry.py",
-    "tests/worker/test_processes.py", "tests/features/test_crashes.py",
-    "tests/worker/test_timeouts.py",
+    "tests/worker/test_processes.py", "tests/worker/test_timeouts.py",
 ]
 NAIVE_ONLY = "runs under tests.settings_naive, started by the test above"
 naive_only = pytest.mark.skipif(settings.USE_TZ, reason=NAIVE_ONLY)
