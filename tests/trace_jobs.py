@@ -23,3 +23,9 @@ def traced_retry(payload):
 def traced_parent(payload):
     """Enqueues one job from inside the handler."""
     Job.enqueue("noop", {"from": "parent"}, queue="traced")
+
+
+@handler("follows_up")
+def follows_up(payload):
+    """Asks for a follow-up."""
+    enqueue_after_success("noop", {"from": "follow-up"})
