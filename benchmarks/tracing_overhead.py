@@ -8,9 +8,11 @@ the worker meeting OpenTelemetry in each way of ``benchmarks/tracing_setup.py``:
 provider), ``sdk`` (a tracer provider whose spans are dropped), and ``sdk+context`` (the same,
 the jobs enqueued inside a span, so each attempt is its enqueue's child). The modes' order
 turns from repeat to repeat. Then, in this process, ``Job.enqueue`` one by one without and
-with an active span (a producer span per job), in alternating chunks, first with no tracer
-provider and then with the SDK's. Prints each median rate and its ratio to the baseline, the
-cost per job in microseconds, and writes the figures as JSON to benchmarks/results/.
+with an active span (a producer span per job), in alternating chunks, and ``run_job`` of no-op
+jobs without and with a stored context (no database), first with no tracer provider and then
+with the SDK's; ``run_job`` before OpenTelemetry is imported is the baseline. Prints each
+median rate and its ratio to the baseline, the cost per job in microseconds, and writes the
+figures as JSON to benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -41,24 +44,40 @@ CONTEXT = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-
 
 
 def drains(args: argparse.Namespace, control: psycopg.Connection, raw: psycopg.Connection
-           ) -> dict[str, list[float]]:
+           ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each mode's drain rates, and the worker's CPU microseconds per job: user and system
+    time of the reaped worker (``RUSAGE_CHILDREN``) less what it spent starting, which a
+    machine shared with other work disturbs far less than the rate."""
     from django_jobs.core import tracing
 
     rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    cpu: dict[str, list[float]] = {mode: [] for mode in MODES}
     for repeat in range(args.repeat):
         turn = repeat % len(MODES)
         for mode in MODES[turn:] + MODES[:turn]:
             reset(control)
             env = {"BENCH_OTEL": mode.split("+")[0]}
+            before = children_cpu()
             with tracing.attached(CONTEXT if mode.endswith("+context") else None):
                 result = drain("ours", 1, args, control, raw, env=env)
+            spent = children_cpu() - before - result["startup_cpu_seconds"]
             rates[mode].append(result["rate"])
-            print(f"  {mode:12} {result['rate']:8.0f} jobs/s", flush=True)
-    return rates
+            cpu[mode].append(spent / args.jobs * 1e6)
+            print(f"  {mode:12} {result['rate']:8.0f} jobs/s {cpu[mode][-1]:6.0f} µs CPU/job",
+                  flush=True)
+    return rates, cpu
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def enqueues(count: int, control: psycopg.Connection) -> dict[str, float]:
-    """Enqueue one by one without and with an active span, in alternating chunks."""
+    """Enqueue one by one without and with an active span, in alternating chunks, each chunk
+    one transaction (so that the commit's latency, which swings, is not what is measured)."""
+    from django.db import transaction
+
     from django_jobs.core import tracing
     from django_jobs.models import Job
 
@@ -67,11 +86,38 @@ def enqueues(count: int, control: psycopg.Connection) -> dict[str, float]:
         for name in (("no span", "span") if start % (2 * CHUNK) == 0 else ("span", "no span")):
             with tracing.attached(CONTEXT if name == "span" else None):
                 began = time.perf_counter()
-                for n in range(start, min(start + CHUNK, count)):
-                    Job.enqueue("bench.noop", {"n": n})
+                with transaction.atomic():
+                    for n in range(start, min(start + CHUNK, count)):
+                        Job.enqueue("bench.noop", {"n": n})
                 spent[name] += time.perf_counter() - began
     reset(control)
     return {name: count / seconds for name, seconds in spent.items()}
+
+
+def attempts(count: int) -> dict[str, float]:
+    """``run_job`` of a no-op job in this thread, no database (what a slot does per job, the
+    write aside), for jobs without and with a stored context, in alternating rounds: the
+    microseconds each takes."""
+    from django_jobs.models import Job
+    from django_jobs.worker.execution import run_job
+
+    def job(stored: str | None) -> Job:
+        return Job(type="bench.noop", payload={}, queue="default", attempt=1,
+                   trace_context=stored)
+
+    jobs = {"no context": [job(None) for _ in range(count)],
+            "context": [job(CONTEXT) for _ in range(count)]}
+    for batch in jobs.values():  # a first round, not counted, warms the caches
+        for one in batch[:500]:
+            run_job(one, tidy=False)
+    spent = {name: 0.0 for name in jobs}
+    for _ in range(5):
+        for name, batch in jobs.items():
+            began = time.perf_counter()
+            for one in batch:
+                run_job(one, tidy=False)
+            spent[name] += time.perf_counter() - began
+    return {name: seconds / (5 * count) * 1e6 for name, seconds in spent.items()}
 
 
 def main() -> None:
@@ -79,6 +125,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--enqueue-jobs", type=int, default=2000)
+    parser.add_argument("--attempts", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
@@ -88,42 +135,54 @@ def main() -> None:
         setup_django()
         with psycopg.connect(dsn(os.environ["BENCH_DB_NAME"]), autocommit=True) as control, \
                 psycopg.connect(dsn(os.environ["BENCH_DB_NAME"]), autocommit=True) as raw:
+            run = {"not imported": attempts(args.attempts)["no context"]}
             print(f"drain of {args.jobs} no-op jobs, 1 worker, x{args.repeat}:")
-            rates = drains(args, control, raw)
+            rates, cpu = drains(args, control, raw)
             import opentelemetry.trace  # noqa: F401  (loaded: the API with no provider)
 
             enqueue_api = enqueues(args.enqueue_jobs, control)
+            for name, us in attempts(args.attempts).items():
+                run[f"imported, {name}"] = us
             from benchmarks.tracing_setup import configure
 
             configure("sdk")
             enqueue_sdk = enqueues(args.enqueue_jobs, control)
+            for name, us in attempts(args.attempts).items():
+                run[f"sdk, {name}"] = us
     finally:
         if not args.keep_db:
             drop_database()
-    report(args, rates, enqueue_api, enqueue_sdk)
+    report(args, rates, cpu, enqueue_api, enqueue_sdk, run)
 
 
-def report(args: argparse.Namespace, rates: dict[str, list[float]],
-           enqueue_api: dict[str, float], enqueue_sdk: dict[str, float]) -> None:
+def report(args: argparse.Namespace, rates: dict[str, list[float]], cpu: dict[str, list[float]],
+           enqueue_api: dict[str, float], enqueue_sdk: dict[str, float],
+           run: dict[str, float]) -> None:
     base = statistics.median(rates["blocked"])
-    lines = ["", "| worker (drain) | jobs/s (median) | ratio to blocked | µs per job |",
-             "| --- | --- | --- | --- |"]
+    base_cpu = statistics.median(cpu["blocked"])
+    lines = ["", "| worker (drain) | jobs/s (median) | min-max | ratio to blocked "
+             "| CPU µs/job (median) | ratio to blocked |", "| --- | --- | --- | --- | --- | --- |"]
     for mode in MODES:
-        rate = statistics.median(rates[mode])
-        lines.append(f"| {mode} | {rate:.0f} | {rate / base:.3f} | "
-                     f"{(1 / rate - 1 / base) * 1e6:+.0f} |")
+        rate, used = statistics.median(rates[mode]), statistics.median(cpu[mode])
+        lines.append(f"| {mode} | {rate:.0f} | {min(rates[mode]):.0f}-{max(rates[mode]):.0f} | "
+                     f"{rate / base:.3f} | {used:.0f} | {used / base_cpu:.3f} |")
     lines += ["", "| enqueue one by one | no span (jobs/s) | span (jobs/s) | ratio | µs per job |",
               "| --- | --- | --- | --- | --- |"]
     for name, measured in (("no tracer provider", enqueue_api), ("SDK", enqueue_sdk)):
         plain, traced = measured["no span"], measured["span"]
         lines.append(f"| {name} | {plain:.0f} | {traced:.0f} | {traced / plain:.3f} | "
                      f"{(1 / traced - 1 / plain) * 1e6:+.0f} |")
+    lines += ["", "| one attempt (run_job, in process) | µs | ratio to not imported |",
+              "| --- | --- | --- |"]
+    for name, us in run.items():
+        lines.append(f"| {name} | {us:.1f} | {us / run['not imported']:.2f} |")
     print("\n".join(lines))
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
     path = out / f"tracing-{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps({"args": vars(args), "drain_rates": rates,
-                                "enqueue_no_provider": enqueue_api, "enqueue_sdk": enqueue_sdk},
+    path.write_text(json.dumps({"args": vars(args), "drain_rates": rates, "drain_cpu_us": cpu,
+                                "enqueue_no_provider": enqueue_api, "enqueue_sdk": enqueue_sdk,
+                                "attempt_us": run},
                                indent=2))
     print(f"\nwritten to {path}")
 
