@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 class AttemptSpan:
     """The span of one attempt, active in the slot thread until ``end``."""
 
-    __slots__ = ("otel", "span", "token")
+    __slots__ = ("active", "otel", "span", "token")
 
     def __init__(self, otel: Any, span: Any, active: Any) -> None:
         self.otel = otel
         self.span = span
+        self.active = active  # the span, or the enqueue's context where no span is recorded
         self.token = otel.context.attach(otel.trace.set_span_in_context(active))
 
     def end(self, outcome: AttemptOutcome | None) -> None:
@@ -41,8 +42,7 @@ class AttemptSpan:
             if outcome is None:
                 span.end()
                 return
-            outcome.trace_context = tracing.dumps(
-                otel.trace.get_current_span().get_span_context())
+            outcome.trace_context = tracing.dumps(self.active.get_span_context())
             if span.is_recording():
                 span.set_attribute(tracing.OUTCOME, outcome.kind)
                 if outcome.kind == Outcome.FAILED:
