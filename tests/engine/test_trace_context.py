@@ -129,3 +129,31 @@ def test_the_package_works_without_opentelemetry():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(sorted([
         ("follows_up", "completed", None), ("noop", "pending", None)]))
+
+
+def test_aenqueue_stores_the_context_of_the_awaiting_span():
+    from asgiref.sync import async_to_sync
+
+    memory = in_memory()
+
+    async def view():
+        with trace.get_tracer("test").start_as_current_span("view"):
+            return await Job.aenqueue("noop")
+
+    job = async_to_sync(view)()
+    [send, view_span] = finished(memory)
+    assert send.parent_id == view_span.span_id
+    assert span_id_of(Job.objects.get(pk=job.pk)) == send.span_id
+
+
+def test_a_job_enqueued_outside_any_trace_gets_an_attempt_span_of_its_own():
+    """With a tracer provider, an attempt is traced even when its enqueue was not: a root span,
+    with no link."""
+    memory = in_memory()
+    job = Job.enqueue("noop", queue="untraced")
+    run_burst(queues=["untraced"])
+    [attempt] = finished(memory)
+    assert attempt.name == "process untraced" and attempt.parent_id is None
+    assert attempt.links == [] and attempt.attributes["messaging.message.id"] == job.public_id
+    assert attempt.attributes["django_jobs.job.outcome"] == "completed"
+    assert Job.objects.get(pk=job.pk).trace_context is None
