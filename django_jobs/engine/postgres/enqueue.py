@@ -23,7 +23,6 @@ from django.db.models import (
     DateTimeField,
     Field,
     IntegerField,
-    TextField,
 )
 
 from django_jobs.engine.postgres.cursor import run
@@ -76,7 +75,6 @@ def insert(job: Job, using: str) -> None:
 # the same. A subclass that overrides one of the three methods is not among them.
 SENT_AS_IS: tuple[tuple[type[Field], type], ...] = (
     (BooleanField, bool), (IntegerField, int), (DateTimeField, datetime), (CharField, str),
-    (TextField, str),
 )
 _PREP_METHODS = ("get_prep_value", "get_db_prep_value", "get_db_prep_save")
 
