@@ -135,7 +135,7 @@ def from_headers(headers: Mapping[str, str]) -> Iterator[None]:
 
 class Sending:
     """An enqueue's span: ``stored`` is the context its jobs carry (None: no active span,
-    nothing stored), ``sent(jobs)`` names what was inserted."""
+    nothing stored), ``sent(job_id)`` names the job a single enqueue inserted."""
 
     __slots__ = ("span", "stored")
 
@@ -143,10 +143,10 @@ class Sending:
         self.span = span
         self.stored = stored
 
-    def sent(self, ids: list[str]) -> None:
+    def sent(self, job_id: str) -> None:
+        """The one job an enqueue inserted (its id names the message)."""
         if self.span is not None and self.span.is_recording():
-            if len(ids) == 1:
-                self.span.set_attribute("messaging.message.id", ids[0])
+            self.span.set_attribute("messaging.message.id", job_id)
 
 
 _NOT_TRACED = Sending()

@@ -79,7 +79,7 @@ class Engine(StaffVerbs, LeaseVerbs):
                     return job
             else:
                 self.insert(job)
-            sending.sent([job.public_id])
+            sending.sent(job.public_id)
         if job_enqueued.has_listeners(self.jobs.model):
             job_enqueued.send(sender=self.jobs.model, job=job)
         return job
