@@ -36,3 +36,6 @@ if os.environ.get("BENCH_JSON_LOGS"):
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
         "loggers": {"django_jobs": {"handlers": ["console"], "level": "INFO"}},
     }
+
+# BENCH_OTEL: how the process meets OpenTelemetry (benchmarks/tracing_overhead.py)
+__import__("benchmarks.tracing_setup").tracing_setup.configure(os.environ.get("BENCH_OTEL", ""))

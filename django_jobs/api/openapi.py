@@ -225,8 +225,17 @@ def _paths() -> JSONObject:
             "post": {
                 "operationId": "submitJob", "summary": "Submit a job",
                 "security": [{"bearer": []}, {"session": []}],
-                "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                                "schema": schema_of(IDEMPOTENCY_KEY)}],
+                "parameters": [
+                    {"name": "Idempotency-Key", "in": "header", "required": False,
+                     "schema": schema_of(IDEMPOTENCY_KEY)},
+                    # W3C Trace Context: the enqueue joins the caller's trace (otel extra)
+                    {"name": "traceparent", "in": "header", "required": False,
+                     "schema": {"type": "string"},
+                     "description": "W3C Trace Context: the caller's span; ignored if malformed"},
+                    {"name": "tracestate", "in": "header", "required": False,
+                     "schema": {"type": "string"},
+                     "description": "W3C Trace Context: vendor state, with a traceparent"},
+                ],
                 "requestBody": {"required": True, "content": {
                     "application/json": {"schema": _ref("JobSubmission")}}},
                 "responses": {

@@ -14,6 +14,7 @@ from django_jobs.api.errors import ApiError, json_response
 from django_jobs.api.idempotency import check_key, submit_once
 from django_jobs.api.pagination import Cursor, paginate
 from django_jobs.api.submission import enqueue_arguments, read_body
+from django_jobs.core import tracing
 from django_jobs.core.job_json import job_json
 from django_jobs.core.outcomes import stored
 from django_jobs.core.settings import jobs_settings
@@ -37,7 +38,10 @@ def submit(request: HttpRequest) -> HttpResponse:
     def create() -> Job:
         options = {k: v for k, v in arguments.items() if k not in ("type", "payload")}
         try:
-            return Job.enqueue(arguments["type"], arguments["payload"], **options)
+            # A traceparent header (W3C Trace Context) makes the enqueue part of the caller's
+            # trace; a malformed one is ignored, as the standard asks
+            with tracing.from_headers(request.headers):
+                return Job.enqueue(arguments["type"], arguments["payload"], **options)
         except InvalidJob as exc:
             raise ApiError.from_invalid_job(exc) from None
 

@@ -79,6 +79,7 @@ class AttemptOutcome:
         "result",
         "snooze_seconds",
         "started",
+        "trace_context",
     )
 
     def __init__(
@@ -109,6 +110,9 @@ class AttemptOutcome:
         # What the handler raised (or the database, for a refused outcome), with its
         # traceback, for the log line of a job it ends; never written to the database.
         self.exception = exception
+        # The attempt span's context (worker/tracing.py), for what the finish enqueues
+        # (callbacks) to continue its trace; None when the attempt was not traced.
+        self.trace_context: str | None = None
 
     @property
     def started_at(self) -> datetime:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from django_jobs.core import clock
+from django_jobs.core import clock, tracing
 from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.states import COMPLETED, PROCESSING
 from django_jobs.core.validation import check_payload, enqueue_fields
@@ -70,13 +70,16 @@ class Engine(StaffVerbs, LeaseVerbs):
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
-        job = build(self.jobs.model, {"payload": check_payload(payload), **fields})
-        if insert is not None:  # or the job holding the key
-            job = insert(self.jobs, [job])[0]
-            if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
-                return job
-        else:
-            self.insert(job)
+        with tracing.sending(type, fields["queue"], 1) as sending:  # the active span's child
+            fields["trace_context"] = sending.stored
+            job = build(self.jobs.model, {"payload": check_payload(payload), **fields})
+            if insert is not None:  # or the job holding the key
+                job = insert(self.jobs, [job])[0]
+                if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
+                    return job
+            else:
+                self.insert(job)
+            sending.sent(job.public_id)
         if job_enqueued.has_listeners(self.jobs.model):
             job_enqueued.send(sender=self.jobs.model, job=job)
         return job
@@ -87,12 +90,15 @@ class Engine(StaffVerbs, LeaseVerbs):
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
         model = self.jobs.model
-        jobs = build_many(model, fields, "payload", (check_payload(p) for p in payloads))
-        if insert is not None:  # duplicates map to the job holding the key
-            created = insert(self.jobs, jobs)
-            new = [job for job in created if not job.duplicate]  # type: ignore[attr-defined]
-        else:
-            created = new = self.insert_many(jobs, fields)
+        payloads = [check_payload(p) for p in payloads]
+        with tracing.sending(type, fields["queue"], len(payloads)) as sending:
+            fields["trace_context"] = sending.stored  # the same for every job of the batch
+            jobs = build_many(model, fields, "payload", payloads)
+            if insert is not None:  # duplicates map to the job holding the key
+                created = insert(self.jobs, jobs)
+                new = [job for job in created if not job.duplicate]  # type: ignore[attr-defined]
+            else:
+                created = new = self.insert_many(jobs, fields)
         if job_enqueued.has_listeners(model):
             for job in dict.fromkeys(new):
                 job_enqueued.send(sender=model, job=job)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 
+from django_jobs.core import tracing
 from django_jobs.core.registry import handler
 from django_jobs.core.retry import FixedSchedule
 from django_jobs.core.settings import jobs_settings
@@ -88,7 +89,14 @@ class Callbacks(Feature):
 
     def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
                      now: datetime) -> None:
-        self.ended([outcome.job for outcome in written], manager.db)
+        # Each delivery continues the trace of the attempt that ended its job
+        traces: dict[str | None, list[Job]] = {}
+        for outcome in written:
+            if outcome.job.callback_url:
+                traces.setdefault(outcome.trace_context, []).append(outcome.job)
+        for trace, jobs in traces.items():
+            with tracing.attached(trace):
+                self.ended(jobs, manager.db)
 
     def hold_for_cancel(self, cancelable: JobQuerySet) -> list[Job]:
         """The jobs that have a callback_url, locked (where the database can) until commit."""

@@ -17,6 +17,7 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django_jobs.core import tracing
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.states import Outcome
 from django_jobs.engine.hooks import Feature, take_enqueue_options
@@ -56,7 +57,9 @@ def enqueue_after_success(type: str, payload: JSONValue = None, **options: Any) 
     probe = dict(options)
     take_enqueue_options(type, probe)  # the features' options (unique keys, dependencies)
     enqueue_fields(type, **probe)
-    job.__dict__.setdefault("_after_success", []).append((type, payload, options))
+    # with the active span (the attempt's), whose trace the follow-up continues
+    job.__dict__.setdefault("_after_success", []).append(
+        (type, payload, options, tracing.current()))
 
 
 def set_progress(fraction: float, message: str = "") -> bool:
@@ -95,9 +98,10 @@ class FollowUps(Feature):
         for outcome in written:
             if outcome.kind != Outcome.COMPLETED:
                 continue
-            for type, payload, options in outcome.job.__dict__.pop("_after_success", []):
+            for type, payload, options, trace in outcome.job.__dict__.pop("_after_success", []):
                 try:
-                    manager.enqueue(type, payload, **options)
+                    with tracing.attached(trace):
+                        manager.enqueue(type, payload, **options)
                 except InvalidJob as exc:  # checked when asked; only a vanished dependency
                     logger.error("job %s: follow-up %s not enqueued: %s",
                                  outcome.job.public_id, type, exc.messages)

@@ -75,6 +75,9 @@ class Job(ReloadsWhereWritten, models.Model):
     progress = models.JSONField(null=True, blank=True)
     # Dependencies (django_jobs/features/dependencies.py): some waiting job depends on this one
     has_dependents = models.BooleanField(default=False)
+    # The OpenTelemetry trace context of the enqueue (core/tracing.py): W3C traceparent and
+    # tracestate as compact JSON; NULL when no span was active (or tracing is not installed)
+    trace_context = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 NULL: none
 
     objects = JobManager()
 

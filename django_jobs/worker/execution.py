@@ -34,6 +34,7 @@ from django_jobs.core.stored_errors import error_dict
 from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout, Snooze
 from django_jobs.models import Job
 from django_jobs.signals import job_started
+from django_jobs.worker import tracing
 from django_jobs.worker.unknown_types import unknown_type_outcome
 
 if TYPE_CHECKING:
@@ -52,10 +53,16 @@ def run_job(
     found = get_handler(job.type)
     if tidy and _seen.get(threading.get_ident(), 0) != _lost:
         _drop_suspect_connections(found)
-    if found is None:  # a rolling deploy: wait for a worker that knows the type (unknown_types.py)
-        outcome = unknown_type_outcome(job, started)
-    else:
-        outcome = _call(found, job, started)
+    span = tracing.start(job)  # None unless the job or this process traces
+    outcome = None
+    try:
+        if found is None:  # a rolling deploy: wait for a worker that knows the type
+            outcome = unknown_type_outcome(job, started)  # (unknown_types.py)
+        else:
+            outcome = _call(found, job, started)
+    finally:
+        if span is not None:
+            span.end(outcome)
     outcome.finished = now_us()
     outcome.cpu_ns = time.thread_time_ns() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,10 +1,12 @@
-"""``pgenqueue.insert_many`` writes what Django's own ``bulk_create`` writes, for every field.
+"""``pgenqueue.insert_many`` writes what Django's own ``bulk_create`` writes, and
+``pgenqueue.insert`` what ``save()`` writes, for every field.
 
 Jobs that share every value but their payload (what ``enqueue_many`` makes) are inserted both
 ways, with the shared values sent once (``varying`` from ``instances``) and with every value sent
 per row, and each row read back must equal the row ``bulk_create`` wrote for the same values.
 """
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -31,6 +33,14 @@ times = st.datetimes(
 
 # A value for every field of Job but its pk, public_id and payload: each field type, at its
 # bounds, None where the column takes NULL.
+# What an enqueue stores of the active span (core/tracing.py), and any other text
+trace_contexts = st.builds(
+    lambda trace, span, flags, state: json.dumps(
+        {"traceparent": f"00-{trace:032x}-{span:016x}-{flags:02x}",
+         **({"tracestate": state} if state else {})}, separators=(",", ":")),
+    st.integers(1, 2**128 - 1), st.integers(1, 2**64 - 1), st.sampled_from([0, 1]),
+    st.sampled_from(["", "vendor=opaque", "a=1,b=2 c", "k" * 250 + "=" + "v" * 250]),
+) | st.text(stored_text, max_size=600)
 other_fields = st.fixed_dictionaries({
     # enqueue_many always gives these; their defaults would call now() once per job
     "run_at": times, "created_at": times, "updated_at": times,
@@ -53,6 +63,7 @@ other_fields = st.fixed_dictionaries({
     "unique_key": st.none() | st.text(stored_text, max_size=255),
     "progress": st.none() | python_values,
     "has_dependents": st.booleans(),
+    "trace_context": st.none() | trace_contexts,
 })
 
 COMPARED = [f.attname for f in Job._meta.concrete_fields if f.attname not in ("id", "public_id")]
@@ -88,6 +99,22 @@ def test_insert_many_writes_each_field_as_bulk_create_does(payloads, shared, per
         shared.pop("unique_key", None)  # a key is held by one job
     ours, djangos = both_ways(payloads, shared, per_row)
     assert ours == djangos
+
+
+@given(payload=python_values, fields=other_fields)
+def test_insert_writes_each_field_as_save_does(payload, fields):
+    """``pgenqueue.insert``, one job's INSERT (``enqueue``), against ``save()``."""
+    with transaction.atomic():
+        try:
+            ours = build(Job, {"payload": check_payload(payload), **fields})
+            pgenqueue.insert(ours, "default")
+            ours_stored = stored([ours])
+            Job.objects.filter(pk=ours.pk).delete()  # frees the unique key
+            django = Job(payload=check_payload(payload), **fields)
+            django.save(force_insert=True)
+            assert ours_stored == stored([django])
+        finally:
+            transaction.set_rollback(True)
 
 
 @given(payloads=st.lists(python_values, min_size=1, max_size=4))
