@@ -103,7 +103,8 @@ def run(rows_list: list[int], rounds: int) -> list[str]:
                 f"| {rows:,} | Group list | {ms['Group list']:.1f} | - |",
                 f"| {rows:,} | overview | {ms['overview']:.1f} | "
                 f"{ms['overview'] / ms['Group list']:.1f}x Group list |",
-                f"| {rows:,} | open counts, two queries | {ms['open counts, two queries']:.1f} | - |",
+                f"| {rows:,} | open counts, two queries | "
+                f"{ms['open counts, two queries']:.1f} | - |",
                 f"| {rows:,} | open counts, one query | {ms['open counts, one query']:.1f} | "
                 f"{ms['open counts, one query'] / ms['open counts, two queries']:.1f}x two |",
             ]
