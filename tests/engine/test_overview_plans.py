@@ -43,12 +43,18 @@ def add(count: int, status: str, age: str, prefix: str) -> None:
 
 
 @pytest.fixture
-def mostly_finished() -> None:
+def mostly_finished():
     add(FINISHED, "completed", "2 days", "old")
     add(100, "completed", "1 hour", "new")
     for status, count in OPEN.items():
         add(count, status, "1 minute", status[:4])
     with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobs_job")
+    yield
+    # ANALYZE writes the table's size to pg_class in place, which the test's rollback leaves:
+    # analyzed again without the rows, the tests after this one plan for an empty table.
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM django_jobs_job")
         cursor.execute("ANALYZE django_jobs_job")
 
 
