@@ -68,6 +68,16 @@ else:
         }
     }
 
+if ENGINE != "unsupported":
+    # A replica of the jobs' database for the READ_REPLICA tests (tests/faces/test_read_replica.py):
+    # in a test run Django points it at the test database itself (a mirror of default), through
+    # a connection of its own, so the queries a page sends there are captured apart. Only tests
+    # that name it in their databases may use it. A test's worker subprocess may be given a
+    # replica no connection can open (DJANGO_JOBS_TEST_REPLICA_NAME), to show it never reads it.
+    DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
+    if os.environ.get("DJANGO_JOBS_TEST_REPLICA_NAME"):
+        DATABASES["replica"]["NAME"] = os.environ["DJANGO_JOBS_TEST_REPLICA_NAME"]
+
 SECRET_KEY = "tests-only-not-secret"
 USE_TZ = True
 TIME_ZONE = "UTC"

@@ -10,10 +10,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
+from django_jobs.admin.reads import list_database
 from django_jobs.core.registry import get_handler, registered_types
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import PRIORITY_NAMES
 from django_jobs.models import Job, QueueState, Worker
+from django_jobs.models.schema import jobs_database
 
 
 class HasErrorFilter(admin.SimpleListFilter):
@@ -36,11 +38,12 @@ class _KnownValuesFilter(admin.SimpleListFilter):
 
     field = ""
 
-    def known(self) -> list[str]:
+    def known(self, using: str) -> list[str]:
+        """The choices, read from database ``using`` where they need a query."""
         raise NotImplementedError
 
     def lookups(self, request, model_admin):
-        values = set(self.known())
+        values = set(self.known(list_database(request)))
         chosen = self.value()
         if chosen:
             values.add(chosen)
@@ -57,7 +60,7 @@ class TypeFilter(_KnownValuesFilter):
     parameter_name = "type"
     field = "type"
 
-    def known(self) -> list[str]:
+    def known(self, using: str) -> list[str]:
         # The queue's own types (django_jobs.callback) are its plumbing, not the site's jobs:
         # they are left out of the choices, and still filter from the URL.
         return [t for t in registered_types() if not t.startswith("django_jobs.")]
@@ -68,35 +71,38 @@ class QueueFilter(_KnownValuesFilter):
     parameter_name = "queue"
     field = "queue"
 
-    def known(self) -> list[str]:
-        return known_queues()
+    def known(self, using: str) -> list[str]:
+        return known_queues(using)
 
 
 # The most queues of ready jobs the queue filter looks up, one index probe each.
 READY_QUEUES_PROBED = 100
 
 
-def known_queues() -> list[str]:
+def known_queues(using: str | None = None) -> list[str]:
     """Queues named in settings, handlers, pauses and live workers (two tiny queries), and the
-    queues of ready jobs, which find a queue named only at enqueue."""
+    queues of ready jobs, which find a queue named only at enqueue; read from ``using`` (the
+    jobs' database by default)."""
+    using = using or jobs_database()
     names = {jobs_settings.DEFAULT_QUEUE}
     for job_type in registered_types():
         found = get_handler(job_type)
         if found is not None and found.queue:
             names.add(found.queue)
-    names.update(QueueState.objects.values_list("name", flat=True))
-    for queues in Worker.objects.values_list("queues", flat=True):
+    names.update(QueueState.objects.using(using).values_list("name", flat=True))
+    for queues in Worker.objects.using(using).values_list("queues", flat=True):
         names.update(q for q in queues or () if isinstance(q, str))
-    names.update(ready_queues())
+    names.update(ready_queues(using=using))
     return sorted(names)
 
 
-def ready_queues(limit: int = READY_QUEUES_PROBED) -> list[str]:
+def ready_queues(limit: int = READY_QUEUES_PROBED, using: str | None = None) -> list[str]:
     """The queues that hold a pending or failed job, in order: a skip scan of the ready
     index, which leads with the queue (``django_jobs_ready_idx``), one ``LIMIT 1`` probe per
     queue, instead of a ``SELECT DISTINCT`` that reads every ready row."""
-    ready = Job.objects.filter(status__in=[Job.Status.PENDING, Job.Status.FAILED]).order_by(
-        "queue").values_list("queue", flat=True)
+    ready = Job.objects.using(using or jobs_database()).filter(
+        status__in=[Job.Status.PENDING, Job.Status.FAILED]).order_by("queue").values_list(
+        "queue", flat=True)
     found: list[str] = []
     while len(found) < limit:
         following = ready.filter(queue__gt=found[-1]) if found else ready

@@ -17,6 +17,7 @@ from django_jobs.admin.attempts import AttemptInline
 from django_jobs.admin.edit_payload import EditPayloadMixin
 from django_jobs.admin.filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
 from django_jobs.admin.paginator import EstimatedCountPaginator
+from django_jobs.admin.reads import list_database
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.admin.views import JobViewsMixin
 from django_jobs.core.states import READY_STATES
@@ -83,7 +84,8 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         qs = super().get_queryset(request)
         match = getattr(request, "resolver_match", None)
         if match is not None and match.url_name == "django_jobs_job_changelist":
-            qs = qs.defer(*HEAVY_FIELDS)  # the list never shows them
+            # The list never shows them; a GET of it reads the replica, if the site has one.
+            qs = qs.defer(*HEAVY_FIELDS).using(list_database(request))
         return qs
 
     def get_search_results(self, request, queryset, search_term):

@@ -2,9 +2,16 @@
 on PostgreSQL what holds back vacuum when it has for longer than ``HORIZON_WARNING_SECONDS``.
 
 Every query here reads through an index. Completed jobs are the bulk of a busy table, so they
-are counted only for the last day (the ``(status, created_at)`` index serves that range); their
-total is counted exactly while that is cheap and estimated once it is not, by the rule the job
-list's paginator follows. Everything else is counted exactly.
+are counted only for the last day (the ``created_at`` index serves that range); their total is
+counted exactly while that is cheap and estimated once it is not, by the rule the job list's
+paginator follows. Everything else is counted exactly: the open jobs the status index holds
+(pending, failed, dead, canceled) through it, and the processing ones, which it leaves out,
+through the lease index, which holds only them. One count of all open states at once would
+match neither partial index and read the whole table.
+
+The counts read ``using``, the alias the page reads (a replica when the site names one,
+``models/reads.py``); the time they are judged by and what holds back vacuum are the
+primary's.
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ from django_jobs.core.states import (
 )
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, QueueState, Worker
+from django_jobs.models.schema import jobs_database
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
+# The open states the partial status index holds (``LISTED_BY_STATUS``): all but processing.
+INDEXED_OPEN_STATES = (PENDING, FAILED, DEAD, CANCELED)
 SCHEDULED = "scheduled"  # a column, not a state: pending jobs due later
 COLUMNS = (PENDING, SCHEDULED, PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
 RECENT = timedelta(hours=24)
@@ -66,20 +76,21 @@ def status_query(status: str) -> str:
     return urlencode({"status__exact": status})
 
 
-def summary(now: datetime | None = None) -> dict[str, Any]:
+def summary(now: datetime | None = None, using: str | None = None) -> dict[str, Any]:
     """Dead, processing and ready counts and the oldest ready job, for the list's strip.
 
     Three small queries rather than one: each is answered from an index alone (the status
     index, the partial lease index, the partial ready index), while one query with three
     filtered counts would read every open row of the table.
     """
-    now = now or clock.now(Job.objects.db)
-    ready = Job.objects.filter(status__in=READY_STATES, run_at__lte=now).aggregate(
+    jobs = Job.objects.using(using or jobs_database())
+    now = now or clock.now(jobs_database())
+    ready = jobs.filter(status__in=READY_STATES, run_at__lte=now).aggregate(
         n=Count("pk"), oldest=Min("run_at")
     )
     return {
-        "dead": Job.objects.filter(status=DEAD).count(),
-        "processing": Job.objects.filter(status=PROCESSING).count(),
+        "dead": jobs.filter(status=DEAD).count(),
+        "processing": jobs.filter(status=PROCESSING).count(),
         "dead_query": status_query(DEAD),
         "processing_query": status_query(PROCESSING),
         "ready": ready["n"],
@@ -88,9 +99,11 @@ def summary(now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def overview(now: datetime | None = None) -> dict[str, Any]:
+def overview(now: datetime | None = None, using: str | None = None) -> dict[str, Any]:
     """Counts per status for every queue and every type, the oldest ready job, the workers."""
-    now = now or clock.now(Job.objects.db)
+    using = using or jobs_database()
+    jobs = Job.objects.using(using)
+    now = now or clock.now(jobs_database())
     queues: dict[str, Row] = {}
     types: dict[str, Row] = {}
 
@@ -100,7 +113,7 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
         return table[name]
 
     grouped = (
-        Job.objects.filter(status__in=OPEN_STATES)
+        jobs.filter(status__in=INDEXED_OPEN_STATES)
         .values("queue", "type", "status")
         .annotate(
             n=Count("pk"),
@@ -112,8 +125,14 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
     for g in grouped:
         for table, name in ((queues, g["queue"]), (types, g["type"])):
             row(table, name).add(g["status"], g["n"], g["due"], g["oldest"])
+    processing = (
+        jobs.filter(status=PROCESSING).values("queue", "type").annotate(n=Count("pk")).order_by()
+    )
+    for p in processing:
+        for table, name in ((queues, p["queue"]), (types, p["type"])):
+            row(table, name).add(PROCESSING, p["n"], 0, None)
     recent = (
-        Job.objects.filter(status=COMPLETED, created_at__gte=now - RECENT)
+        jobs.filter(status=COMPLETED, created_at__gte=now - RECENT)
         .values("queue", "type")
         .annotate(n=Count("pk"))
         .order_by()
@@ -122,7 +141,7 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
         row(queues, done["queue"]).counts[COMPLETED] += done["n"]
         row(types, done["type"]).counts[COMPLETED] += done["n"]
     row(queues, jobs_settings.DEFAULT_QUEUE)
-    for state in QueueState.objects.all():
+    for state in QueueState.objects.using(using):
         row(queues, state.name).paused = state.paused
     oldest = min((r.oldest_ready for r in queues.values() if r.oldest_ready), default=None)
     return {
@@ -133,8 +152,8 @@ def overview(now: datetime | None = None) -> dict[str, Any]:
         "oldest_ready_age": now - oldest if oldest else None,
         "dead": sum(r.counts[DEAD] for r in queues.values()),
         "dead_query": status_query(DEAD),
-        "completed_total": completed_total(),
-        "workers": workers(now),
+        "completed_total": completed_total(using),
+        "workers": workers(now, using),
         "horizon": held_back(),
     }
 
@@ -145,7 +164,7 @@ def held_back() -> dict[str, Any] | None:
     bound = jobs_settings.HORIZON_WARNING_SECONDS
     if not bound:
         return None
-    read = horizon.read(Job.objects.db)
+    read = horizon.read(jobs_database())
     if read is None or not read.past(bound) or read.holder is None:
         return None
     return {"holder": read.holder.describe(), "age_seconds": read.age_seconds, "bound": bound}
@@ -157,23 +176,23 @@ class Total:
     estimated: bool  # the planner's figure, shown as "about"
 
 
-def completed_total() -> Total:
+def completed_total(using: str | None = None) -> Total:
     """All completed jobs: counted exactly unless the planner (PostgreSQL's or MariaDB's)
     expects many rows or a costly count (the paginator's thresholds), then its estimate. A
     small table is always counted: its statistics may be far behind (a fresh table's planner
     may expect 1 row)."""
-    completed = Job.objects.filter(status=COMPLETED)
+    completed = Job.objects.using(using or jobs_database()).filter(status=COMPLETED)
     estimate = planner_estimate(completed)
     if estimate is not None and estimate.too_large(EXACT_BELOW_ROWS, EXACT_BELOW_COST):
         return Total(estimate.rows, estimated=True)
     return Total(completed.count(), estimated=False)
 
 
-def workers(now: datetime) -> list[dict[str, Any]]:
+def workers(now: datetime, using: str | None = None) -> list[dict[str, Any]]:
     """Live workers, oldest first, each flagged late if its heartbeat is overdue."""
     late_after = timedelta(seconds=float(jobs_settings.HEARTBEAT_SECONDS) * 3)
     rows = []
-    for w in Worker.objects.order_by("started_at"):
+    for w in Worker.objects.using(using or jobs_database()).order_by("started_at"):
         rows.append({
             "worker": w,
             "heartbeat_age": now - w.last_heartbeat,

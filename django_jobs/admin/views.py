@@ -14,6 +14,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
 from django_jobs.admin import actions, stats
+from django_jobs.admin.reads import list_database
 from django_jobs.admin.requests import job_pk
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from django_jobs.exceptions import InvalidJob
@@ -98,7 +99,7 @@ class JobViewsMixin(_AdminBase):
     # The list: a strip of the numbers that matter above it.
 
     def changelist_view(self, request, extra_context=None):
-        extra = {"summary": stats.summary(), **(extra_context or {})}
+        extra = {"summary": stats.summary(using=list_database(request)), **(extra_context or {})}
         return super().changelist_view(request, extra)
 
     # The overview page and queue pauses.
@@ -113,7 +114,7 @@ class JobViewsMixin(_AdminBase):
             "opts": self.model._meta,
             "can_pause": can_pause(request),
             "media": self.media,
-            **stats.overview(),
+            **stats.overview(using=list_database(request)),
         }
         return TemplateResponse(request, "django_jobs/admin/overview.html", context)
 

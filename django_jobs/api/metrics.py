@@ -11,6 +11,9 @@ scan of their own: a window bounds them as it bounds every other figure.
 The horizon (PostgreSQL) is read from the database's catalogs at each request
 (``engine/postgres/horizon.py``, a cheap read): how long and how many transactions vacuum is
 held back, and by what. It is not windowed; elsewhere it is null and has no gauge.
+
+The counts read the replica the site names in ``READ_REPLICA`` (``models/reads.py``), if any;
+the clock they are judged by and the horizon are the jobs' database's (the primary's).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from django_jobs.core import clock
 from django_jobs.core.states import Outcome
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, JobAttempt
+from django_jobs.models.reads import read_database
+from django_jobs.models.schema import jobs_database
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONObject, JSONValue
@@ -80,16 +85,20 @@ def _histogram(row: Mapping[str, JSONValue] | None, prefix: str) -> JSONObject:
             "count": count}
 
 
-def job_metrics(window: timedelta | None = None, now: datetime | None = None) -> JSONObject:
-    now = now or clock.now(Job.objects.db)
-    jobs = Job.objects.all()
-    attempts = JobAttempt.objects.filter(finished_at__isnull=False, outcome__in=COUNTED)
+def job_metrics(window: timedelta | None = None, now: datetime | None = None,
+                using: str | None = None) -> JSONObject:
+    """The figures, counted on ``using`` (``read_database()`` by default)."""
+    using = using or read_database()
+    now = now or clock.now(jobs_database())
+    jobs = Job.objects.using(using)
+    attempts = JobAttempt.objects.using(using).filter(finished_at__isnull=False,
+                                                      outcome__in=COUNTED)
     if window is not None:
         jobs = jobs.filter(created_at__gte=now - window)
         attempts = attempts.filter(job__created_at__gte=now - window)
     by_status = dict(jobs.order_by().values_list("status").annotate(n=Count("pk")))
     completed = attempts.filter(outcome=Outcome.COMPLETED)
-    oldest = Job.objects.ready(now=now).aggregate(oldest=Min("run_at"))["oldest"]
+    oldest = Job.objects.using(using).ready(now=now).aggregate(oldest=Min("run_at"))["oldest"]
     return {
         "total_jobs": sum(by_status.values()),
         **{status: by_status.get(status, 0) for status in STATUSES},
@@ -104,7 +113,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None) ->
             None if oldest is None else round((now - oldest).total_seconds(), 3)
         ),
         "job_types": _job_types(jobs, attempts),
-        "horizon": _horizon(Job.objects.db),
+        "horizon": _horizon(jobs_database()),
         "window_seconds": None if window is None else window.total_seconds(),
         "generated_at": now,
     }

@@ -20,6 +20,7 @@ from django_jobs.core.outcomes import stored
 from django_jobs.core.settings import jobs_settings
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
+from django_jobs.models.reads import read_database
 
 LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")
 
@@ -76,8 +77,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 
 def filtered(query: QueryDict) -> QuerySet:
-    """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``."""
-    jobs = Job.objects.all()
+    """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``, read from
+    the replica if the site names one (``READ_REPLICA``)."""
+    jobs = Job.objects.using(read_database())
     if "status" in query:
         wanted = query.get("status", "").split(",")
         bad = [s for s in wanted if s not in Job.Status.values]
@@ -102,7 +104,10 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 
 
 def find_job(job_id: str) -> Job:
-    """The job with this public id; a string of another shape is not looked up at all."""
+    """The job with this public id; a string of another shape is not looked up at all.
+
+    Read from the jobs' database, never a replica: a client polls the URL ``POST /jobs``
+    gave it, and a replica behind the primary would answer 404 for a job just created."""
     job = Job.objects.filter(public_id=job_id).first() if matches(JOB_ID, job_id) else None
     if job is None:
         raise ApiError(404, f"there is no job {_shown(job_id)}", {"job_id": "not found"})

@@ -58,7 +58,23 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: obj
             id="django_jobs.W001",
         ))
     problems.extend(check_jobs_alias())
+    problems.extend(check_read_replica())
     return problems
+
+
+def check_read_replica() -> list:
+    """``READ_REPLICA``: None, or an alias of ``DATABASES``."""
+    replica = jobs_settings.READ_REPLICA
+    if replica is None:
+        return []
+    if isinstance(replica, str) and replica in settings.DATABASES:
+        return []
+    known = ", ".join(repr(alias) for alias in settings.DATABASES)
+    return [Error(
+        f"DJANGO_JOBS['READ_REPLICA'] is {replica!r}, not an alias of DATABASES",
+        id="django_jobs.E040",
+        hint=f"name one of {known}, or None to read the jobs' database",
+    )]
 
 
 def check_log_levels() -> list:

@@ -87,6 +87,11 @@ DEFAULTS: dict[str, Any] = {
     # a site's dict overrides these entries one by one. ERROR is what error trackers report.
     "LOG_LEVELS": {"failed": "WARNING", "snoozed": "WARNING", "canceled": "WARNING",
                    "dead": "ERROR", "refused": "ERROR"},
+    # An alias of DATABASES that replicates the jobs' database: the admin's job list, its
+    # overview, the API's GET /jobs and its metrics read there; writes, the workers and the
+    # pages that act (a job's page and buttons, the admin's actions) stay on the primary
+    # (models/reads.py). None: everything reads the jobs' database.
+    "READ_REPLICA": None,
     # Recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
     "SCHEDULES": {},
 }

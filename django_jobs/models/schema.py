@@ -38,7 +38,9 @@ def jobs_database() -> str:
 
     Every read and write of the app goes there (the managers' ``RoutedQuerySet``), and so do
     the worker's connection handling, its LISTEN connection and the commands' checks; a router
-    that sends reads to a replica is not asked where jobs are read."""
+    that sends reads to a replica is not asked where jobs are read. The one exception is the
+    replica a site names in ``READ_REPLICA`` for the admin's and the API's lists and counts
+    (``models/reads.py``)."""
     from django_jobs.models import Job
 
     return router.db_for_write(Job)

@@ -1,0 +1,192 @@
+"""``READ_REPLICA``: the pages that only look read the replica; whatever acts reads and writes
+the primary.
+
+The ``replica`` alias of the test settings is a mirror of ``default`` in a test run: the same
+test database through a connection of its own, so each connection's captured queries say
+which alias a page read. A committed row is seen from both, hence ``transaction=True``.
+"""
+
+import re
+from contextlib import contextmanager
+
+import pytest
+from django.conf import settings
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.db import connections
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from django_jobs.checks.configuration import check_settings
+from django_jobs.models import Job
+from tests.admin_helpers import job_url, make_job, staff
+from tests.api_support import Api, make_token
+
+LIST = "/admin/django_jobs/job/"
+OVERVIEW = "/admin/django_jobs/job/overview/"
+# The tables a page about jobs reads (the API's tokens and the admin's users are the site's
+# own business, on default).
+JOB_TABLES = re.compile(r"\bdjango_jobs_(job|jobattempt|jobdependency|worker|queuestate)\b")
+
+on_both = pytest.mark.django_db(transaction=True, databases=["default", "replica"])
+
+
+def replica_settings(**extra):
+    return override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "READ_REPLICA": "replica",
+                                          **extra})
+
+
+class Reads:
+    """The statements on the jobs' tables each alias ran while it was open."""
+
+    def __init__(self, primary: CaptureQueriesContext, replica: CaptureQueriesContext) -> None:
+        self._primary, self._replica = primary, replica
+
+    @staticmethod
+    def _of(captured: CaptureQueriesContext) -> list[str]:
+        return [q["sql"] for q in captured.captured_queries if JOB_TABLES.search(q["sql"])]
+
+    @property
+    def primary(self) -> list[str]:
+        return self._of(self._primary)
+
+    @property
+    def replica(self) -> list[str]:
+        return self._of(self._replica)
+
+
+@contextmanager
+def reads():
+    with CaptureQueriesContext(connections["default"]) as primary, \
+            CaptureQueriesContext(connections["replica"]) as replica:
+        yield Reads(primary, replica)
+
+
+@pytest.fixture
+def admin_client(client):
+    client.force_login(staff("root", superuser=True))
+    return client
+
+
+# The pages that only look.
+
+
+@on_both
+@pytest.mark.parametrize("query", [
+    "", "?status__exact=dead", "?queue=mail&has_error=yes", "?type=echo", "?q=mailbox",
+    "?q=j-00000000000000000000", "?created_at__gte=2000-01-01T00:00:00%2B00:00",
+])
+def test_the_job_list_reads_the_replica(admin_client, query):
+    dead = make_job("dead", queue="mail")
+    make_job("pending", queue="mail")
+    make_job("completed")
+    with replica_settings(), reads() as seen:
+        response = admin_client.get(LIST + query)
+    assert response.status_code == 200
+    assert seen.replica, "the list read nothing from the replica"
+    assert seen.primary == []
+    if query in ("", "?status__exact=dead"):
+        assert dead.public_id in response.content.decode()
+
+
+@on_both
+def test_without_a_replica_the_job_list_reads_the_primary(admin_client):
+    make_job("dead")
+    with reads() as seen:
+        assert admin_client.get(LIST).status_code == 200
+    assert seen.primary and seen.replica == []
+
+
+@on_both
+def test_the_overview_reads_the_replica(admin_client):
+    make_job("pending", queue="mail", type="email")
+    make_job("processing", queue="mail", type="email")
+    make_job("dead", queue="default", type="pdf")
+    make_job("completed", queue="default", type="pdf")
+    with replica_settings(), reads() as seen:
+        response = admin_client.get(OVERVIEW)
+    assert response.status_code == 200
+    queues = {r.name: r.counts for r in response.context["queues"]}
+    assert queues["mail"]["pending"] == 1 and queues["mail"]["processing"] == 1
+    assert queues["default"]["dead"] == 1 and queues["default"]["completed"] == 1
+    assert seen.replica and seen.primary == []
+
+
+@on_both
+def test_the_api_list_and_metrics_read_the_replica():
+    job = Job.enqueue("echo", {"n": 1})
+    api = Api(make_token("read"))
+    with replica_settings(), reads() as seen:
+        listed = api.get("/api/jobs", status="pending")
+        as_json = api.get("/api/metrics/jobs")
+        as_text = api.get("/api/metrics/jobs", format="prometheus")
+    assert [r["job_id"] for r in listed.json()["results"]] == [job.public_id]
+    assert as_json.json()["pending"] == 1
+    assert 'django_jobs_jobs{status="pending"} 1' in as_text.content.decode()
+    assert seen.replica and seen.primary == []
+
+
+# What acts, and what leads to it, stays on the primary.
+
+
+@on_both
+def test_the_job_page_and_its_buttons_read_and_write_the_primary(admin_client):
+    dead = make_job("dead")
+    with replica_settings(), reads() as seen:
+        assert admin_client.get(job_url(dead)).status_code == 200
+        response = admin_client.post(f"{LIST}{dead.pk}/do/retry/")
+    assert response.status_code == 302
+    assert seen.replica == []
+    assert seen.primary
+    dead.refresh_from_db()
+    assert dead.status == Job.Status.PENDING
+
+
+@on_both
+def test_a_list_action_reads_and_writes_the_primary(admin_client):
+    dead = make_job("dead")
+    pending = make_job("pending")
+    with replica_settings(), reads() as seen:
+        response = admin_client.post(LIST, {
+            "action": "retry_jobs", ACTION_CHECKBOX_NAME: [dead.pk], "index": 0})
+        canceled = admin_client.post(LIST, {
+            "action": "cancel_jobs", ACTION_CHECKBOX_NAME: [pending.pk], "index": 0})
+    assert response.status_code == 302 and canceled.status_code == 302
+    assert seen.replica == []
+    assert any(sql.lstrip().upper().startswith("UPDATE") for sql in seen.primary)
+    assert Job.objects.get(pk=dead.pk).status == Job.Status.PENDING
+    assert Job.objects.get(pk=pending.pk).status == Job.Status.CANCELED
+
+
+@on_both
+def test_pausing_a_queue_from_the_overview_writes_the_primary(admin_client):
+    with replica_settings(), reads() as seen:
+        response = admin_client.post(OVERVIEW + "queues/", {"queue": "mail", "op": "pause"})
+    assert response.status_code == 302
+    assert seen.replica == [] and seen.primary
+
+
+@on_both
+def test_the_api_submit_and_one_job_read_the_primary():
+    api = Api(make_token("read", "submit"))
+    with replica_settings(), reads() as seen:
+        created = api.post("/api/jobs", {"type": "echo", "payload": {}})
+        found = api.get(f"/api/jobs/{created.json()['job_id']}")
+    assert created.status_code == 201 and found.status_code == 200
+    assert seen.replica == [] and seen.primary
+
+
+# The setting's check.
+
+
+@pytest.mark.parametrize("value", ["nope", "", 3, ["replica"]])
+def test_a_read_replica_not_in_databases_is_an_error(value):
+    with override_settings(DJANGO_JOBS={"READ_REPLICA": value}):
+        found = [p for p in check_settings() if p.id == "django_jobs.E040"]
+    assert len(found) == 1
+    assert "'default'" in found[0].hint
+
+
+@pytest.mark.parametrize("value", [None, "replica", "default"])
+def test_a_read_replica_of_databases_or_none_passes(value):
+    with override_settings(DJANGO_JOBS={"READ_REPLICA": value}):
+        assert not [p for p in check_settings() if p.id == "django_jobs.E040"]
