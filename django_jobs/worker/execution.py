@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import AsyncToSync
 from django.db import connections
 from django.db.backends.signals import connection_created
 
@@ -34,6 +33,7 @@ from django_jobs.core.stored_errors import error_dict
 from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout, Snooze
 from django_jobs.models import Job
 from django_jobs.signals import job_started
+from django_jobs.worker.slot_loop import SlotLoop
 from django_jobs.worker.unknown_types import unknown_type_outcome
 
 if TYPE_CHECKING:
@@ -220,6 +220,7 @@ class QueryThread(Executor):
             queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.loop = SlotLoop(self)  # closed by ``shutdown``, in the slot thread
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
@@ -244,24 +245,18 @@ class QueryThread(Executor):
             del call, future, fn, args, kwargs
 
     def run(self, coro: Any) -> Any:
-        """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code."""
+        """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code, on
+        the slot's event loop (``worker/slot_loop.py``)."""
         self.tidy()
-        runner = asyncio.Runner()
-        loop = runner.get_loop()
-        AsyncToSync.loop_thread_executors[loop] = self  # type: ignore[assignment]
-        try:
-            return runner.run(coro)
-        finally:
-            try:
-                runner.close()
-            finally:
-                AsyncToSync.loop_thread_executors.pop(loop, None)
+        return self.loop.run(coro)
 
     def tidy(self) -> None:
         self.submit(_tidy_if_connected).result()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Close the thread's connections and end it (nothing to do if it never started)."""
+        """Close the slot's event loop (from the slot thread), then the thread's connections,
+        and end it (nothing to do if it never started)."""
+        self.loop.close()
         with self._lock:
             thread, self._thread = self._thread, None
             if thread is None:

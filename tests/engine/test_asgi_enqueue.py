@@ -59,7 +59,7 @@ class Server:
     def get(self, path: str, **params: object) -> tuple[int, dict]:
         url = f"http://127.0.0.1:{self.port}{path}?{urlencode(params)}"
         try:
-            with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (local)
+            with urllib.request.urlopen(url, timeout=30) as response:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
