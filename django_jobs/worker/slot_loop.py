@@ -49,9 +49,11 @@ class SlotLoop:
         if not ENABLED:
             return run_in_new_loop(coro, self.executor)
         loop = self._loop()
+        asyncio.set_event_loop(loop)  # the thread's loop while the job runs, as asyncio.run's
         try:
             return run_task(loop, coro)
         finally:
+            asyncio.set_event_loop(None)  # and not between jobs: a sync handler cannot reach it
             if not _clean(loop):
                 self.close()
 
@@ -68,7 +70,9 @@ class SlotLoop:
 
     def _loop(self) -> asyncio.AbstractEventLoop:
         if self._runner is None:
-            self._runner = asyncio.Runner()
+            # With a loop factory the runner leaves the thread's current loop alone: ``run``
+            # sets it for each job only.
+            self._runner = asyncio.Runner(loop_factory=asyncio.new_event_loop)
             AsyncToSync.loop_thread_executors[self._runner.get_loop()] = self.executor
         return self._runner.get_loop()
 

@@ -92,9 +92,20 @@ def test_clean_jobs_share_the_slots_loop_and_each_job_gets_its_own_on_the_plain_
     fast, plain = jobs(True), jobs(False)
     first = fast.run(loop_id())
     assert fast.run(loop_id()) == first
-    assert asyncio.get_event_loop_policy()  # no loop is left set as this thread's after a job
     kept = plain.run(loop_id()), plain.run(loop_id())
     assert first not in kept
+
+
+@paths
+def test_between_jobs_the_thread_has_no_current_event_loop(jobs, per_slot):
+    """A sync handler run between two async jobs cannot reach the kept loop."""
+    async def current():
+        return asyncio.get_event_loop() is asyncio.get_running_loop()
+
+    slot = jobs(per_slot)
+    assert slot.run(current())
+    with pytest.raises(RuntimeError, match="no current event loop"):
+        asyncio.get_event_loop_policy().get_event_loop()
 
 
 @paths
