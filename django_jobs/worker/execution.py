@@ -62,10 +62,10 @@ def run_job(
     if tidy and _connected:
         if threading.get_ident() in _connected:
             _tidy_connections()
-        if found is not None and _is_async(found.func):
-            queries = _query_threads.get(threading.get_ident())
-            if queries is not None:
-                queries.tidy()
+        queries = _query_threads.get(threading.get_ident())
+        if queries is not None and queries.ran:  # the job ran a coroutine (run_coroutine)
+            queries.ran = False
+            queries.tidy()
     return outcome
 
 
@@ -88,11 +88,18 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
 
 def _invoke(func: Any, payload: Any) -> Any:
     if _is_async(func):
-        queries = _query_threads.get(threading.get_ident())
-        if queries is None:
-            return asyncio.run(func(payload))
-        return queries.run(func(payload))
+        return run_coroutine(func(payload))
     return func(payload)
+
+
+def run_coroutine(coro: Any) -> Any:
+    """Run ``coro`` to its end in this thread as the worker runs an async handler: in a slot
+    thread, on its event loop (a cancel or timeout cancels it, its queries run in the slot's
+    ``QueryThread``); elsewhere with ``asyncio.run``."""
+    queries = _query_threads.get(threading.get_ident())
+    if queries is None:
+        return asyncio.run(coro)
+    return queries.run(coro)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -180,7 +187,7 @@ def _drop_suspect_connections(found: Handler | None) -> None:
     if ident in _connected:
         _close_connections()
     queries = _query_threads.get(ident)
-    if queries is not None and found is not None and _is_async(found.func):
+    if queries is not None and queries.started:
         queries.submit(_close_connections).result()
 
 
@@ -221,6 +228,7 @@ class QueryThread(Executor):
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.loop = SlotLoop(self)  # closed by ``shutdown``, in the slot thread
+        self.ran = False  # a coroutine ran since the last job ended: tidy after it
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
@@ -248,7 +256,12 @@ class QueryThread(Executor):
         """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code, on
         the slot's event loop (``worker/slot_loop.py``)."""
         self.tidy()
+        self.ran = True
         return self.loop.run(coro)
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     def tidy(self) -> None:
         self.submit(_tidy_if_connected).result()
