@@ -14,7 +14,11 @@ from django_jobs.exceptions import (
     Snooze,
     UnknownJobType,
 )
-from django_jobs.features.handler_control import enqueue_after_success, set_progress
+from django_jobs.features.handler_control import (
+    aset_progress,
+    enqueue_after_success,
+    set_progress,
+)
 from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
 
@@ -34,6 +38,7 @@ __all__ = [
     "Unique",
     "UnknownJobType",
     "__version__",
+    "aset_progress",
     "current_job",
     "enqueue_after_success",
     "handler",

@@ -187,3 +187,4 @@ from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the sched
 from tests import stop_jobs  # noqa: E402, F401  (handlers still running at a stop; forks)
 from tests import clock_jobs  # noqa: E402, F401  (handlers of the clock tests)
 from tests import trace_jobs  # noqa: E402, F401  (handlers of the tracing tests)
+from tests import async_handlers  # noqa: E402, F401  (async twins of the handlers above)

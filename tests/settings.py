@@ -79,6 +79,7 @@ if ENGINE != "unsupported":
         DATABASES["replica"]["NAME"] = os.environ["DJANGO_JOBS_TEST_REPLICA_NAME"]
 
 SECRET_KEY = "tests-only-not-secret"
+ALLOWED_HOSTS = ["127.0.0.1"]  # a real server started by a test (tests/engine/test_asgi_enqueue.py)
 USE_TZ = True
 TIME_ZONE = "UTC"
 INSTALLED_APPS = [

@@ -133,6 +133,23 @@ def hanging_task():
         time.sleep(0.01)
 
 
+@django_jobs.task(max_attempts=1, timeout=0.3)
+async def async_hanging_task():
+    import asyncio
+
+    await asyncio.sleep(30)
+
+
+@task()
+async def async_query_thread_task():
+    """The name of the thread where this async task's synchronous database code runs."""
+    import threading
+
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(lambda: threading.current_thread().name)()
+
+
 @task()
 def write_marker(path, text):
     Path(path).write_text(text)

@@ -11,3 +11,8 @@ def sleep(payload):
     import time
 
     time.sleep(payload["seconds"])
+
+
+@handler("bench.async_noop")
+async def async_noop(payload):
+    return None

@@ -8,7 +8,6 @@ same claims, leases, retries, timeouts and dead jobs.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from inspect import iscoroutinefunction
 from typing import Any
@@ -26,6 +25,7 @@ from django_jobs.core.current import current_job
 from django_jobs.core.registry import Handler
 from django_jobs.exceptions import PermanentError
 from django_jobs.models import Job
+from django_jobs.worker.execution import run_coroutine
 
 logger = logging.getLogger("django_jobs.tasks")
 
@@ -73,9 +73,9 @@ def _runner(task: Task) -> Any:
         if task.takes_context:
             args = [TaskContext(task_result=result), *args]
         if iscoroutinefunction(task.func):
-            # The same way the worker runs async handlers: an event loop in this slot thread,
-            # so a timeout or cancel raised in the thread stops the coroutine too.
-            value = asyncio.run(task.func(*args, **kwargs))
+            # As the worker runs async handlers: on the slot thread's event loop, where a
+            # timeout or cancel cancels it and its queries run in the slot's query thread.
+            value = run_coroutine(task.func(*args, **kwargs))
         else:
             value = task.func(*args, **kwargs)
         try:

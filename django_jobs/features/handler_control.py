@@ -8,14 +8,19 @@
         if not ready():
             raise Snooze(60)              # run again in a minute; the attempt does not count
         enqueue_after_success("notify", {"file": payload["file"]})  # only if this completes
+
+An ``async def`` handler awaits ``aset_progress`` (a database write); the others are the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import SynchronousOnlyOperation
 
 from django_jobs.core import tracing
 from django_jobs.core.json_rules import NotStorable, storable_json
@@ -81,7 +86,26 @@ def set_progress(fraction: float, message: str = "") -> bool:
     from django_jobs.models import Job
 
     job = _running_job()
+    if _on_event_loop():
+        raise SynchronousOnlyOperation(
+            "set_progress writes to the database: in an async handler, await aset_progress()")
     return Job.objects.record_progress(job, float(fraction), message)
+
+
+async def aset_progress(fraction: float, message: str = "") -> bool:
+    """``set_progress`` for ``async def`` handlers: the same checks and write, run where the
+    handler's async ORM queries run (a thread of the worker's slot)."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(set_progress)(fraction, message)
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class FollowUps(Feature):

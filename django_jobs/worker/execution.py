@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import AsyncToSync
 from django.db import connections
 from django.db.backends.signals import connection_created
 
@@ -35,6 +34,7 @@ from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout, Snooz
 from django_jobs.models import Job
 from django_jobs.signals import job_started
 from django_jobs.worker import tracing
+from django_jobs.worker.slot_loop import SlotLoop
 from django_jobs.worker.unknown_types import unknown_type_outcome
 
 if TYPE_CHECKING:
@@ -69,10 +69,10 @@ def run_job(
     if tidy and _connected:
         if threading.get_ident() in _connected:
             _tidy_connections()
-        if found is not None and _is_async(found.func):
-            queries = _query_threads.get(threading.get_ident())
-            if queries is not None:
-                queries.tidy()
+        queries = _query_threads.get(threading.get_ident())
+        if queries is not None and queries.ran:  # the job ran a coroutine (run_coroutine)
+            queries.ran = False
+            queries.tidy()
     return outcome
 
 
@@ -95,11 +95,18 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
 
 def _invoke(func: Any, payload: Any) -> Any:
     if _is_async(func):
-        queries = _query_threads.get(threading.get_ident())
-        if queries is None:
-            return asyncio.run(func(payload))
-        return queries.run(func(payload))
+        return run_coroutine(func(payload))
     return func(payload)
+
+
+def run_coroutine(coro: Any) -> Any:
+    """Run ``coro`` to its end in this thread as the worker runs an async handler: in a slot
+    thread, on its event loop (a cancel or timeout cancels it, its queries run in the slot's
+    ``QueryThread``); elsewhere with ``asyncio.run``."""
+    queries = _query_threads.get(threading.get_ident())
+    if queries is None:
+        return asyncio.run(coro)
+    return queries.run(coro)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -187,7 +194,7 @@ def _drop_suspect_connections(found: Handler | None) -> None:
     if ident in _connected:
         _close_connections()
     queries = _query_threads.get(ident)
-    if queries is not None and found is not None and _is_async(found.func):
+    if queries is not None and queries.started:
         queries.submit(_close_connections).result()
 
 
@@ -227,6 +234,8 @@ class QueryThread(Executor):
             queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.loop = SlotLoop(self)  # closed by ``shutdown``, in the slot thread
+        self.ran = False  # a coroutine ran since the last job ended: tidy after it
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
         future: Future = Future()
@@ -251,24 +260,23 @@ class QueryThread(Executor):
             del call, future, fn, args, kwargs
 
     def run(self, coro: Any) -> Any:
-        """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code."""
+        """``asyncio.run(coro)``, with this thread for the loop's thread-sensitive code, on
+        the slot's event loop (``worker/slot_loop.py``)."""
         self.tidy()
-        runner = asyncio.Runner()
-        loop = runner.get_loop()
-        AsyncToSync.loop_thread_executors[loop] = self  # type: ignore[assignment]
-        try:
-            return runner.run(coro)
-        finally:
-            try:
-                runner.close()
-            finally:
-                AsyncToSync.loop_thread_executors.pop(loop, None)
+        self.ran = True
+        return self.loop.run(coro)
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     def tidy(self) -> None:
         self.submit(_tidy_if_connected).result()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Close the thread's connections and end it (nothing to do if it never started)."""
+        """Close the slot's event loop (from the slot thread), then the thread's connections,
+        and end it (nothing to do if it never started)."""
+        self.loop.close()
         with self._lock:
             thread, self._thread = self._thread, None
             if thread is None:

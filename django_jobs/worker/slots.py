@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from django.db import connections
 
 from django_jobs.core.outcomes import AttemptOutcome, now_us
+from django_jobs.worker import async_jobs
 from django_jobs.worker.execution import outcome_for_exception, query_thread, run_job
 
 if TYPE_CHECKING:
@@ -155,11 +156,14 @@ class Slot(threading.Thread):
         """Raise ``exc_class`` inside this thread if it is still running ``job_id``.
 
         CPython delivers it at the thread's next bytecode: a handler blocked in C code (a
-        socket read, ``time.sleep``) sees it only when that call returns.
+        socket read, ``time.sleep``) sees it only when that call returns. An async handler's
+        task is cancelled instead (``worker/async_jobs.py``).
         """
         with self.lock:
             if self.current != job_id or self.ident is None:
                 return False
+            if async_jobs.interrupt(self.ident, exc_class):
+                return True
             done = ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(self.ident), ctypes.py_object(exc_class)
             )

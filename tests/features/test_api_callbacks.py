@@ -276,11 +276,12 @@ def test_the_verification_snippet_in_the_how_to_accepts_a_real_delivery(receiver
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("slow", ["slow", "async_slow"])
 def test_a_running_job_canceled_through_the_api_calls_back_when_the_worker_stops_it(
-    receiver, start_worker
+    receiver, start_worker, slow
 ):
     api = Api(make_token("submit", "read", "manage"))
-    job_id = api.post("/api/jobs", {"type": "slow", "payload": {"seconds": 60},
+    job_id = api.post("/api/jobs", {"type": slow, "payload": {"seconds": 60},
                                     "callback_url": receiver.url()}).json()["job_id"]
     worker = start_worker("--heartbeat", "0.2", "--lease", "5")
     wait_for(lambda: Job.objects.get(public_id=job_id).status == "processing")

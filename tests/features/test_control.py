@@ -1,4 +1,5 @@
-"""Snooze, follow-ups that commit with the completion, dependencies, and progress."""
+"""Snooze, follow-ups that commit with the completion, dependencies, and progress, for sync
+handlers and their ``async def`` twins (tests/async_handlers.py)."""
 
 import pytest
 from django.utils import timezone
@@ -6,7 +7,7 @@ from django.utils import timezone
 from django_jobs import InvalidJob, Snooze, enqueue_after_success, set_progress
 from django_jobs.features.dependencies import JobDependency
 from django_jobs.models import Job, JobAttempt
-from django_jobs.worker.execution import run_job
+from django_jobs.worker.execution import query_thread, run_job
 from django_jobs.worker.periodic import ReleaseWaiting
 from tests.conftest import wait_for
 
@@ -16,15 +17,22 @@ def run_once(expected=None):
     (job,) = Job.objects.claim(worker_id="w", limit=1, lease_seconds=30)
     if expected is not None:
         assert job.pk == expected.pk
-    outcome = run_job(job)
+    with query_thread("test-queries"):  # an async handler's queries, as in a slot thread
+        outcome = run_job(job)
     Job.objects.finish([outcome])
     job.refresh_from_db()
     return job
 
 
+def twins(name):
+    """Run a test for the sync fixture handler ``name`` and for its async twin."""
+    return pytest.mark.parametrize("type", [name, f"async_{name}"])
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_snooze_runs_the_job_again_without_spending_an_attempt():
-    job = Job.enqueue("snoozer", {"times": 2})
+@twins("snoozer")
+def test_a_snooze_runs_the_job_again_without_spending_an_attempt(type):
+    job = Job.enqueue(type, {"times": 2})
     assert run_once(job).status == "pending"
     again = run_once(job)
     assert again.status == "pending" and again.attempt == 0 and again.max_attempts == 1
@@ -35,8 +43,9 @@ def test_a_snooze_runs_the_job_again_without_spending_an_attempt():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_snoozed_job_waits_for_its_delay():
-    job = Job.enqueue("snoozer", {"times": 1, "seconds": 3600})
+@twins("snoozer")
+def test_a_snoozed_job_waits_for_its_delay(type):
+    job = Job.enqueue(type, {"times": 1, "seconds": 3600})
     before = timezone.now()
     snoozed = run_once(job)
     assert snoozed.status == "pending" and snoozed.run_at > before.replace(microsecond=0)
@@ -51,12 +60,13 @@ def test_a_bad_snooze_is_refused(seconds):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_follow_ups_are_enqueued_only_when_the_handler_completes():
-    ok = Job.enqueue("with_followup")
+@twins("with_followup")
+def test_follow_ups_are_enqueued_only_when_the_handler_completes(type):
+    ok = Job.enqueue(type)
     run_once(ok)
     follow = Job.objects.get(type="echo")
     assert follow.payload == {"after": ok.public_id} and follow.status == "pending"
-    failed = run_once_for(Job.enqueue("with_followup", {"fail": True}), skip=follow)
+    failed = run_once_for(Job.enqueue(type, {"fail": True}), skip=follow)
     assert failed.status == "dead"
     assert Job.objects.filter(type="echo").count() == 1
 
@@ -71,6 +81,13 @@ def test_a_bad_follow_up_fails_the_handler_at_once():
     job = run_once(Job.enqueue("with_followup", {"then": "no_such_type"}))
     assert job.status == "dead" and job.error["type"] == "UnknownJobType"
     assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sync_set_progress_in_an_async_handler_fails_it_naming_aset_progress():
+    job = run_once(Job.enqueue("async_sync_progress"))
+    assert job.error["type"] == "SynchronousOnlyOperation"
+    assert "aset_progress" in job.error["message"] and job.progress is None
 
 
 def test_handler_helpers_refuse_to_run_outside_a_worker():
@@ -136,17 +153,19 @@ def test_bad_dependencies_are_refused_and_insert_nothing(depends_on):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_progress_is_stored_on_the_job_while_it_runs():
-    job = run_once(Job.enqueue("progressing", {"fraction": 0.75, "message": "x" * 300}))
+@twins("progressing")
+def test_progress_is_stored_on_the_job_while_it_runs(type):
+    job = run_once(Job.enqueue(type, {"fraction": 0.75, "message": "x" * 300}))
     assert job.status == "completed" and job.result == {"recorded": [True, True]}
     assert job.progress == {"fraction": 0.75, "message": "x" * 200}
     assert job.progress_fraction == 0.75 and job.progress_message == "x" * 200
 
 
 @pytest.mark.django_db(transaction=True)
+@twins("progressing")
 @pytest.mark.parametrize("fraction", [1.5, -0.1, "half", None])
-def test_bad_progress_fails_the_handler_with_a_clear_error(fraction):
-    job = run_once(Job.enqueue("progressing", {"fraction": fraction}))
+def test_bad_progress_fails_the_handler_with_a_clear_error(fraction, type):
+    job = run_once(Job.enqueue(type, {"fraction": fraction}))
     assert job.error["type"] == "InvalidJob" and "progress" in job.error["message"]
 
 

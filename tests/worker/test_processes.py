@@ -15,13 +15,18 @@ OUT = JobAttempt.Outcome
 FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
 
 
+# The same process tests for a sync handler and its ``async def`` twin (tests/async_handlers.py).
+slow_kinds = pytest.mark.parametrize("slow", ["slow", "async_slow"])
+
+
 def status_of(job):
     return Job.objects.values_list("status", flat=True).get(pk=job.pk)
 
 
-def test_kill_9_mid_job_is_rescued_and_completed_by_another_worker(start_worker, tmp_path):
+@slow_kinds
+def test_kill_9_mid_job_is_rescued_and_completed_by_another_worker(start_worker, tmp_path, slow):
     marker = tmp_path / "started"
-    job = Job.enqueue("slow", {"seconds": 1.5, "marker": str(marker)})
+    job = Job.enqueue(slow, {"seconds": 1.5, "marker": str(marker)})
     first = start_worker("--worker-id", "doomed", *FAST)
     wait_for(marker.exists)
     first.signal(signal.SIGKILL)
@@ -39,9 +44,10 @@ def test_kill_9_mid_job_is_rescued_and_completed_by_another_worker(start_worker,
     assert second.wait() == 0
 
 
-def test_sigterm_lets_the_running_job_finish_then_exits(start_worker, tmp_path):
+@slow_kinds
+def test_sigterm_lets_the_running_job_finish_then_exits(start_worker, tmp_path, slow):
     marker = tmp_path / "started"
-    job = Job.enqueue("slow", {"seconds": 1.0, "marker": str(marker)})
+    job = Job.enqueue(slow, {"seconds": 1.0, "marker": str(marker)})
     waiting = Job.enqueue("echo", delay=0.5)
     worker = start_worker("--worker-id", "drainer", "--shutdown-timeout", "30", *FAST)
     wait_for(marker.exists)
@@ -53,9 +59,10 @@ def test_sigterm_lets_the_running_job_finish_then_exits(start_worker, tmp_path):
     assert "stopping" in worker.output()
 
 
-def test_job_still_running_at_shutdown_timeout_is_handed_back_unspent(start_worker, tmp_path):
+@slow_kinds
+def test_job_still_running_at_shutdown_timeout_is_handed_back_unspent(start_worker, tmp_path, slow):
     marker = tmp_path / "started"
-    job = Job.enqueue("slow", {"seconds": 30, "marker": str(marker)})
+    job = Job.enqueue(slow, {"seconds": 30, "marker": str(marker)})
     worker = start_worker("--shutdown-timeout", "0.5", *FAST)
     wait_for(marker.exists)
     worker.signal(signal.SIGINT)
@@ -65,9 +72,10 @@ def test_job_still_running_at_shutdown_timeout_is_handed_back_unspent(start_work
     assert job.attempts.get().outcome == OUT.RELEASED
 
 
-def test_second_signal_exits_at_once(start_worker, tmp_path):
+@slow_kinds
+def test_second_signal_exits_at_once(start_worker, tmp_path, slow):
     marker = tmp_path / "started"
-    job = Job.enqueue("slow", {"seconds": 30, "marker": str(marker)})
+    job = Job.enqueue(slow, {"seconds": 30, "marker": str(marker)})
     worker = start_worker("--shutdown-timeout", "600", *FAST)
     wait_for(marker.exists)
     worker.signal(signal.SIGTERM)

@@ -1,4 +1,5 @@
-"""Handler timeouts, with real ``runworker`` subprocesses."""
+"""Handler timeouts, with real ``runworker`` subprocesses, for sync and ``async def`` handlers
+(an async handler's task is cancelled at its timeout: worker/async_jobs.py)."""
 
 import pytest
 
@@ -8,10 +9,12 @@ from tests.conftest import wait_for
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def test_a_job_past_its_timeout_is_stopped_counted_failed_and_retried(start_worker):
-    """``timeout_short`` (0.3 s, 2 attempts) loops for 10 s: each attempt is stopped with
-    JobTimeout, the first is retried, the second buries the job, and the worker carries on."""
-    job = Job.enqueue("timeout_short")
+@pytest.mark.parametrize("type", ["timeout_short", "async_timeout_short"])
+def test_a_job_past_its_timeout_is_stopped_counted_failed_and_retried(start_worker, type):
+    """``timeout_short`` (0.3 s, 2 attempts) loops for 10 s, ``async_timeout_short`` awaits
+    for 10 s: each attempt is stopped with JobTimeout, the first is retried, the second buries
+    the job, and the worker carries on."""
+    job = Job.enqueue(type)
     worker = start_worker("--concurrency", "2")
     wait_for(lambda: Job.objects.get(pk=job.pk).status == "dead", timeout=60)
     after = Job.enqueue("echo", {"still": "working"})
@@ -25,12 +28,14 @@ def test_a_job_past_its_timeout_is_stopped_counted_failed_and_retried(start_work
     assert job.attempt == 2 and job.error["type"] == "JobTimeout"
 
 
+@pytest.mark.parametrize("type", ["timeout_blocking", "async_timeout_blocking"])
 def test_a_handler_blocked_in_c_code_is_abandoned_after_the_grace_and_the_worker_goes_on(
-    start_worker,
+    start_worker, type
 ):
-    """``time.sleep(60)`` never sees the injected exception: after the grace period the
-    worker records a timeout failure, replaces the thread and runs the next job."""
-    stuck = Job.enqueue("timeout_blocking")
+    """``time.sleep(60)`` (in a sync handler, or blocking an async one's event loop) never
+    sees the injected exception or the cancel: after the grace period the worker records a
+    timeout failure, replaces the thread and runs the next job."""
+    stuck = Job.enqueue(type)
     worker = start_worker("--concurrency", "1")
     wait_for(lambda: Job.objects.get(pk=stuck.pk).status == "dead", timeout=60)
     after = Job.enqueue("echo", {"n": 1})

@@ -110,12 +110,16 @@ def test_permanent_errors_fail_the_task_at_once(name, exception):
     assert [e.exception_class for e in result.errors] == [exception]
 
 
-def test_a_task_past_its_timeout_is_stopped_and_fails():
-    result = test_tasks.hanging_task.enqueue()
+@pytest.mark.parametrize("name", ["hanging_task", "async_hanging_task"])
+def test_a_task_past_its_timeout_is_stopped_and_fails(name):
+    """An async task's coroutine is cancelled at its ``await``, not abandoned after the
+    grace as a task that ignored the timeout."""
+    result = getattr(test_tasks, name).enqueue()
     drain()
     result.refresh()
     assert result.status == TaskResultStatus.FAILED
     assert result.errors[0].exception_class is JobTimeout
+    assert "abandoned" not in Job.objects.get(public_id=result.id).error["message"]
 
 
 def test_decorator_options_reach_the_job_where_the_framework_passes_them():

@@ -26,6 +26,16 @@ if settings.HAS_TASKS_FRAMEWORK:
     from tests.tasks_support import drain
 
 
+def test_an_async_tasks_queries_run_in_the_slots_query_thread():
+    """As an async handler's: the thread the worker keeps for its slot, whose connections it
+    tidies, not asgiref's one thread for the whole process."""
+    result = test_tasks.async_query_thread_task.enqueue()
+    assert drain() == 1
+    result.refresh()
+    assert result.return_value.startswith("django-jobs-")
+    assert result.return_value.endswith("-queries")
+
+
 def test_sync_and_async_tasks_run_and_return_values_come_back():
     sync = test_tasks.echo_task.enqueue(1, [2, 3], key="v")
     async_ = test_tasks.async_echo_task.enqueue("a", n=1)
