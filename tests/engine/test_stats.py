@@ -4,6 +4,7 @@ times; every write path (PostgreSQL's statement, its turn, the ORM's) counting t
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from datetime import timedelta
 
@@ -73,8 +74,10 @@ def test_a_worker_process_run_is_counted_exactly(start_worker):
     for _ in range(2):
         Job.enqueue("permanent", queue="mail")  # dead at the first attempt
     for _ in range(2):
-        Job.enqueue("always_fails")  # failed, retried after its backoff (seconds away)
-    worker = start_worker("--burst", "--worker-id", "counted", "--concurrency", "3")
+        Job.enqueue("always_fails")  # failed, to be retried an hour later
+    hour = json.dumps({"BACKOFF_BASE": 3600, "BACKOFF_CAP": 3600, "BACKOFF_JITTER": False})
+    worker = start_worker("--burst", "--worker-id", "counted", "--concurrency", "3",
+                          env={"DJANGO_JOBS_TEST_EXTRA": hour})
     assert worker.wait(timeout=60) == 0, worker.output()
     jobs = list(Job.objects.all())
     assert sorted(Counter(j.status for j in jobs).items()) == [
