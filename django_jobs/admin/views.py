@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from django_jobs.admin import actions, stats
+from django_jobs.admin import actions, charts, stats
 from django_jobs.admin.requests import job_pk
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from django_jobs.exceptions import InvalidJob
@@ -114,6 +114,7 @@ class JobViewsMixin(_AdminBase):
             "can_pause": can_pause(request),
             "media": self.media,
             **stats.overview(),
+            **charts.context(request.GET),  # the finished jobs, from their counts
         }
         return TemplateResponse(request, "django_jobs/admin/overview.html", context)
 

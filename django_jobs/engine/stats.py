@@ -18,7 +18,7 @@ import functools
 from bisect import bisect_left
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
@@ -93,7 +93,7 @@ def record(using: str, done: Sequence[AttemptOutcome], now: datetime,
         return
     connection = connections[using]
     minute = connection.ops.adapt_datetimefield_value(bucket(now))
-    params: list[object] = []
+    params: list[Any] = []
     for (worker, queue, type, outcome), sums in sorted(rows.items()):
         params += [worker, minute, queue, type, outcome, *sums]
     with connection.cursor() as cursor:

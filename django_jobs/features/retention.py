@@ -4,7 +4,8 @@ Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finishe
 canceled or dead one only once no waiting job depends on it. Each batch
 is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
 are outside the claim index: pruning never blocks a claim and never holds a lock for long.
-Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``.
+Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``. A pass
+also drops the per-minute counts of finished jobs older than ``STATS_RETENTION``.
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ def prune_pass(
         if deadline is not None and time.monotonic() >= deadline:
             break
     prune_occurrences(now, batch_size)
+    prune_stats(now, batch_size)
     return counts, not left
 
 
@@ -156,6 +158,24 @@ def prune_occurrences(now: datetime, batch_size: int) -> int:
         if not ids:
             return total
         total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
+
+
+def prune_stats(now: datetime, batch_size: int) -> int:
+    """Drop the counts of finished jobs (``JobStat``) older than ``STATS_RETENTION``, in
+    batches of ``batch_size`` rows, oldest first. A row of a past minute is never written
+    again (a finish adds to the minute it runs in), so deleting it races no writer."""
+    from django_jobs.models import JobStat
+
+    age = as_age(jobs_settings.STATS_RETENTION, "STATS_RETENTION")
+    if age is None:
+        return 0
+    old = JobStat.objects.filter(bucket__lt=now - age).order_by("bucket")
+    total = 0
+    while True:
+        ids = list(old.values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return total
+        total += JobStat.objects.filter(pk__in=ids).delete()[0]
 
 
 # A deadlock or lock wait timeout: PostgreSQL's SQLSTATEs, MariaDB's and MySQL's error numbers.

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from django_jobs.core.settings import jobs_settings
 from django_jobs.features.retention import AutoPruner, prune, prune_pass
-from django_jobs.models import Job, JobAttempt
+from django_jobs.models import Job, JobAttempt, JobStat
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.options import WorkerOptions
 from tests.conftest import wait_for
@@ -275,3 +275,18 @@ def test_mariadb_deadlocks_and_lock_timeouts_are_lock_conflicts():
     assert lock_conflict(raised_from(MySQLdb.OperationalError(1205, "Lock wait timeout")))
     assert not lock_conflict(raised_from(MySQLdb.OperationalError(2006, "gone away")))
     assert not lock_conflict(raised_from(ValueError("no driver's")))
+
+
+@pytest.mark.django_db
+def test_a_pass_drops_the_counts_of_finished_jobs_past_stats_retention():
+    now = timezone.now().replace(second=0, microsecond=0)
+    for minutes_ago in (0, 60, 47 * 60, 49 * 60, 72 * 60):
+        JobStat.objects.create(bucket=now - timedelta(minutes=minutes_ago), worker_id="w",
+                               queue="default", type="noop", outcome="completed", count=1)
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": 48 * 3600}):
+        prune_pass({}, batch_size=1, now=now)
+    kept = sorted(now - b for b in JobStat.objects.values_list("bucket", flat=True))
+    assert kept == [timedelta(0), timedelta(hours=1), timedelta(hours=47)]
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": None}):
+        prune_pass({}, now=now + timedelta(days=30))
+    assert JobStat.objects.count() == 3

@@ -12,6 +12,7 @@ JSON array of objects, turned into named, typed columns by ``jsonb_to_recordset`
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -239,7 +240,7 @@ def counted_sql() -> str:
     bounds = WAIT_BOUNDS_US
     histogram = [f"count(*) FILTER (WHERE v.wait_us <= {bounds[0]})"]
     histogram += [f"count(*) FILTER (WHERE v.wait_us > {low} AND v.wait_us <= {high})"
-                  for low, high in zip(bounds, bounds[1:], strict=False)]
+                  for low, high in itertools.pairwise(bounds)]
     histogram.append(f"count(*) FILTER (WHERE v.wait_us > {bounds[-1]})")
     return COUNTED.format(
         stat=quote(JobStat._meta.db_table),
