@@ -3,8 +3,8 @@ last day, by outcome, and the wait from ``run_at`` to the start (p50 and p95) in
 queues and types or one of each.
 
 Every figure comes from the counts the engine keeps as it writes outcomes (``JobStat``,
-``engine/stats.py``), never from the jobs table: one grouped query over the last day's rows
-(through the index on their minute) gives both charts. The percentiles are read from the
+``engine/stats.py``), never from the jobs table: a grouped query over the last hour's minute
+rows and one over the last day's hour rows, through the index on (span, bucket). The percentiles are read from the
 wait histogram, interpolated within a bucket as Prometheus's ``histogram_quantile`` does; a
 percentile that falls in the last bucket (past the last bound) is shown as that bound.
 """
@@ -22,6 +22,8 @@ from django_jobs.core import clock
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import Outcome
 from django_jobs.models import JobStat
+from django_jobs.models.stats import HOUR as HOUR_SPAN
+from django_jobs.models.stats import MINUTE as MINUTE_SPAN
 from django_jobs.models.stats import WAIT_BOUNDS, WAIT_FIELDS
 
 # What a bar is made of, bottom up, and each part's name in the legend.
@@ -85,33 +87,30 @@ def read(now: datetime, queue: str | None = None, type: str | None = None
     this_hour = now.replace(minute=0, second=0, microsecond=0)
     minutes = [Bin(this_minute - MINUTE * i) for i in range(59, -1, -1)]
     hours = [Bin(this_hour - HOUR * i) for i in range(23, -1, -1)]
-    by_minute = {b.start: b for b in minutes}
-    by_hour = {b.start: b for b in hours}
-    rows = JobStat.objects.filter(bucket__gte=hours[0].start)
+    rows = JobStat.objects.all()
     if queue is not None:
         rows = rows.filter(queue=queue)
     if type is not None:
         rows = rows.filter(type=type)
-    grouped = (rows.values("bucket", "outcome")
-               .annotate(n=Sum("count"), **{f"s_{name}": Sum(name) for name in WAIT_FIELDS})
-               .order_by())
-    for typed in grouped:
-        row: dict[str, Any] = dict(typed)  # the histogram's sums are named in a loop
-        bucket = row["bucket"]
-        waits = [row[f"s_{name}"] or 0 for name in WAIT_FIELDS]
-        minute = by_minute.get(bucket)
-        if minute is not None:
-            minute.add(row["outcome"], row["n"], waits)
-        hour = by_hour.get(bucket.replace(minute=0))
-        if hour is not None:
-            hour.add(row["outcome"], row["n"], waits)
+    for span, bins in ((MINUTE_SPAN, minutes), (HOUR_SPAN, hours)):
+        by_start = {b.start: b for b in bins}
+        grouped = (
+            rows.filter(span=span, bucket__gte=bins[0].start).values("bucket", "outcome")
+            .annotate(n=Sum("count"), **{f"s_{name}": Sum(name) for name in WAIT_FIELDS})
+            .order_by())
+        for typed in grouped:
+            row: dict[str, Any] = dict(typed)  # the histogram's sums are named in a loop
+            found = by_start.get(row["bucket"])
+            if found is not None:
+                found.add(row["outcome"], row["n"],
+                          [row[f"s_{name}"] or 0 for name in WAIT_FIELDS])
     return minutes, hours
 
 
 def choices(since: datetime) -> tuple[list[str], list[str]]:
-    """The queues and types counted since ``since``: the filter's choices (from the counts'
-    table, a day of rows at most, through its minute index)."""
-    rows = JobStat.objects.filter(bucket__gte=since).order_by()
+    """The queues and types counted since ``since``: the filter's choices (from the hour
+    rows of the counts' table)."""
+    rows = JobStat.objects.filter(span=HOUR_SPAN, bucket__gte=since).order_by()
     queues = sorted(set(rows.values_list("queue", flat=True).distinct()))
     types = sorted(set(rows.values_list("type", flat=True).distinct()))
     return queues, types

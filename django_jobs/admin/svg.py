@@ -54,15 +54,18 @@ def count(value: float) -> str:
     return f"{value:,.0f}" if value >= 1 or value == 0 else f"{value:g}"
 
 
+def local(moment: datetime) -> datetime:
+    return timezone.localtime(moment) if timezone.is_aware(moment) else moment
+
+
 def when(moment: datetime, fmt: str) -> str:
     """A bin's start in the current time zone."""
-    if timezone.is_aware(moment):
-        moment = timezone.localtime(moment)
-    return moment.strftime(fmt)
+    return local(moment).strftime(fmt)
 
 
-def frame(label: str, top: str, kind: str, ticks: str, body: str, empty: str | None) -> SafeString:
-    """The SVG around a chart: the axes, the top of the scale, the time ticks."""
+def frame(label: str, top: str, kind: str, ticks: str, body: str, empty: str | None,
+          name: str) -> SafeString:
+    """The SVG around a chart: its name, the axes, the top of the scale, the time ticks."""
     parts = [
         f'<svg class="dj-jobs-chart dj-jobs-chart-{kind}" role="img" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" preserveAspectRatio="xMidYMid meet" '
@@ -76,6 +79,8 @@ def frame(label: str, top: str, kind: str, ticks: str, body: str, empty: str | N
         f'fill="currentColor">{escape(top)}</text>',
         f'<text x="{LEFT - 4}" y="{TOP + PLOT_H}" text-anchor="end" font-size="11" '
         f'fill="currentColor">0</text>',
+        f'<text class="dj-jobs-chart-name" x="{LEFT + 6}" y="{TOP + 14}" font-size="12" '
+        f'font-weight="bold" fill="currentColor">{escape(name)}</text>',
         ticks, body,
     ]
     if empty:
@@ -86,11 +91,17 @@ def frame(label: str, top: str, kind: str, ticks: str, body: str, empty: str | N
     return mark_safe("".join(parts))  # noqa: S308 (every value above is a number or escaped)
 
 
+def on_the_tick(moment: datetime, tick: str, every: int) -> bool:
+    """Whether a bin starts a tick: a round minute (per minute) or hour (per hour)."""
+    start = local(moment)
+    return (start.hour if tick == "%H:00" else start.minute) % every == 0
+
+
 def time_ticks(bins: Sequence[Bin], tick: str, every: int) -> str:
     step = PLOT_W / len(bins)
     out = []
     for i, b in enumerate(bins):
-        if i % every == 0:
+        if on_the_tick(b.start, tick, every):
             x = LEFT + i * step
             out.append(f'<line x1="{x:.1f}" y1="{TOP + PLOT_H}" x2="{x:.1f}" '
                        f'y2="{TOP + PLOT_H + 4}" stroke="#999"/>'
@@ -123,7 +134,8 @@ def bars(bins: Sequence[Bin], label: str, tick: str, every: int) -> SafeString:
         body.append(f'<g class="dj-jobs-bin"><title>{escape(when(b.start, tick))}: '
                     f'{escape(said)}</title>{"".join(rects)}</g>')
     empty = None if body else "No job finished"
-    return frame(label, count(top), "bars", time_ticks(bins, tick, every), "".join(body), empty)
+    return frame(label, count(top), "bars", time_ticks(bins, tick, every), "".join(body), empty,
+                 "jobs finished")
 
 
 def lines(bins: Sequence[Bin], label: str, tick: str, every: int) -> SafeString:
@@ -155,4 +167,4 @@ def lines(bins: Sequence[Bin], label: str, tick: str, every: int) -> SafeString:
         body += points
     empty = None if body else "No job finished"
     return frame(label, seconds(top), "lines", time_ticks(bins, tick, every), "".join(body),
-                 empty)
+                 empty, "wait from run_at to start: p50, p95")

@@ -1,10 +1,10 @@
 """The finished jobs counted as the engine writes them (``models/stats.py``, ``JobStat``).
 
 A finish adds its written outcomes (completed, failed and to be retried, dead, canceled; a
-snooze is no end) to the rows of the minute it runs in, by the database's clock (the finish's
-``now``), in the finish's own transaction: the counts hold exactly the outcomes that
-committed. One row per worker, minute, queue, type and outcome: a worker adds only to its own
-rows, so workers never wait on each other's row locks. On PostgreSQL the statement path adds
+snooze is no end) to the rows of the minute and of the hour it runs in, by the database's
+clock (the finish's ``now``), in the finish's own transaction: the counts hold exactly the
+outcomes that committed. One row per worker, span (minute or hour), queue, type and outcome:
+a worker adds only to its own rows, so workers never wait on each other's row locks. On PostgreSQL the statement path adds
 them in the finish's statement (``COUNTED`` in ``engine/postgres/statements.py``, a
 data-modifying CTE); every other path calls ``record`` with the outcomes it wrote, one
 ``INSERT ... ON CONFLICT`` (``ON DUPLICATE KEY UPDATE`` on MariaDB and MySQL) for the batch.
@@ -25,7 +25,7 @@ from django.db import connections
 from django_jobs.core.outcomes import micros
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import Outcome
-from django_jobs.models.stats import KEY, SUMMED, WAIT_BOUNDS_US, JobStat
+from django_jobs.models.stats import HOUR, KEY, MINUTE, SUMMED, WAIT_BOUNDS_US, JobStat
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
@@ -44,6 +44,11 @@ def enabled() -> bool:
 def bucket(now: datetime) -> datetime:
     """The minute ``now`` (the database's time) falls in."""
     return now.replace(second=0, microsecond=0)
+
+
+def hour(now: datetime) -> datetime:
+    """The hour ``now`` falls in."""
+    return now.replace(minute=0, second=0, microsecond=0)
 
 
 def wait_us(job: Job) -> int:
@@ -86,18 +91,20 @@ def tally(done: Sequence[AttemptOutcome], waited: dict[int, int]) -> dict[Key, l
 
 def record(using: str, done: Sequence[AttemptOutcome], now: datetime,
            waited: dict[int, int]) -> None:
-    """Add the written outcomes to their rows of ``now``'s minute, in the caller's
+    """Add the written outcomes to their rows of ``now``'s minute and hour, in the caller's
     transaction: one statement for the batch, its rows in key order."""
     rows = tally(done, waited)
     if not rows:
         return
     connection = connections[using]
-    minute = connection.ops.adapt_datetimefield_value(bucket(now))
+    adapt = connection.ops.adapt_datetimefield_value
+    spans = ((MINUTE, adapt(bucket(now))), (HOUR, adapt(hour(now))))
     params: list[Any] = []
     for (worker, queue, type, outcome), sums in sorted(rows.items()):
-        params += [worker, minute, queue, type, outcome, *sums]
+        for span, start in spans:
+            params += [worker, span, start, queue, type, outcome, *sums]
     with connection.cursor() as cursor:
-        cursor.execute(upsert_sql(connection.vendor, len(rows)), params)
+        cursor.execute(upsert_sql(connection.vendor, 2 * len(rows)), params)
 
 
 def quote(vendor: str, name: str) -> str:

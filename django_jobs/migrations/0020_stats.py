@@ -1,5 +1,6 @@
-"""The finished jobs counted per minute, worker, queue, type and outcome (``JobStat``), which
-the engine adds to as it writes outcomes and the admin overview's charts read."""
+"""The finished jobs counted per minute and per hour, worker, queue, type and outcome
+(``JobStat``), which the engine adds to as it writes outcomes and the admin overview's charts
+read."""
 
 from django.db import migrations, models
 
@@ -15,6 +16,7 @@ class Migration(migrations.Migration):
             name='JobStat',
             fields=[
                 ('id', models.BigAutoField(primary_key=True, serialize=False)),
+                ('span', models.PositiveSmallIntegerField(default=1)),
                 ('bucket', models.DateTimeField()),
                 ('worker_id', models.CharField(max_length=100)),
                 ('queue', models.CharField(max_length=100)),
@@ -37,8 +39,8 @@ class Migration(migrations.Migration):
                 ('wait_le_11', models.BigIntegerField(default=0)),
             ],
             options={
-                'indexes': [models.Index(fields=['bucket'], name='django_jobs_stat_bucket')],
-                'constraints': [models.UniqueConstraint(fields=('worker_id', 'bucket', 'queue', 'type', 'outcome'), name='django_jobs_stat_key')],
+                'indexes': [models.Index(fields=['span', 'bucket'], name='django_jobs_stat_bucket')],
+                'constraints': [models.UniqueConstraint(fields=('worker_id', 'span', 'bucket', 'queue', 'type', 'outcome'), name='django_jobs_stat_key')],
             },
         ),
     ]

@@ -21,7 +21,7 @@ from django_jobs.core.outcomes import AttemptOutcome, micros
 from django_jobs.engine import engine_for, stats
 from django_jobs.engine.verbs import Engine
 from django_jobs.models import Job, JobStat
-from django_jobs.models.stats import SUMMED, WAIT_BOUNDS_US, WAIT_FIELDS
+from django_jobs.models.stats import HOUR, MINUTE, SUMMED, WAIT_BOUNDS_US, WAIT_FIELDS
 from tests.conftest import requires_postgres, requires_row_locks
 from tests.helpers import claim, run_burst
 
@@ -32,12 +32,26 @@ def minute(moment):
     return moment.replace(second=0, microsecond=0)
 
 
-def counted() -> dict[tuple, dict[str, int]]:
-    """The counts summed over workers, by (minute, queue, type, outcome)."""
-    rows = (JobStat.objects.values("bucket", "queue", "type", "outcome")
+def counted(span: int = MINUTE) -> dict[tuple, dict[str, int]]:
+    """The counts of one span summed over workers, by (start, queue, type, outcome)."""
+    rows = (JobStat.objects.filter(span=span).values("bucket", "queue", "type", "outcome")
             .annotate(**{f"s_{name}": Sum(name) for name in SUMMED}).order_by())
     return {(r["bucket"], r["queue"], r["type"], r["outcome"]):
             {name: r[f"s_{name}"] for name in SUMMED} for r in rows}
+
+
+def by_hour(minutes: dict[tuple, dict[str, int]]) -> dict[tuple, dict[str, int]]:
+    """Minute counts summed into their hours."""
+    out: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(SUMMED, 0))
+    for (start, *rest), sums in minutes.items():
+        row = out[(start.replace(minute=0), *rest)]
+        for name, value in sums.items():
+            row[name] += value
+    return dict(out)
+
+
+def assert_hours_hold_the_minutes() -> None:
+    assert counted(HOUR) == by_hour(counted(MINUTE))
 
 
 def expected_wait_bucket(us: int) -> int:
@@ -86,6 +100,7 @@ def test_a_worker_process_run_is_counted_exactly(start_worker):
     # when it was enqueued (run_at was its created_at: enqueued to run at once).
     waits = {j.id: (j.started_at - j.created_at) // US for j in jobs}
     assert counted() == expected_from_jobs(jobs, waits)
+    assert_hours_hold_the_minutes()
     assert set(JobStat.objects.values_list("worker_id", flat=True)) == {"counted"}
 
 
@@ -99,9 +114,11 @@ def test_two_workers_count_into_their_own_rows(start_worker):
                for name in ("one", "two")]
     for worker in workers:
         assert worker.wait(timeout=60) == 0, worker.output()
-    by_worker = dict(JobStat.objects.values_list("worker_id").annotate(n=Sum("count")))
+    by_worker = dict(JobStat.objects.filter(span=MINUTE).values_list("worker_id")
+                     .annotate(n=Sum("count")))
     ran = dict(Job.objects.values_list("worker_id").annotate(n=Sum("attempt")))
     assert by_worker == ran
+    assert_hours_hold_the_minutes()
     assert sum(by_worker.values()) == 40
 
 
@@ -114,7 +131,7 @@ def test_off_counts_nothing():
     run_burst()  # nothing left to run
     Job.enqueue("noop")
     assert run_burst() == 1
-    assert JobStat.objects.get().count == 1
+    assert [row.count for row in JobStat.objects.order_by("span")] == [1, 1]
 
 
 @pytest.mark.django_db
@@ -183,7 +200,7 @@ def expected_from_cases(cases) -> dict[tuple, dict[str, int]]:
 
 
 def counted_by_key() -> dict[tuple, dict[str, int]]:
-    rows = counted()
+    rows = counted(MINUTE)
     merged: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(SUMMED, 0))
     for (_, queue, type, outcome), sums in rows.items():
         for name, value in sums.items():
@@ -201,7 +218,8 @@ def test_every_outcome_is_counted_with_its_wait_and_run_time(cases):
     written = Job.objects.finish(outcomes)
     assert len(written) == len(cases)
     assert counted_by_key() == expected_from_cases(cases)
-    [minute_counted] = set(JobStat.objects.values_list("bucket", flat=True))
+    assert_hours_hold_the_minutes()
+    [minute_counted] = set(JobStat.objects.filter(span=MINUTE).values_list("bucket", flat=True))
     assert minute_counted == minute(Job.objects.latest("updated_at").updated_at)
 
 
@@ -215,8 +233,8 @@ def test_the_orm_path_counts_what_the_statement_counts(cases):
     Job.objects.all().delete()
     outcomes = claimed_with_waits(cases)
     Engine.finish(engine_for(connection.alias), outcomes)  # the ORM's path on PostgreSQL
-    by_orm = counted_by_key()
-    assert by_orm == expected_from_cases(cases)
+    assert counted_by_key() == expected_from_cases(cases)
+    assert_hours_hold_the_minutes()
 
 
 @requires_postgres
@@ -232,6 +250,7 @@ def test_a_turn_counts_what_a_finish_counts(cases):
     written, _ = engine_for(connection.alias).finish_and_claim(outcomes, request)
     assert len(written) == len(cases)
     assert counted_by_key() == expected_from_cases(cases)
+    assert_hours_hold_the_minutes()
 
 
 @pytest.mark.django_db
@@ -241,7 +260,7 @@ def test_a_second_batch_adds_to_the_same_rows():
     for job in claim(3):
         now = clock.now(Job.objects.db)
         Job.objects.finish([AttemptOutcome(job, "completed", now, now)])
-    rows = list(JobStat.objects.all())
+    rows = list(JobStat.objects.filter(span=MINUTE))
     assert sum(r.count for r in rows) == 3
     # one row per minute: the three finishes fall in one minute or straddle two
     assert len(rows) == len({r.bucket for r in rows})

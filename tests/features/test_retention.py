@@ -279,14 +279,21 @@ def test_mariadb_deadlocks_and_lock_timeouts_are_lock_conflicts():
 
 @pytest.mark.django_db
 def test_a_pass_drops_the_counts_of_finished_jobs_past_stats_retention():
-    now = timezone.now().replace(second=0, microsecond=0)
-    for minutes_ago in (0, 60, 47 * 60, 49 * 60, 72 * 60):
-        JobStat.objects.create(bucket=now - timedelta(minutes=minutes_ago), worker_id="w",
-                               queue="default", type="noop", outcome="completed", count=1)
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    for span in (1, 60):
+        for hours_ago in (0, 1, 3, 47, 49, 72):
+            JobStat.objects.create(bucket=now - timedelta(hours=hours_ago), span=span,
+                                   worker_id="w", queue="default", type="noop",
+                                   outcome="completed", count=1)
     with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": 48 * 3600}):
         prune_pass({}, batch_size=1, now=now)
-    kept = sorted(now - b for b in JobStat.objects.values_list("bucket", flat=True))
-    assert kept == [timedelta(0), timedelta(hours=1), timedelta(hours=47)]
+
+    def kept(span):
+        return sorted(now - b for b in JobStat.objects.filter(span=span).values_list(
+            "bucket", flat=True))
+
+    assert kept(1) == [timedelta(0), timedelta(hours=1)]  # two hours of minutes
+    assert kept(60) == [timedelta(hours=h) for h in (0, 1, 3, 47)]
     with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": None}):
         prune_pass({}, now=now + timedelta(days=30))
-    assert JobStat.objects.count() == 3
+    assert kept(1) == [] and len(kept(60)) == 4

@@ -215,7 +215,7 @@ def finish_params(
 ) -> list[object]:
     """The finish's parameters: the outcomes as one JSON array of objects with the columns of
     ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time twice, the ids; with
-    ``counted``, the minute the finished jobs are counted in (``sql.COUNTED``)."""
+    ``counted``, the minute and hour the finished jobs are counted in (``sql.COUNTED``)."""
     last, token = None, ""  # a claim gives all its jobs one token (one object): one str()
     rows = []
     ids = []
@@ -235,5 +235,5 @@ def finish_params(
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
     params: list[object] = [json.dumps(rows), now, now, f"{{{','.join(ids)}}}"]
     if counted:
-        params.append(stats.bucket(now))
+        params += [stats.bucket(now), stats.hour(now)]
     return params

@@ -98,15 +98,19 @@ RETURNING job_id"""
 FINISH = f"WITH {FINISH_CTES}\n{RECORD}"
 
 # The finished jobs counted (engine/stats.py): the written rows summed per worker, queue, type
-# and outcome (the job's new status), added to their rows of the finish's minute (a parameter,
-# the database's time). Rows in key order: a worker adds only to its own rows, in one order.
+# and outcome (the job's new status), added to their rows of the finish's minute and hour (two
+# parameters, the database's time). Rows in key order: a worker adds only to its own rows.
 COUNTED = """, counted AS (
     INSERT INTO {stat} AS s ({stat_columns})
-    SELECT done.worker_id, %s, done.queue, done.type, v.status, count(*),
-        COALESCE(sum(v.wait_us), 0)::bigint, GREATEST(sum(v.run_us), 0)::bigint, {histogram}
-    FROM done JOIN v ON v.id = done.id
-    GROUP BY done.worker_id, done.queue, done.type, v.status
-    ORDER BY 1, 3, 4, 5
+    SELECT c.*, span.* FROM (
+        SELECT done.worker_id, done.queue, done.type, v.status, count(*),
+            COALESCE(sum(v.wait_us), 0)::bigint, GREATEST(sum(v.run_us), 0)::bigint,
+            {histogram}
+        FROM done JOIN v ON v.id = done.id
+        GROUP BY done.worker_id, done.queue, done.type, v.status
+    ) AS c CROSS JOIN (VALUES ({minute}, %s::timestamptz), ({hour}, %s::timestamptz))
+        AS span (span, bucket)
+    ORDER BY 1, span.span, 2, 3, 4
     ON CONFLICT ({stat_key}) DO UPDATE SET {added}
 )"""
 COUNTED_RETURNING = ", j.queue, j.type"
@@ -235,7 +239,7 @@ def claim_where_params(
 
 def counted_sql() -> str:
     """``COUNTED`` with the counts' table and columns written in."""
-    from django_jobs.models.stats import KEY, SUMMED, WAIT_BOUNDS_US, JobStat
+    from django_jobs.models.stats import HOUR, KEY, MINUTE, SUMMED, WAIT_BOUNDS_US, JobStat
 
     bounds = WAIT_BOUNDS_US
     histogram = [f"count(*) FILTER (WHERE v.wait_us <= {bounds[0]})"]
@@ -244,7 +248,9 @@ def counted_sql() -> str:
     histogram.append(f"count(*) FILTER (WHERE v.wait_us > {bounds[-1]})")
     return COUNTED.format(
         stat=quote(JobStat._meta.db_table),
-        stat_columns=", ".join(quote(name) for name in (*KEY, *SUMMED)),
+        stat_columns=", ".join(quote(name) for name in (
+            "worker_id", "queue", "type", "outcome", *SUMMED, "span", "bucket")),
+        minute=MINUTE, hour=HOUR,
         stat_key=", ".join(quote(name) for name in KEY),
         histogram=", ".join(histogram),
         added=", ".join(f"{quote(name)} = s.{quote(name)} + EXCLUDED.{quote(name)}"

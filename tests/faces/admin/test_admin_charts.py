@@ -75,9 +75,10 @@ def test_the_charts_read_only_the_counts():
 @pytest.mark.django_db
 def test_names_are_escaped(viewer):
     now = clock.now(Job.objects.db)
-    JobStat.objects.create(bucket=stats.bucket(now), worker_id="w", queue="<q>",
-                           type='"><script>x()</script>', outcome="completed", count=2,
-                           wait_le_0=2)
+    for span, start in ((1, stats.bucket(now)), (60, stats.hour(now))):
+        JobStat.objects.create(span=span, bucket=start, worker_id="w", queue="<q>",
+                               type='"><script>x()</script>', outcome="completed", count=2,
+                               wait_le_0=2)
     html = viewer.get(OVERVIEW, {"queue": "<q>"}).content.decode()
     assert "<script>x()" not in html
     assert "&lt;script&gt;x()" in html
