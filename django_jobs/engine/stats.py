@@ -4,10 +4,11 @@ A finish adds its written outcomes (completed, failed and to be retried, dead, c
 snooze is no end) to the rows of the minute and of the hour it runs in, by the database's
 clock (the finish's ``now``), in the finish's own transaction: the counts hold exactly the
 outcomes that committed. One row per worker, span (minute or hour), queue, type and outcome:
-a worker adds only to its own rows, so workers never wait on each other's row locks. On PostgreSQL the statement path adds
-them in the finish's statement (``COUNTED`` in ``engine/postgres/statements.py``, a
-data-modifying CTE); every other path calls ``record`` with the outcomes it wrote, one
-``INSERT ... ON CONFLICT`` (``ON DUPLICATE KEY UPDATE`` on MariaDB and MySQL) for the batch.
+a worker adds only to its own rows, so workers never wait on each other's row locks. On
+PostgreSQL the statement path adds them in the finish's statement (``COUNTED`` in
+``engine/postgres/statements.py``, a data-modifying CTE); every other path calls ``record``
+with the outcomes it wrote, one ``INSERT ... ON CONFLICT`` (``ON DUPLICATE KEY UPDATE`` on
+MariaDB and MySQL) for the batch.
 
 The ``STATS`` setting turns it off.
 """
