@@ -3,12 +3,13 @@
     python benchmarks/chart_reads.py [--workers 10] [--types 20] [--queues 2] [--repeat 5]
 
 Fills the counts' table (``JobStat``) of a new PostgreSQL database (``BENCH_DB_NAME``, default
-``bench_django_jobs_charts``) with a row for every minute of the last day and every worker,
-queue, type and two outcomes (completed, failed): the most a site of that many workers, queues
-and types writes, each of them busy every minute. Then times the charts' reads
+``bench_django_jobs_charts``) as retention keeps it, with a row for every minute of the last
+two hours and every hour of the last two days, for every worker, queue, type and two outcomes
+(completed, failed): the most a site of that many workers, queues and types writes, each of
+them busy every minute. Then times the charts' reads
 (``charts.context``: the day's grouped query and the filter's choices) for all jobs, one
 queue, and one type, the median of ``--repeat`` after a warm-up; and the raw grouped query as
-the baseline.
+the baseline (the day's hour rows, grouped).
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ os.environ["BENCH_ADMIN"] = "1"  # django_jobs.admin needs Django's admin instal
 
 from benchmarks import throughput  # noqa: E402
 
-FILL = """INSERT INTO django_jobs_jobstat (worker_id, bucket, queue, type, outcome, count,
+FILL = """INSERT INTO django_jobs_jobstat (worker_id, span, bucket, queue, type, outcome, count,
     wait_sum_us, run_sum_us, wait_le_0, wait_le_1, wait_le_2, wait_le_3, wait_le_4, wait_le_5,
     wait_le_6, wait_le_7, wait_le_8, wait_le_9, wait_le_10, wait_le_11)
-SELECT 'w' || w, date_trunc('minute', now()) - m * interval '1 minute', 'q' || q, 't' || t, o,
+SELECT 'w' || w, s.span, s.bucket, 'q' || q, 't' || t, o,
     10, 1000000, 500000, 1, 2, 3, 2, 1, 1, 0, 0, 0, 0, 0, 0
-FROM generate_series(0, 1439) m, generate_series(1, %s) w, generate_series(1, %s) q,
+FROM (SELECT 1 AS span, date_trunc('minute', now()) - m * interval '1 minute' AS bucket
+      FROM generate_series(0, 119) m
+      UNION ALL
+      SELECT 60, date_trunc('hour', now()) - h * interval '1 hour' FROM generate_series(0, 47) h
+     ) AS s, generate_series(1, %s) w, generate_series(1, %s) q,
     generate_series(1, %s) t, unnest(ARRAY['completed', 'failed']) o"""
 
 
@@ -68,11 +73,12 @@ def main() -> None:
         def raw() -> None:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT bucket, outcome, sum(count) FROM django_jobs_jobstat "
-                               "WHERE bucket >= now() - interval '1 day' GROUP BY 1, 2")
+                               "WHERE span = 60 AND bucket >= now() - interval '1 day' "
+                               "GROUP BY 1, 2")
                 cursor.fetchall()
 
         print(f"{rows:,} rows ({args.workers} workers, {args.queues} queues, {args.types} "
-              f"types, 2 outcomes, 1,440 minutes); median of {args.repeat}, ms")
+              f"types, 2 outcomes, 120 minutes and 48 hours); median of {args.repeat}, ms")
         for name, call in (
             ("raw grouped query", raw),
             ("charts, all", lambda: charts.context({})),
