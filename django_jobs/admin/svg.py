@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from django_jobs.admin.charts import Bin
 
 WIDTH, HEIGHT = 720, 180
-LEFT, RIGHT, TOP, BOTTOM = 56, 8, 10, 24
+LEFT, RIGHT, TOP, BOTTOM = 56, 24, 10, 24  # room for the last tick's label on the right
 PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 COLOURS: dict[str, str] = {
     Outcome.COMPLETED: "#2e7d32", Outcome.FAILED: "#ef8c00", Outcome.DEAD: "#c62828",
