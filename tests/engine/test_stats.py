@@ -269,3 +269,23 @@ def test_a_second_batch_adds_to_the_same_rows():
 def test_wait_buckets_follow_the_bounds():
     for us in [0, 1, *WAIT_BOUNDS_US, *(b + 1 for b in WAIT_BOUNDS_US), 10**12]:
         assert stats.wait_bucket(us) == expected_wait_bucket(us)
+
+
+@requires_postgres
+@pytest.mark.django_db
+def test_the_counted_finish_keeps_its_generic_plan():
+    """With the counts, the prepared finish still finds its batch by primary key, and adds to
+    the counts through their unique key."""
+    from django_jobs.engine.postgres import engine as postgres
+    from django_jobs.engine.postgres import statements as sql
+    from tests.engine.test_indexes import generic_plan
+
+    Job.enqueue_many("noop", [{}] * 20)
+    batches = [claim(10, worker_id=f"w{n}") for n in range(2)]
+    now = clock.now(Job.objects.db)
+    outcomes = [AttemptOutcome(job, "completed", now, now) for job in batches[0]]
+    changes = [engine_for(Job.objects.db).transition(outcome, now) for outcome in outcomes]
+    plan = generic_plan(sql.finish_sql(Job, sql.FINISH, True),
+                        postgres.finish_params(outcomes, changes, now, True))
+    assert "django_jobs_job_pkey" in plan and "django_jobs_lease_idx" not in plan
+    assert "django_jobs_stat_key" in plan
