@@ -84,14 +84,16 @@ def test_overview_charts_show_the_attempts_a_worker_ended(browser, live_server, 
     ARTIFACTS.mkdir(exist_ok=True)
     browser.set_window_size(1600, 1000)
     browser.find_element(By.ID, "finished").location_once_scrolled_into_view  # noqa: B018
-    browser.find_element(By.CSS_SELECTOR, ".dj-jobs-charts").screenshot(
+    browser.find_element(By.ID, "finished-charts").screenshot(
         str(ARTIFACTS / "overview-charts.png"))
 
     # The queue filter, chosen in the form.
     browser.find_element(By.CSS_SELECTOR, "#chart-filter select[name=queue] option[value=mail]"
                          ).click()
     browser.find_element(By.CSS_SELECTOR, "#chart-filter button").click()
-    assert "queue=mail" in browser.current_url
+    wait_for(lambda: "queue=mail" in browser.current_url, timeout=20)
+    chosen = "#chart-filter select[name=queue] option[value=mail]"
+    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, chosen).is_selected(), timeout=20)
     mail = JobAttempt.objects.filter(job__queue="mail").exclude(outcome="released")
     assert drawn(browser, "chart-hour") == {
         outcome: mail.filter(outcome=outcome).count()
