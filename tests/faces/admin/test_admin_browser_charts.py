@@ -15,9 +15,11 @@ from tests.faces.admin.conftest import missing
 from tests.faces.admin.test_admin_browser import ARTIFACTS, log_in
 
 try:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 except ImportError:  # pragma: no cover - depends on the machine
     By = None
+    StaleElementReferenceException = Exception
 
 pytestmark = [
     pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
@@ -60,6 +62,14 @@ def drawn(browser, chart: str) -> dict[str, int]:
     return counts
 
 
+def selected(browser, css: str) -> bool:
+    """Whether the option is selected; False while the page it was found on is replaced."""
+    try:
+        return browser.find_element(By.CSS_SELECTOR, css).is_selected()
+    except StaleElementReferenceException:
+        return False
+
+
 def test_overview_charts_show_the_attempts_a_worker_ended(browser, live_server, start_worker):
     staff("triage", "view_job")
     enqueue_a_day_of_work()
@@ -93,7 +103,7 @@ def test_overview_charts_show_the_attempts_a_worker_ended(browser, live_server, 
     browser.find_element(By.CSS_SELECTOR, "#chart-filter button").click()
     wait_for(lambda: "queue=mail" in browser.current_url, timeout=20)
     chosen = "#chart-filter select[name=queue] option[value=mail]"
-    wait_for(lambda: browser.find_element(By.CSS_SELECTOR, chosen).is_selected(), timeout=20)
+    wait_for(lambda: selected(browser, chosen), timeout=20)
     mail = JobAttempt.objects.filter(job__queue="mail").exclude(outcome="released")
     assert drawn(browser, "chart-hour") == {
         outcome: mail.filter(outcome=outcome).count()
