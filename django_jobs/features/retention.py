@@ -163,6 +163,11 @@ def prune_occurrences(now: datetime, batch_size: int) -> int:
         total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
 
 
+def stats_age() -> timedelta | None:
+    """The ``STATS_RETENTION`` setting as an age (ValueError for anything else)."""
+    return as_age(jobs_settings.STATS_RETENTION, "STATS_RETENTION")
+
+
 def prune_stats(now: datetime, batch_size: int) -> int:
     """Drop the counts of finished jobs (``JobStat``): the minute rows after
     ``MINUTE_ROWS_AGE`` (the charts read the last hour of them), the hour rows after
@@ -172,8 +177,7 @@ def prune_stats(now: datetime, batch_size: int) -> int:
     from django_jobs.models import JobStat
     from django_jobs.models.stats import HOUR, MINUTE
 
-    ages = {MINUTE: MINUTE_ROWS_AGE,
-            HOUR: as_age(jobs_settings.STATS_RETENTION, "STATS_RETENTION")}
+    ages = {MINUTE: MINUTE_ROWS_AGE, HOUR: stats_age()}
     total = 0
     for span, age in ages.items():
         if age is None:

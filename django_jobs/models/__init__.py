@@ -2,7 +2,7 @@
 
 ``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``tokens``
 (the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
-``stats`` (finished jobs counted per minute, ``JobStat``),
+``stats`` (finished jobs counted per minute and hour, ``JobStat``),
 with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
 those verbs find the engine), ``instances`` (rows made into instances without
 ``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.

@@ -297,3 +297,12 @@ def test_a_pass_drops_the_counts_of_finished_jobs_past_stats_retention():
     with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": None}):
         prune_pass({}, now=now + timedelta(days=30))
     assert kept(1) == [] and len(kept(60)) == 4
+
+
+@pytest.mark.django_db
+def test_prunejobs_refuses_a_stats_retention_that_is_no_age():
+    make("completed", 10)
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": "2 days"}):
+        with pytest.raises(CommandError, match="STATS_RETENTION"):
+            call_command("prunejobs", stdout=StringIO())
+    assert statuses() == ["completed"]
