@@ -23,6 +23,11 @@ SECRET_KEY = "benchmarks-only-not-secret"
 USE_TZ = True
 TIME_ZONE = "UTC"
 INSTALLED_APPS = ["django_jobs", "benchmarks.noop_app"]
+# BENCH_ADMIN=1: with Django's admin, for benchmarks that read through django_jobs.admin.
+if os.environ.get("BENCH_ADMIN"):
+    INSTALLED_APPS[:0] = ["django.contrib.admin", "django.contrib.auth",
+                          "django.contrib.contenttypes", "django.contrib.sessions",
+                          "django.contrib.messages"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Extra DJANGO_JOBS keys as JSON, for one run's workers (benchmarks/pgbouncer.py).
 DJANGO_JOBS: dict = __import__("json").loads(os.environ.get("BENCH_DJANGO_JOBS", "{}"))

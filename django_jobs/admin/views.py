@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from django_jobs.admin import actions, stats
+from django_jobs.admin import actions, charts, stats
 from django_jobs.admin.reads import list_database
 from django_jobs.admin.requests import job_pk
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
@@ -115,6 +115,8 @@ class JobViewsMixin(_AdminBase):
             "can_pause": can_pause(request),
             "media": self.media,
             **stats.overview(using=list_database(request)),
+            # the finished jobs, from their counts
+            **charts.context(request.GET, using=list_database(request)),
         }
         return TemplateResponse(request, "django_jobs/admin/overview.html", context)
 

@@ -82,6 +82,12 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_INTERVAL": 300,
     # Rows deleted per prune transaction.
     "PRUNE_BATCH_SIZE": 500,
+    # Count finished jobs per minute, worker, queue, type and outcome, with their wait and run
+    # time, in the transaction that writes the outcomes (engine/stats.py): the admin
+    # overview's charts read them. False: nothing is counted and the charts are empty.
+    "STATS": True,
+    # How long those counts are kept (seconds or a timedelta); pruned with the jobs.
+    "STATS_RETENTION": 2 * 86400,
     # Levels of the worker's lines for jobs that did not complete, by outcome ("failed" for a
     # failure that is retried, "snoozed", "canceled", "dead", "refused"), as names or numbers;
     # a site's dict overrides these entries one by one. ERROR is what error trackers report.

@@ -26,7 +26,7 @@ from django_jobs.core import clock, tracing
 from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.states import COMPLETED, PROCESSING
 from django_jobs.core.validation import check_payload, enqueue_fields
-from django_jobs.engine import hooks
+from django_jobs.engine import hooks, stats
 from django_jobs.engine.leases import LeaseVerbs
 from django_jobs.engine.staff import StaffVerbs
 from django_jobs.engine.transition import Apply, Transition, undone_on_error
@@ -155,6 +155,7 @@ class Engine(StaffVerbs, LeaseVerbs):
 
         now = clock.now(self.db)
         done: list[AttemptOutcome] = []
+        waited = stats.waits(outcomes) if stats.enabled() else None  # before run_at changes
         with undone_on_error() as applying, self.verb_atomic():
             plain, other = split_plain_completions(outcomes)
             for token, group in plain.items():
@@ -165,6 +166,8 @@ class Engine(StaffVerbs, LeaseVerbs):
                     applying(outcome, change)
                     done.append(outcome)
             JobAttempt.objects.using(self.db).bulk_create([attempt_row(o) for o in done])
+            if waited is not None:  # the finished jobs counted (engine/stats.py)
+                stats.record(self.db, done, now, waited)
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
         return done
 

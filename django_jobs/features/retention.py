@@ -4,7 +4,9 @@ Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finishe
 canceled or dead one only once no waiting job depends on it. Each batch
 is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
 are outside the claim index: pruning never blocks a claim and never holds a lock for long.
-Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``.
+Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``. A pass
+also drops the counts of finished jobs: minutes after two hours, hours after
+``STATS_RETENTION``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ logger = logging.getLogger("django_jobs.worker")
 
 PRUNABLE = (JobStatus.COMPLETED, JobStatus.CANCELED, JobStatus.DEAD)
 OCCURRENCE_AGE = timedelta(days=1)
+# How long the per-minute counts of finished jobs are kept: the overview charts the last hour.
+MINUTE_ROWS_AGE = timedelta(hours=2)
 
 
 def as_age(value: object, name: str = "age") -> timedelta | None:
@@ -139,6 +143,7 @@ def prune_pass(
         if deadline is not None and time.monotonic() >= deadline:
             break
     prune_occurrences(now, batch_size)
+    prune_stats(now, batch_size)
     return counts, not left
 
 
@@ -157,6 +162,34 @@ def prune_occurrences(now: datetime, batch_size: int) -> int:
         if not ids:
             return total
         total += ScheduleOccurrence.objects.filter(pk__in=ids).delete()[0]
+
+
+def stats_age() -> timedelta | None:
+    """The ``STATS_RETENTION`` setting as an age (ValueError for anything else)."""
+    return as_age(jobs_settings.STATS_RETENTION, "STATS_RETENTION")
+
+
+def prune_stats(now: datetime, batch_size: int) -> int:
+    """Drop the counts of finished jobs (``JobStat``): the minute rows after
+    ``MINUTE_ROWS_AGE`` (the charts read the last hour of them), the hour rows after
+    ``STATS_RETENTION``; in batches of ``batch_size`` rows, oldest first. A row of a past
+    minute or hour is never written again (a finish adds to the ones it runs in), so deleting
+    it races no writer."""
+    from django_jobs.models import JobStat
+    from django_jobs.models.stats import HOUR, MINUTE
+
+    ages = {MINUTE: MINUTE_ROWS_AGE, HOUR: stats_age()}
+    total = 0
+    for span, age in ages.items():
+        if age is None:
+            continue
+        old = JobStat.objects.filter(span=span, bucket__lt=now - age).order_by("bucket")
+        while True:
+            ids = list(old.values_list("pk", flat=True)[:batch_size])
+            if not ids:
+                break
+            total += JobStat.objects.filter(pk__in=ids).delete()[0]
+    return total
 
 
 class AutoPruner:

@@ -2,6 +2,7 @@
 
 ``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``tokens``
 (the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
+``stats`` (finished jobs counted per minute and hour, ``JobStat``),
 with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
 those verbs find the engine), ``instances`` (rows made into instances without
 ``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.
@@ -18,6 +19,7 @@ from django_jobs.models.jobs import (
 )
 from django_jobs.models.limits import LimitLock, LimitStart
 from django_jobs.models.schedules import Schedule, ScheduleOccurrence
+from django_jobs.models.stats import JobStat
 from django_jobs.models.tokens import ApiToken, IdempotencyKey
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "Job",
     "JobAttempt",
     "JobDependency",
+    "JobStat",
     "LimitLock",
     "LimitStart",
     "QueueState",

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from django_jobs.core.settings import jobs_settings
 from django_jobs.features.retention import AutoPruner, prune, prune_pass
-from django_jobs.models import Job, JobAttempt
+from django_jobs.models import Job, JobAttempt, JobStat
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.options import WorkerOptions
 from tests.conftest import wait_for
@@ -244,3 +244,34 @@ def test_a_pass_that_fails_waits_an_interval_before_the_next():
     with pytest.raises(ValueError, match="finished"):
         pruner("w")
     assert pruner.next_at > time.monotonic() + 200
+
+
+@pytest.mark.django_db
+def test_a_pass_drops_the_counts_of_finished_jobs_past_stats_retention():
+    now = timezone.now().replace(minute=0, second=0, microsecond=0)
+    for span in (1, 60):
+        for hours_ago in (0, 1, 3, 47, 49, 72):
+            JobStat.objects.create(bucket=now - timedelta(hours=hours_ago), span=span,
+                                   worker_id="w", queue="default", type="noop",
+                                   outcome="completed", count=1)
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": 48 * 3600}):
+        prune_pass({}, batch_size=1, now=now)
+
+    def kept(span):
+        return sorted(now - b for b in JobStat.objects.filter(span=span).values_list(
+            "bucket", flat=True))
+
+    assert kept(1) == [timedelta(0), timedelta(hours=1)]  # two hours of minutes
+    assert kept(60) == [timedelta(hours=h) for h in (0, 1, 3, 47)]
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": None}):
+        prune_pass({}, now=now + timedelta(days=30))
+    assert kept(1) == [] and len(kept(60)) == 4
+
+
+@pytest.mark.django_db
+def test_prunejobs_refuses_a_stats_retention_that_is_no_age():
+    make("completed", 10)
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "STATS_RETENTION": "2 days"}):
+        with pytest.raises(CommandError, match="STATS_RETENTION"):
+            call_command("prunejobs", stdout=StringIO())
+    assert statuses() == ["completed"]

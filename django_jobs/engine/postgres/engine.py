@@ -22,7 +22,7 @@ from django.db.models.signals import post_save, pre_save
 from django_jobs.core import clock
 from django_jobs.core.outcomes import micros
 from django_jobs.core.states import READY_STATES, Outcome
-from django_jobs.engine import hooks
+from django_jobs.engine import hooks, stats
 from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.portable import RowLockEngine
 from django_jobs.engine.postgres import enqueue as pgenqueue
@@ -181,9 +181,12 @@ def finish(
     model: type[Job], outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition],
     now: datetime, using: str,
 ) -> set[int]:
-    """Write each outcome with its job's transition; return the ids written."""
-    params = finish_params(outcomes, changes, now)
-    return {row[0] for row in run(connections[using], sql.finish_sql(model), params)}
+    """Write each outcome with its job's transition (and count them, ``engine/stats.py``);
+    return the ids written."""
+    counted = stats.enabled()
+    params = finish_params(outcomes, changes, now, counted)
+    text = sql.finish_sql(model, sql.FINISH, counted)
+    return {row[0] for row in run(connections[using], text, params)}
 
 
 def finish_and_claim(
@@ -198,18 +201,21 @@ def finish_and_claim(
     the jobs claimed. ``claim`` holds ``claim``'s keyword arguments."""
     connection = connections[using]
     claim_text, claim_params, plan = claim_statement(model, **claim)
-    params = [*finish_params(outcomes, changes, claim["now"]), *claim_params]
-    rows = run(connection, sql.turn_sql(model, claim_text), params)
+    counted = stats.enabled()
+    params = [*finish_params(outcomes, changes, claim["now"], counted), *claim_params]
+    rows = run(connection, sql.turn_sql(model, claim_text, counted), params)
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
     return written, claimed_jobs(model, claimed, plan, claim["values"], using, connection)
 
 
 def finish_params(
-    outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime
-) -> tuple[str, datetime, datetime, str]:
+    outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime,
+    counted: bool = False,
+) -> list[object]:
     """The finish's parameters: the outcomes as one JSON array of objects with the columns of
-    ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time twice, the ids."""
+    ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time twice, the ids; with
+    ``counted``, the minute and hour the finished jobs are counted in (``sql.COUNTED``)."""
     last, token = None, ""  # a claim gives all its jobs one token (one object): one str()
     rows = []
     ids = []
@@ -223,8 +229,11 @@ def finish_params(
         rows.append(dict(zip(names, (
             job.id, token, change.status, values.get("result"), values.get("error"),
             None if run_at is None else micros(run_at), outcome.started, outcome.finished,
-            outcome.cpu_ns, outcome.peak_memory,
+            outcome.cpu_ns, outcome.peak_memory, stats.wait_us(job) if counted else None,
         ), strict=True)))
         ids.append(str(job.id))
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
-    return json.dumps(rows), now, now, f"{{{','.join(ids)}}}"
+    params: list[object] = [json.dumps(rows), now, now, f"{{{','.join(ids)}}}"]
+    if counted:
+        params += [stats.bucket(now), stats.hour(now)]
+    return params

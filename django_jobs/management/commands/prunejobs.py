@@ -9,7 +9,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_jobs.features.retention import PRUNABLE, configured_ages, kept_for_dependents, prune
+from django_jobs.features.retention import (
+    PRUNABLE,
+    configured_ages,
+    kept_for_dependents,
+    prune,
+    stats_age,
+)
 from django_jobs.models.schema import NotMigrated, require_migrated
 
 AGE_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
@@ -50,6 +56,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             ages = configured_ages()
+            stats_age()  # checked before any deletes
             require_migrated()
         except (ValueError, NotMigrated) as exc:
             raise CommandError(str(exc)) from None
