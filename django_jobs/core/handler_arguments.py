@@ -344,13 +344,26 @@ class ArgumentSpec:
         if self.plain_whole:
             return (payload,), {}
         try:
-            if self.whole is not None:
-                return (convert(payload, self._annotation(self.whole), self.whole,
-                                load=True),), {}
-            return (), self._keywords(payload)
+            return self._load(payload)
         except _Wrong as wrong:
             raise PermanentError(f"the payload does not fit the arguments of {self.name}: "
                                  f"{wrong.path} {wrong.message}") from None
+
+    def check_stored(self, payload: Any) -> None:
+        """InvalidJob naming ``payload`` if a payload given whole (``Job.enqueue("type",
+        payload)``, the API) does not fit the arguments: refused at enqueue, not at run."""
+        if self.plain_whole:
+            return
+        try:
+            self._load(payload)
+        except _Wrong as wrong:
+            raise InvalidJob({"payload": f"does not fit the arguments of {self.name}: "
+                              f"{wrong.path} {wrong.message}"}) from None
+
+    def _load(self, payload: Any) -> tuple[tuple[object, ...], dict[str, object]]:
+        if self.whole is not None:
+            return (convert(payload, self._annotation(self.whole), self.whole, load=True),), {}
+        return (), self._keywords(payload)
 
     def _keywords(self, payload: Any) -> dict[str, object]:
         if not isinstance(payload, dict):

@@ -49,15 +49,23 @@ def priority_label(value: int) -> str:
     return str(value)
 
 
-def check_payload(payload: object) -> JSONValue:
+def check_payload(payload: object, type: str | None = None) -> JSONValue:
     """The payload to store: ``None`` (the default, no payload) is ``{}``; anything else must be
-    storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload."""
+    storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload.
+
+    With the job's ``type``, the payload must also fit the arguments of a handler typed by
+    them (``core/handler_arguments.py``); a ``def f(payload)`` handler takes any."""
     if payload is None:
-        return {}
-    try:
-        storable_json(payload, jobs_settings.MAX_PAYLOAD_BYTES, "MAX_PAYLOAD_BYTES")
-    except NotStorable as exc:
-        raise InvalidJob({"payload": str(exc)}) from None
+        payload = {}
+    else:
+        try:
+            storable_json(payload, jobs_settings.MAX_PAYLOAD_BYTES, "MAX_PAYLOAD_BYTES")
+        except NotStorable as exc:
+            raise InvalidJob({"payload": str(exc)}) from None
+    if type is not None:
+        found = get_handler(type)
+        if found is not None and found.arguments is not None:
+            found.arguments.check_stored(payload)
     return payload
 
 

@@ -70,7 +70,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
-        job = build(self.jobs.model, {"payload": check_payload(payload), **fields})
+        job = build(self.jobs.model, {"payload": check_payload(payload, type), **fields})
         if insert is not None:  # or the job holding the key
             job = insert(self.jobs, [job])[0]
             if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
@@ -87,7 +87,7 @@ class Engine(StaffVerbs, LeaseVerbs):
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
         model = self.jobs.model
-        jobs = build_many(model, fields, "payload", (check_payload(p) for p in payloads))
+        jobs = build_many(model, fields, "payload", (check_payload(p, type) for p in payloads))
         if insert is not None:  # duplicates map to the job holding the key
             created = insert(self.jobs, jobs)
             new = [job for job in created if not job.duplicate]  # type: ignore[attr-defined]

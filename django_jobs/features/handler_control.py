@@ -52,7 +52,7 @@ def enqueue_after_success(type: str, payload: JSONValue = None, **options: Any) 
     from django_jobs.core.validation import check_payload, enqueue_fields
 
     job = _running_job()
-    check_payload(payload)
+    check_payload(payload, type)
     probe = dict(options)
     take_enqueue_options(type, probe)  # the features' options (unique keys, dependencies)
     enqueue_fields(type, **probe)
