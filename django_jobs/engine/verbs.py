@@ -25,7 +25,7 @@ from django.db import transaction
 from django_jobs.core import clock
 from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.states import COMPLETED, PROCESSING
-from django_jobs.core.validation import check_payload, enqueue_fields
+from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
 from django_jobs.engine import hooks
 from django_jobs.engine.leases import LeaseVerbs
 from django_jobs.engine.staff import StaffVerbs
@@ -70,7 +70,8 @@ class Engine(StaffVerbs, LeaseVerbs):
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
-        job = build(self.jobs.model, {"payload": check_payload(payload, type), **fields})
+        payload = check_payload(payload, typed_arguments(type))
+        job = build(self.jobs.model, {"payload": payload, **fields})
         if insert is not None:  # or the job holding the key
             job = insert(self.jobs, [job])[0]
             if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
@@ -87,7 +88,8 @@ class Engine(StaffVerbs, LeaseVerbs):
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
         model = self.jobs.model
-        jobs = build_many(model, fields, "payload", (check_payload(p, type) for p in payloads))
+        arguments = typed_arguments(type)
+        jobs = build_many(model, fields, "payload", (check_payload(p, arguments) for p in payloads))
         if insert is not None:  # duplicates map to the job holding the key
             created = insert(self.jobs, jobs)
             new = [job for job in created if not job.duplicate]  # type: ignore[attr-defined]
