@@ -7,11 +7,13 @@ wrong; the worker turns the stored payload back into the call with ``call``.
 
 The payload's shape follows the signature:
 
-- one parameter that can be passed by position (``def f(payload)``, ``def f(order: Order)``):
-  the payload is that argument, whole. This is every handler written for
-  ``Job.enqueue("type", payload)``, which keeps receiving the payload as stored;
-- any other signature (keyword-only parameters, several, none): the payload is a JSON object
-  of the arguments given, by name, and the handler is called with them as keyword arguments.
+- one parameter, unannotated or of a payload type (``def f(payload)``, ``def f(payload:
+  dict)``, ``def f(order: Order)`` for a dataclass, TypedDict or pydantic model): the payload
+  is that argument, whole. This is every handler written for ``Job.enqueue("type", payload)``,
+  which keeps receiving the payload as stored;
+- any other signature (``def f(order_id: int)``, several parameters, keyword-only ones, none):
+  the payload is a JSON object of the arguments given, by name, and the handler is called with
+  them as keyword arguments.
 
 Annotations are checked where they are plain (``int``, ``str``, ``float``, ``bool``, ``list``,
 ``tuple``, ``dict``, ``Optional`` and other unions, ``Literal``), a dataclass (by its fields), a
@@ -230,6 +232,25 @@ def _pydantic(value: object, model: Any, path: str, load: bool) -> Any:
     return instance if load else instance.model_dump(mode="json")
 
 
+def _takes_payload_whole(func: Callable[..., object], param: inspect.Parameter) -> bool:
+    """Whether a handler's only parameter is the payload itself: unannotated (``def
+    f(payload)``), a JSON object (``dict``, ``Mapping``, ``Any``), or a payload type (a
+    dataclass, a TypedDict, a pydantic model). A parameter of another type (``def f(order_id:
+    int)``) is an argument by name, like those of a handler with several. An annotation that
+    cannot be resolved yet (a class defined further down the module) names a payload type."""
+    if param.annotation is EMPTY:
+        return True
+    annotation = _hints(func).get(param.name, EMPTY)
+    if annotation is EMPTY:  # unresolved
+        return True
+    if get_origin(annotation) is typing.Annotated:
+        annotation = get_args(annotation)[0]
+    base = get_origin(annotation) or annotation
+    return (annotation in _UNCHECKED or base in (dict, Mapping)
+            or (isinstance(annotation, type) and dataclasses.is_dataclass(annotation))
+            or is_typeddict(annotation) or _pydantic_model(annotation) is not None)
+
+
 class ArgumentSpec:
     """How one handler's arguments become its job's payload, and the payload its arguments."""
 
@@ -239,8 +260,10 @@ class ArgumentSpec:
         self.signature = inspect.signature(func)
         params = list(self.signature.parameters.values())
         # The one parameter that takes the payload whole, or None: arguments by name.
-        self.whole: str | None = (
-            params[0].name if len(params) == 1 and params[0].kind in _POSITIONAL else None)
+        self.whole: str | None = None
+        if len(params) == 1 and params[0].kind in _POSITIONAL and \
+                _takes_payload_whole(func, params[0]):
+            self.whole = params[0].name
         self.var_keyword: str | None = next(
             (p.name for p in params if p.kind is inspect.Parameter.VAR_KEYWORD), None)
         if self.whole is None:

@@ -43,6 +43,28 @@ def test_one_positional_parameter_takes_the_payload_whole():
     assert spec.call(5) == ((5,), {})
 
 
+def test_one_parameter_of_another_type_is_an_argument_by_name():
+    """``def f(order_id: int)``: the payload is ``{"order_id": 1}``, as for several arguments;
+    a ``dict`` or ``Any`` parameter is the payload whole."""
+    def by_id(order_id: int):
+        return order_id
+
+    def by_list(ids: list[int]):
+        return ids
+
+    def whole_dict(payload: dict[str, Any]):
+        return payload
+
+    def whole_any(payload: Any):
+        return payload
+
+    assert ArgumentSpec.of(by_id).payload((1,), {}) == {"order_id": 1}
+    assert ArgumentSpec.of(by_id).call({"order_id": 1}) == ((), {"order_id": 1})
+    assert ArgumentSpec.of(by_list).payload(([1, 2],), {}) == {"ids": [1, 2]}
+    assert ArgumentSpec.of(whole_dict).payload(({"a": 1},), {}) == {"a": 1}
+    assert ArgumentSpec.of(whole_any).payload((5,), {}) == 5
+
+
 def test_a_dataclass_is_stored_as_json_and_rebuilt_with_its_nested_dataclasses():
     order = Order(id=3, lines=[Line("a", 2), Line("b")], note=None, pair=(4, 5))
     payload = payload_of(ship, order)
