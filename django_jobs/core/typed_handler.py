@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from django_jobs.core.handler_arguments import ArgumentSpec
+from django_jobs.exceptions import InvalidJob
 
 if TYPE_CHECKING:
     from django_jobs.models import Job
@@ -119,5 +120,15 @@ class JobHandler(Generic[P, R]):
         return await _jobs().aenqueue_many(self.type, payloads, **self.options)
 
     def _payloads(self, calls: Iterable[Arguments[P] | Mapping[str, Any]]) -> list[Any]:
-        return [call.payload if isinstance(call, Arguments) else self.spec.payload((), call)
-                for call in calls]
+        """Each item's payload; InvalidJob naming the item by its index (``[2].order_id``)."""
+        payloads = []
+        for index, call in enumerate(calls):
+            if isinstance(call, Arguments):
+                payloads.append(call.payload)
+                continue
+            try:
+                payloads.append(self.spec.payload((), call))
+            except InvalidJob as exc:
+                raise InvalidJob({f"[{index}].{name}": messages
+                                  for name, messages in exc.message_dict.items()}) from None
+        return payloads

@@ -75,7 +75,7 @@ def test_a_wrong_argument_is_invalid_job_and_nothing_is_written():
         with pytest.raises(InvalidJob) as caught:
             call()
         fields.append(sorted(caught.value.message_dict))
-    assert fields == [["order_id"], ["order_id"], ["priority"], ["order"], ["order_id"],
+    assert fields == [["order_id"], ["order_id"], ["priority"], ["order"], ["[1].order_id"],
                       ["priority"]]
     assert not Job.objects.exists()
 
