@@ -257,7 +257,11 @@ class ArgumentSpec:
     def __init__(self, func: Callable[..., object]) -> None:
         self.func = func
         self.name = getattr(func, "__qualname__", repr(func))
-        self.signature = inspect.signature(func)
+        try:
+            self.signature = inspect.signature(func)
+        except (TypeError, ValueError):  # a callable without one: it takes the payload
+            self.signature = inspect.Signature(
+                [inspect.Parameter("payload", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
         params = list(self.signature.parameters.values())
         # The one parameter that takes the payload whole, or None: arguments by name.
         self.whole: str | None = None

@@ -43,6 +43,12 @@ def test_one_positional_parameter_takes_the_payload_whole():
     assert spec.call(5) == ((5,), {})
 
 
+def test_a_callable_without_a_signature_takes_the_payload_whole():
+    spec = ArgumentSpec.of(vars)  # a builtin whose signature inspect cannot read
+    assert spec.payload(({"a": 1},), {}) == {"a": 1}
+    assert spec.call([1]) == (([1],), {})
+
+
 def test_one_parameter_of_another_type_is_an_argument_by_name():
     """``def f(order_id: int)``: the payload is ``{"order_id": 1}``, as for several arguments;
     a ``dict`` or ``Any`` parameter is the payload whole."""
