@@ -65,11 +65,14 @@ async def async_typed(order: Order, *, times: int = 1) -> dict:
 
 
 try:
-    from pydantic import BaseModel, PositiveInt
+    from pydantic import BaseModel, ConfigDict, PositiveInt
 except ImportError:  # the pydantic tests skip without it
     BaseModel = None
 else:
     class Invoice(BaseModel):
+        # Strict: what it accepts is what its JSON Schema (in the API's document) says.
+        model_config = ConfigDict(strict=True)
+
         number: str
         amount: PositiveInt
         lines: list[str] = []

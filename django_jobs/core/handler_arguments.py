@@ -126,6 +126,8 @@ def convert(value: object, annotation: Any, path: str, *, load: bool) -> Any:
     if annotation is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        if load and isinstance(value, float) and value.is_integer():  # JSON's 1.0 is 1
+            return int(value)
         raise _mismatch(path, annotation, value)
     if annotation is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -232,6 +234,75 @@ def _pydantic(value: object, model: Any, path: str, load: bool) -> Any:
     return instance if load else instance.model_dump(mode="json")
 
 
+def json_schema(annotation: Any) -> dict[str, Any]:
+    """The JSON Schema of the stored JSON ``convert`` accepts for ``annotation`` (for the API's
+    OpenAPI document); ``{}`` where it checks nothing."""
+    if annotation in _UNCHECKED or isinstance(annotation, typing.TypeVar):
+        return {}
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin in (typing.Annotated, typing.Required, typing.NotRequired):
+        return json_schema(args[0])
+    if annotation is None or annotation is type(None):
+        return {"type": "null"}
+    if origin is Union or origin is types.UnionType:
+        return {"anyOf": [json_schema(member) for member in args]}
+    if origin is Literal:
+        return {"enum": list(args)}
+    simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    if annotation in simple:
+        return {"type": simple[annotation]}
+    base = origin or annotation
+    if base in (list, tuple, set, frozenset, Sequence):
+        if base is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+            return {"type": "array", "prefixItems": [json_schema(a) for a in args],
+                    "items": False, "minItems": len(args), "maxItems": len(args)}
+        return {"type": "array", "items": json_schema(args[0] if args else Any)}
+    if base in (dict, Mapping):
+        return {"type": "object",
+                "additionalProperties": json_schema(args[1] if len(args) == 2 else Any)}
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        hints = _hints(annotation)
+        fields = [f for f in dataclasses.fields(annotation) if f.init]
+        return _object({f.name: json_schema(hints.get(f.name, Any)) for f in fields},
+                       [f.name for f in fields if f.default is dataclasses.MISSING
+                        and f.default_factory is dataclasses.MISSING], False)
+    if is_typeddict(annotation):
+        hints = _hints(annotation)
+        return _object({k: json_schema(v) for k, v in hints.items()},
+                       [k for k, v in hints.items() if _required_key(annotation, k, v)], False)
+    model = _pydantic_model(annotation)
+    if model is not None:
+        return _inline_defs(model.model_json_schema())
+    return {}
+
+
+def _object(properties: dict[str, Any], required: list[str], extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties,
+                              "additionalProperties": extra}
+    if required:
+        schema["required"] = sorted(required)
+    return schema
+
+
+def _inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """pydantic's schema with its ``$defs`` written in place of their ``$ref``s, so that it
+    stands inside another document."""
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any, depth: int = 0) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and depth < 20:
+                return inline(defs.get(ref.removeprefix("#/$defs/"), {}), depth + 1)
+            return {k: inline(v, depth) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v, depth) for v in node]
+        return node
+
+    return inline(schema)
+
+
 def _takes_payload_whole(func: Callable[..., object], param: inspect.Parameter) -> bool:
     """Whether a handler's only parameter is the payload itself: unannotated (``def
     f(payload)``), a JSON object (``dict``, ``Mapping``, ``Any``), or a payload type (a
@@ -296,6 +367,17 @@ class ArgumentSpec:
         annotation = self.hints.get(self.whole, EMPTY)
         return annotation in _UNCHECKED or annotation in (dict, list, str, int, bool) or \
             get_origin(annotation) in (dict, list)
+
+    def payload_schema(self) -> dict[str, Any]:
+        """The JSON Schema of a stored payload that fits the arguments (``check_stored``)."""
+        if self.whole is not None:
+            return json_schema(self._annotation(self.whole))
+        params = [p for p in self.signature.parameters.values()
+                  if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        extra = json_schema(self._annotation(self.var_keyword)) \
+            if self.var_keyword is not None else False
+        return _object({p.name: json_schema(self._annotation(p.name)) for p in params},
+                       [p.name for p in params if p.default is EMPTY], extra)
 
     def _annotation(self, name: str) -> Any:
         if self.var_keyword is not None and name not in self.signature.parameters:

@@ -219,3 +219,33 @@ def test_keyword_arguments_round_trip_through_json(order_id, subject, urgent, ra
     kwargs = {"order_id": order_id, "subject": subject, "urgent": urgent, "ratio": ratio}
     stored = json.loads(json.dumps(payload_of(send_email, **kwargs)))
     assert send_email.spec.call(stored) == ((), kwargs)
+
+
+@given(orders)
+def test_the_payload_schema_accepts_what_the_arguments_store(order):
+    """The JSON Schema the API's document gives a typed handler's payload holds what its
+    verbs store, and refuses what they refuse (the API is fuzzed against it too)."""
+    from jsonschema_rs import Draft202012Validator  # schemathesis's validator
+
+    validator = Draft202012Validator(ship.spec.payload_schema())
+    assert validator.is_valid(payload_of(ship, order))
+
+
+def test_the_payload_schema_refuses_what_the_arguments_refuse():
+    from jsonschema_rs import Draft202012Validator  # schemathesis's validator
+
+    kwargs = Draft202012Validator(send_email.spec.payload_schema())
+    assert kwargs.is_valid({"order_id": 1, "ratio": None})
+    for wrong in ({}, {"order_id": "1"}, {"order_id": True}, {"order_id": 1, "x": 1}, [1]):
+        assert not kwargs.is_valid(wrong)
+        with pytest.raises(InvalidJob):
+            send_email.spec.check_stored(wrong)
+    whole = Draft202012Validator(ship.spec.payload_schema())
+    for wrong in ({"id": 1}, {"id": 1, "lines": [{"quantity": 1}]},
+                  {"id": 1, "lines": [], "pair": [1, 2, 3]}, {"id": 1, "lines": [], "x": 0}):
+        assert not whole.is_valid(wrong)
+        with pytest.raises(InvalidJob):
+            ship.spec.check_stored(wrong)
+    address = Draft202012Validator(geocode.spec.payload_schema())
+    assert address.is_valid({"city": "a", "zip": "b"})
+    assert not address.is_valid({"city": "a"})
