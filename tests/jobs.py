@@ -188,3 +188,4 @@ from tests import stop_jobs  # noqa: E402, F401  (handlers still running at a st
 from tests import clock_jobs  # noqa: E402, F401  (handlers of the clock tests)
 from tests import trace_jobs  # noqa: E402, F401  (handlers of the tracing tests)
 from tests import async_handlers  # noqa: E402, F401  (async twins of the handlers above)
+from tests import typed_jobs  # noqa: E402, F401  (handlers typed by their own arguments)

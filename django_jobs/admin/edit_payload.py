@@ -22,6 +22,7 @@ from django.urls import path
 
 from django_jobs.core.json_rules import MAX_NESTING
 from django_jobs.core.states import DEAD
+from django_jobs.core.validation import check_payload, typed_arguments
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
 
@@ -121,6 +122,7 @@ class EditPayloadMixin(_AdminBase):
     def _save_payload(self, request: HttpRequest, job: Job, form: PayloadForm):
         new = form.cleaned_data["payload"]
         try:
+            check_payload(new, typed_arguments(job.type))  # and against a typed handler's arguments
             changed = Job.objects.filter(pk=job.pk).retry_with_payload(new)
         except InvalidJob as exc:
             form.add_error("payload", "; ".join(exc.messages))

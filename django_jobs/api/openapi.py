@@ -20,7 +20,14 @@ from django_jobs.api.constraints import (
 from django_jobs.api.submission import RESERVED_PREFIX
 from django_jobs.core.registry import get_handler, registered_types
 from django_jobs.core.settings import jobs_settings
-from django_jobs.core.validation import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
+from django_jobs.core.validation import (
+    MAX_ATTEMPTS_LIMIT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    check_payload,
+    typed_arguments,
+)
+from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
 
 if TYPE_CHECKING:
@@ -74,16 +81,35 @@ def _type_schema() -> JSONObject:
 
 def _payload_rules() -> list[JSONObject]:
     """What a type's own rules ask of the payload: a unique key built from payload fields
-    needs the payload to be an object holding them. Empty when no type has such a rule."""
+    needs the payload to be an object holding them; a typed handler's arguments (the schema
+    of ``core/handler_arguments.py``), where a payload left out or null stands for ``{}``.
+    Empty when no type has such a rule."""
     plain, ruled = [], []
     for name in _public_types():
         unique = getattr(get_handler(name), "unique", None)
         fields = list(getattr(unique, "fields", None) or ())
-        if not fields:
+        arguments = typed_arguments(name)
+        if not fields and arguments is None:
             plain.append(name)
             continue
-        ruled.append({"required": ["payload"], "properties": {
-            "type": {"const": name}, "payload": {"type": "object", "required": fields}}})
+        payload: JSONObject = {"allOf": []}
+        required = []
+        if fields:
+            payload["allOf"].append({"type": "object", "required": fields})
+            required = ["payload"]
+        if arguments is not None:
+            schema = arguments.payload_schema()
+            try:
+                check_payload({}, arguments)
+            except InvalidJob:  # {} does not fit: the payload must be given
+                required = ["payload"]
+                payload["allOf"].append(schema)
+            else:
+                payload["allOf"].append({"anyOf": [{"type": "null"}, schema]})
+        rule: JSONObject = {"properties": {"type": {"const": name}, "payload": payload}}
+        if required:
+            rule["required"] = required
+        ruled.append(rule)
     if not ruled:
         return []
     return [{"anyOf": [{"properties": {"type": {"enum": plain}}}, *ruled]}] if plain else [

@@ -1,4 +1,5 @@
-"""System check: every schedule parses, and names a registered job type with valid options."""
+"""System check: every schedule parses, and names a registered job type with valid options and
+a payload that fits its handler's arguments."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 @register()
 def check_schedules(app_configs: Sequence[AppConfig] | None = None, **kwargs: object
                     ) -> list[Error]:
-    from django_jobs.core.validation import enqueue_fields
+    from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
     from django_jobs.exceptions import InvalidJob
     from django_jobs.features.schedules.config import schedules
 
@@ -29,6 +30,7 @@ def check_schedules(app_configs: Sequence[AppConfig] | None = None, **kwargs: ob
         try:
             enqueue_fields(spec.type, priority=spec.priority, queue=spec.queue,
                            max_attempts=spec.max_attempts)
+            check_payload(spec.payload, typed_arguments(spec.type))
         except InvalidJob as exc:
             problems.append(Error(f"DJANGO_JOBS['SCHEDULES'][{spec.name!r}]: {exc.messages[0]}",
                                   id="django_jobs.E102"))

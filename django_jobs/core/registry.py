@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
+from django_jobs.core.handler_arguments import ArgumentSpec
 from django_jobs.core.retry import Backoff, as_backoff
+from django_jobs.core.typed_handler import JobHandler
 from django_jobs.exceptions import PermanentError
 
 TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
@@ -18,8 +20,10 @@ TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 ExceptionTypes = tuple[type[BaseException], ...]
 # A crash's policies: give the lost attempt back, or count it as a failed attempt.
 ON_CRASH = ("retry", "fail")
-# A handler: called with the job's payload; returns its result (or an awaitable of it).
-F = TypeVar("F", bound=Callable[..., object])
+# A handler: called with its arguments (the job's payload: ``core/handler_arguments.py``);
+# returns its result (or an awaitable of it).
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class Handler:
     # "retry" gives the lost attempt back, "fail" counts it as a failed attempt. None: settings.
     on_crash: str | None = None
     max_crashes: int | None = None
+    # How the payload becomes the function's arguments; None: called with the payload as stored
+    # (the Tasks backend's handlers, whose payload holds their own args and kwargs).
+    arguments: ArgumentSpec | None = None
 
     def is_permanent(self, exc: BaseException) -> bool:
         """True for errors not worth retrying: PermanentError, listed classes, or unlisted ones."""
@@ -70,8 +77,10 @@ def handler(
     limits: Sequence[object] = (),
     on_crash: str | None = None,
     max_crashes: int | None = None,
-) -> Callable[[F], F]:
-    """Register ``func(payload)`` as the handler of jobs of ``type``.
+) -> Callable[[Callable[P, R]], JobHandler[P, R]]:
+    """Register ``func`` as the handler of jobs of ``type``; returns it as a ``JobHandler``,
+    callable as the function and with typed verbs: ``func.enqueue(...)`` takes the function's
+    own arguments (``core/typed_handler.py``). ``def func(payload)`` gets the payload as stored.
 
     ``on_crash`` and ``max_crashes`` say what happens to a job when the process running it dies
     (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back;
@@ -88,7 +97,8 @@ def handler(
     if max_crashes is not None and (not isinstance(max_crashes, int) or max_crashes < 1):
         raise ImproperlyConfigured(f"max_crashes for {type!r} must be a positive integer")
 
-    def register(func: F) -> F:
+    def register(func: Callable[P, R]) -> JobHandler[P, R]:
+        spec = ArgumentSpec.of(func)
         existing = _handlers.get(type)
         if existing is not None and _qualname(existing.func) != _qualname(func):
             raise ImproperlyConfigured(
@@ -108,8 +118,9 @@ def handler(
             limits=tuple(limits),
             on_crash=on_crash,
             max_crashes=max_crashes,
+            arguments=spec,
         )
-        return func
+        return JobHandler(type, func, spec)
 
     return register
 

@@ -20,6 +20,7 @@ from django_jobs.core.settings import jobs_settings
 from django_jobs.exceptions import InvalidJob, UnknownJobType
 
 if TYPE_CHECKING:
+    from django_jobs.core.handler_arguments import ArgumentSpec
     from django_jobs.core.json_rules import JSONValue
 
 PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
@@ -49,16 +50,31 @@ def priority_label(value: int) -> str:
     return str(value)
 
 
-def check_payload(payload: object) -> JSONValue:
+def check_payload(payload: object, arguments: ArgumentSpec | None = None) -> JSONValue:
     """The payload to store: ``None`` (the default, no payload) is ``{}``; anything else must be
-    storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload."""
+    storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload.
+
+    With ``arguments`` (``typed_arguments(type)``), the payload must also fit a typed handler's
+    arguments (``core/handler_arguments.py``)."""
     if payload is None:
-        return {}
-    try:
-        storable_json(payload, jobs_settings.MAX_PAYLOAD_BYTES, "MAX_PAYLOAD_BYTES")
-    except NotStorable as exc:
-        raise InvalidJob({"payload": str(exc)}) from None
+        payload = {}
+    else:
+        try:
+            storable_json(payload, jobs_settings.MAX_PAYLOAD_BYTES, "MAX_PAYLOAD_BYTES")
+        except NotStorable as exc:
+            raise InvalidJob({"payload": str(exc)}) from None
+    if arguments is not None:
+        arguments.check_stored(payload)
     return payload
+
+
+def typed_arguments(type: str) -> ArgumentSpec | None:
+    """The arguments a payload of ``type`` must fit, or None when any JSON does (a
+    ``def f(payload)`` handler, the Tasks backend's, or no handler): asked once per enqueue."""
+    found = get_handler(type)
+    if found is None or found.arguments is None or found.arguments.plain_whole:
+        return None
+    return found.arguments
 
 
 def resolve_run_at(delay: object, run_at: object, now: datetime) -> datetime:

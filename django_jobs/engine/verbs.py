@@ -25,7 +25,7 @@ from django.db import transaction
 from django_jobs.core import clock, tracing
 from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.states import COMPLETED, PROCESSING
-from django_jobs.core.validation import check_payload, enqueue_fields
+from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.leases import LeaseVerbs
 from django_jobs.engine.staff import StaffVerbs
@@ -70,9 +70,10 @@ class Engine(StaffVerbs, LeaseVerbs):
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
+        payload = check_payload(payload, typed_arguments(type))
         with tracing.sending(type, fields["queue"], 1) as sending:  # the active span's child
             fields["trace_context"] = sending.stored
-            job = build(self.jobs.model, {"payload": check_payload(payload), **fields})
+            job = build(self.jobs.model, {"payload": payload, **fields})
             if insert is not None:  # or the job holding the key
                 job = insert(self.jobs, [job])[0]
                 if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
@@ -90,7 +91,8 @@ class Engine(StaffVerbs, LeaseVerbs):
         insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
         fields = enqueue_fields(type, now=clock.now(self.db), **options)
         model = self.jobs.model
-        payloads = [check_payload(p) for p in payloads]
+        arguments = typed_arguments(type)
+        payloads = [check_payload(p, arguments) for p in payloads]
         with tracing.sending(type, fields["queue"], len(payloads)) as sending:
             fields["trace_context"] = sending.stored  # the same for every job of the batch
             jobs = build_many(model, fields, "payload", payloads)

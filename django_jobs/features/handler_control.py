@@ -55,10 +55,10 @@ def enqueue_after_success(type: str, payload: JSONValue = None, **options: Any) 
     job is inserted in the transaction that records the completion, so a handler that fails,
     times out or is canceled leaves no follow-up behind.
     """
-    from django_jobs.core.validation import check_payload, enqueue_fields
+    from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
 
     job = _running_job()
-    check_payload(payload)
+    check_payload(payload, typed_arguments(type))
     probe = dict(options)
     take_enqueue_options(type, probe)  # the features' options (unique keys, dependencies)
     enqueue_fields(type, **probe)

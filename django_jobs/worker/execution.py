@@ -81,7 +81,11 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
     try:
         if job_started.receivers and job_started.has_listeners(Job):
             job_started.send(sender=Job, job=job, attempt=job.attempt)
-        result = _invoke(found.func, job.payload)
+        if found.arguments is None:
+            result = _invoke(found.func, (job.payload,), _NO_KEYWORDS)
+        else:  # PermanentError if the stored payload does not fit the arguments
+            args, kwargs = found.arguments.call(job.payload)
+            result = _invoke(found.func, args, kwargs)
         result = normalise_result(result)
     except BaseException as exc:
         return outcome_for_exception(job, exc, started_at, found)
@@ -93,10 +97,13 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
     )
 
 
-def _invoke(func: Any, payload: Any) -> Any:
+_NO_KEYWORDS: dict[str, Any] = {}
+
+
+def _invoke(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if _is_async(func):
-        return run_coroutine(func(payload))
-    return func(payload)
+        return run_coroutine(func(*args, **kwargs))
+    return func(*args, **kwargs)
 
 
 def run_coroutine(coro: Any) -> Any:

@@ -58,6 +58,13 @@ def test_the_system_check_reports_bad_schedules_and_unknown_types():
     with jobs_settings(a={"type": "no_such_type", "every": 60}):
         errors = check_schedules()
         assert [e.id for e in errors] == ["django_jobs.E102"] and "no_such_type" in errors[0].msg
+    # A payload that does not fit a typed handler's arguments (tests/typed_jobs.py).
+    with jobs_settings(a={"type": "typed_kwargs", "payload": {"order": 1}, "every": 60}):
+        errors = check_schedules()
+        assert [e.id for e in errors] == ["django_jobs.E102"]
+        assert "order_id is required" in errors[0].msg, errors[0].msg
+    with jobs_settings(a={"type": "typed_kwargs", "payload": {"order_id": 1}, "every": 60}):
+        assert check_schedules() == []
 
 
 def test_intervals_are_aligned_to_the_epoch_so_every_worker_computes_the_same_times():

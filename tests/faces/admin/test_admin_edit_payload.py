@@ -54,6 +54,19 @@ def test_invalid_json_is_refused_with_a_400_and_changes_nothing(editor):
     assert (job.payload, job.status) == ({"a": 1}, "dead")
 
 
+def test_a_payload_that_does_not_fit_a_typed_handlers_arguments_is_a_form_error(editor):
+    job = make_job("dead", type="typed_kwargs", payload={"order_id": "x"})
+    response = editor.post(edit_url(job), {"payload": '{"order_id": "still not a number"}'})
+    assert response.status_code == 400
+    assert "does not fit the arguments of send_email: order_id must be int, not str" in \
+        response.content.decode()
+    job.refresh_from_db()
+    assert (job.payload, job.status) == ({"order_id": "x"}, "dead")
+    editor.post(edit_url(job), {"payload": '{"order_id": 7}'})
+    job.refresh_from_db()
+    assert (job.payload, job.status) == ({"order_id": 7}, "pending")
+
+
 def test_only_dead_jobs_can_be_edited(editor):
     job = make_job("completed", payload={"a": 1})
     response = editor.post(edit_url(job), {"payload": '{"a": 2}'}, follow=True)

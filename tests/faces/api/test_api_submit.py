@@ -84,6 +84,10 @@ BAD_BODIES = [
     ('{"type": "echo\\u0000"}', "type"),
     ('{"type": "echo", "queue": "q\\u0000"}', "queue"),
     ('{"type": "echo", "payload": 1e400}', "payload"),
+    # Payloads that do not fit a typed handler's arguments (tests/typed_jobs.py).
+    ('{"type": "typed_kwargs", "payload": {"order_id": "x"}}', "payload"),
+    ('{"type": "typed_kwargs", "payload": {"order_id": 1, "priority": 5}}', "payload"),
+    ('{"type": "typed_dataclass", "payload": {"id": 1}}', "payload"),
 ]
 
 
