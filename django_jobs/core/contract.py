@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 class ClaimRequest:
     """What a claim asks for: up to ``limit`` ready jobs for worker ``worker_id``, leased for
     ``lease_seconds``, from ``queues`` (None: every queue) but not ``exclude_queues`` (the
-    paused ones), under ``lease_token`` (None: a new one)."""
+    paused ones), under ``lease_token`` (None: a new one). ``waiter``: on PostgreSQL, the
+    process id of the session that listens for the worker's wake-ups; a claim that comes back
+    short registers the worker as waiting under it (``engine/postgres/waiters.py``)."""
 
     worker_id: str
     limit: int
@@ -38,6 +40,7 @@ class ClaimRequest:
     queues: Sequence[str] | None = None
     exclude_queues: Sequence[str] = ()
     lease_token: uuid.UUID | None = None
+    waiter: int | None = None
 
 
 @runtime_checkable

@@ -75,7 +75,7 @@ def claim(worker: WorkerState) -> int:
     request = ClaimRequest(
         worker.worker_id, limit, worker.options.lease_seconds,
         queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
-        lease_token=token,
+        lease_token=token, waiter=worker.listener.pid if worker.listener else None,
     )
     try:
         written, jobs = contract.engine(Job.objects.db).finish_and_claim(outcomes, request)

@@ -27,6 +27,7 @@ from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.portable import RowLockEngine
 from django_jobs.engine.postgres import enqueue as pgenqueue
 from django_jobs.engine.postgres import statements as sql
+from django_jobs.engine.postgres import waiters
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
 from django_jobs.engine.transition import undone_on_error
@@ -79,6 +80,7 @@ class PostgresEngine(RowLockEngine):
             exclude_queues=request.exclude_queues, limit=request.limit, using=self.db,
             values=claim_values(
                 request.worker_id, now, request.lease_seconds, request.lease_token),
+            waiter=_waiter(request),
         )
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
@@ -113,6 +115,7 @@ class PostgresEngine(RowLockEngine):
             queues=request.queues, exclude_queues=request.exclude_queues, limit=request.limit,
             using=self.db, values=claim_values(
                 request.worker_id, now, request.lease_seconds, request.lease_token),
+            waiter=_waiter(request),
         )
         return written(outcomes, changes, mine), jobs
 
@@ -125,6 +128,13 @@ class PostgresEngine(RowLockEngine):
             if outcome.kind == Outcome.SNOOZED or hooks.joins_finish(outcome.job):
                 return False
         return True
+
+
+def _waiter(request: ClaimRequest) -> list[object] | None:
+    """The parameters that register the claiming worker as waiting or busy, if it listens."""
+    if request.waiter is None:
+        return None
+    return waiters.mark_params(request.waiter, request.queues, request.exclude_queues)
 
 
 class ClaimStatement(TypedDict):
@@ -163,16 +173,20 @@ def _row_plan(model: type[Job]) -> RowPlan:
 _PLANS: dict[type, RowPlan] = {}
 
 
-def claim(model: type[Job], *, using: str, **statement: Unpack[ClaimStatement]) -> list[Job]:
+def claim(model: type[Job], *, using: str, waiter: list[object] | None = None,
+          **statement: Unpack[ClaimStatement]) -> list[Job]:
     """Lock, mark and read back up to ``limit`` ready jobs, in claim order, in one statement.
 
     ``UPDATE ... WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED)
     RETURNING ...``: concurrent claimers skip each other's locked rows instead of waiting.
     ``statement`` holds ``claim_statement``'s keyword arguments; its ``values`` are the claim's
-    plain values (lease token, lease end, worker id, times).
+    plain values (lease token, lease end, worker id, times). With ``waiter`` (``_waiter``) the
+    same statement registers the worker as waiting if the claim is short, busy if it is full.
     """
     connection = connections[using]
     text, params, plan = claim_statement(model, **statement)
+    if waiter is not None:
+        text, params = waiters.claim_marking(text, statement["limit"]), [*params, *waiter]
     rows = run(connection, text, params)
     return claimed_jobs(model, rows, plan, statement["values"], using, connection)
 
@@ -192,14 +206,18 @@ def finish_and_claim(
     changes: Sequence[Transition],
     *,
     using: str,
+    waiter: list[object] | None = None,
     **claim: Unpack[ClaimStatement],
 ) -> tuple[set[int], list[Job]]:
     """``finish`` then ``claim`` as one statement (``sql.TURN``); returns the ids written and
-    the jobs claimed. ``claim`` holds ``claim``'s keyword arguments."""
+    the jobs claimed. ``claim`` holds ``claim``'s keyword arguments, ``waiter`` as ``claim``'s."""
     connection = connections[using]
     claim_text, claim_params, plan = claim_statement(model, **claim)
     params = [*finish_params(outcomes, changes, claim["now"]), *claim_params]
-    rows = run(connection, sql.turn_sql(model, claim_text), params)
+    marking = ""
+    if waiter is not None:
+        marking, params = waiters.mark(claim["limit"]), [*params, *waiter]
+    rows = run(connection, sql.turn_sql(model, claim_text, marking), params)
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
     return written, claimed_jobs(model, claimed, plan, claim["values"], using, connection)

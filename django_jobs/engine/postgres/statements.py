@@ -160,7 +160,7 @@ TURN = """WITH {finish}, recorded AS (
 {record}
 ), claimed AS (
 {claim}
-)
+){marking}
 SELECT (SELECT array_agg(job_id) FROM recorded), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true"""
 
@@ -224,10 +224,11 @@ def finish_sql(model: type[Job], part: str = FINISH) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def turn_sql(model: type[Job], claim: str) -> str:
-    """``TURN``: the finish's parts and this claim statement."""
+def turn_sql(model: type[Job], claim: str, marking: str = "") -> str:
+    """``TURN``: the finish's parts and this claim statement, and ``marking``, CTEs that follow
+    the claim's (``waiters.mark``)."""
     return TURN.format(finish=finish_sql(model, FINISH_CTES), record=finish_sql(model, RECORD),
-                       claim=claim)
+                       claim=claim, marking=f", {marking}" if marking else "")
 
 
 @functools.lru_cache(maxsize=64)

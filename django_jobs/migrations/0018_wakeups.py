@@ -1,0 +1,119 @@
+"""On PostgreSQL, an enqueue wakes as many idle workers as it has ready jobs, not all of them.
+
+A worker whose claim came back short (fewer jobs than it asked for) is registered in
+``django_jobs_waiter`` by that claim (``engine/postgres/waiters.py``), keyed by the process id
+of the session that listens for it (``engine/postgres/listener.py``). The triggers take, per
+queue, as many waiting workers as there are jobs ready (due within a second, by the database's
+clock; a job becomes ready when it is inserted, made pending again, or a pending job's run_at
+is moved earlier), oldest waiter first, and send each a ``NOTIFY django_jobs_<pid>``; when they find fewer
+than that, they send ``NOTIFY django_jobs, '<queue>'``, which every worker of that queue hears.
+The waiters are taken with ``FOR UPDATE SKIP LOCKED`` inside the enqueuer's transaction: two
+enqueues take two different waiters, and a rolled-back enqueue leaves its waiters waiting.
+
+The table is unlogged: it holds only who waits now, rebuilt by the next claims after a crash.
+"""
+
+from django.db import migrations
+
+TABLE = """
+CREATE UNLOGGED TABLE IF NOT EXISTS django_jobs_waiter (
+    pid integer PRIMARY KEY,
+    queues text[] NULL,
+    skips text[] NOT NULL DEFAULT '{}',
+    waiting timestamptz NULL
+);
+"""
+
+# Wake ``n`` waiters of queue ``q``, or everyone of that queue if there are fewer.
+WAKE = """
+CREATE OR REPLACE FUNCTION django_jobs_wake(q text, n bigint) RETURNS void AS $$
+DECLARE
+    woken bigint := 0;
+    waiter integer;
+BEGIN
+    FOR waiter IN
+        UPDATE django_jobs_waiter SET waiting = NULL WHERE pid IN (
+            SELECT pid FROM django_jobs_waiter
+            WHERE waiting IS NOT NULL AND (queues IS NULL OR q = ANY(queues))
+                AND NOT (q = ANY(skips))
+            ORDER BY waiting, pid LIMIT n FOR UPDATE SKIP LOCKED)
+        RETURNING pid
+    LOOP
+        PERFORM pg_notify('django_jobs_' || waiter, q);
+        woken := woken + 1;
+    END LOOP;
+    IF woken < n THEN
+        PERFORM pg_notify('django_jobs', q);
+    END IF;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE OR REPLACE FUNCTION django_jobs_wake_inserted() RETURNS trigger AS $$
+DECLARE
+    ready record;
+BEGIN
+    FOR ready IN
+        SELECT queue, count(*) AS n FROM inserted
+        WHERE status = 'pending' AND run_at <= clock_timestamp() + INTERVAL '1 second'
+        GROUP BY queue
+    LOOP
+        PERFORM django_jobs_wake(ready.queue, ready.n);
+    END LOOP;
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+
+CREATE OR REPLACE FUNCTION django_jobs_wake_pending() RETURNS trigger AS $$
+BEGIN
+    IF NEW.run_at <= clock_timestamp() + INTERVAL '1 second' THEN
+        PERFORM django_jobs_wake(NEW.queue, 1);
+    END IF;
+    RETURN NULL;
+END;
+$$ LANGUAGE plpgsql;
+"""
+
+TRIGGERS = """
+DROP TRIGGER IF EXISTS django_jobs_pending_notify ON django_jobs_job;
+DROP TRIGGER IF EXISTS django_jobs_insert_notify ON django_jobs_job;
+CREATE TRIGGER django_jobs_insert_notify
+    AFTER INSERT ON django_jobs_job REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION django_jobs_wake_inserted();
+CREATE TRIGGER django_jobs_pending_notify
+    AFTER UPDATE OF status, run_at ON django_jobs_job
+    FOR EACH ROW WHEN (NEW.status = 'pending'
+        AND (OLD.status <> 'pending' OR NEW.run_at < OLD.run_at))
+    EXECUTE FUNCTION django_jobs_wake_pending();
+"""
+
+# Back to migration 0002's triggers: every enqueue wakes every worker.
+BACK = """
+DROP TRIGGER IF EXISTS django_jobs_pending_notify ON django_jobs_job;
+DROP TRIGGER IF EXISTS django_jobs_insert_notify ON django_jobs_job;
+CREATE TRIGGER django_jobs_insert_notify
+    AFTER INSERT ON django_jobs_job
+    FOR EACH STATEMENT EXECUTE FUNCTION django_jobs_notify();
+CREATE TRIGGER django_jobs_pending_notify
+    AFTER UPDATE OF status ON django_jobs_job
+    FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status <> 'pending')
+    EXECUTE FUNCTION django_jobs_notify();
+DROP FUNCTION IF EXISTS django_jobs_wake_pending();
+DROP FUNCTION IF EXISTS django_jobs_wake_inserted();
+DROP FUNCTION IF EXISTS django_jobs_wake(text, bigint);
+DROP TABLE IF EXISTS django_jobs_waiter;
+"""
+
+
+def forwards(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(TABLE + WAKE + TRIGGERS)
+
+
+def backwards(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(BACK)
+
+
+class Migration(migrations.Migration):
+    dependencies = [("django_jobs", "0015_dependency_kept_when_unmet")]
+    operations = [migrations.RunPython(forwards, backwards)]
