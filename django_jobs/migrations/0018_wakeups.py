@@ -5,10 +5,12 @@ A worker whose claim came back short (fewer jobs than it asked for) is registere
 of the session that listens for it (``engine/postgres/listener.py``). The triggers take, per
 queue, as many waiting workers as there are jobs ready (due within a second, by the database's
 clock; a job becomes ready when it is inserted, made pending again, or a pending job's run_at
-is moved earlier), oldest waiter first, and send each a ``NOTIFY django_jobs_<pid>``; when they find fewer
-than that, they send ``NOTIFY django_jobs, '<queue>'``, which every worker of that queue hears.
-The waiters are taken with ``FOR UPDATE SKIP LOCKED`` inside the enqueuer's transaction: two
-enqueues take two different waiters, and a rolled-back enqueue leaves its waiters waiting.
+is moved earlier), oldest waiter first, and send each a ``NOTIFY django_jobs_<pid>``; with
+fewer waiters than jobs, the workers woken last make up the difference (they are claiming, or
+claim at their next turn), and only with fewer workers than jobs do they send
+``NOTIFY django_jobs, '<queue>'``, which every worker of that queue hears. The waiters are
+taken with ``FOR UPDATE SKIP LOCKED`` inside the enqueuer's transaction: two enqueues take two
+different waiters, and a rolled-back enqueue leaves its waiters waiting.
 
 The table is unlogged: it holds only who waits now, rebuilt by the next claims after a crash.
 """
@@ -20,19 +22,24 @@ CREATE UNLOGGED TABLE IF NOT EXISTS django_jobs_waiter (
     pid integer PRIMARY KEY,
     queues text[] NULL,
     skips text[] NOT NULL DEFAULT '{}',
-    waiting timestamptz NULL
+    waiting timestamptz NULL,
+    woken timestamptz NULL
 );
 """
 
-# Wake ``n`` waiters of queue ``q``, or everyone of that queue if there are fewer.
+# Wake ``n`` workers of queue ``q``: waiting ones first, oldest first, each taken (its row
+# locked until this transaction ends, then no longer waiting); then, without taking them, those
+# woken last, which are claiming or claim at their next turn. Only with fewer workers than
+# ``n`` (none has a row: workers that do not hear their channel, behind a transaction pooler)
+# is every worker of the queue told.
 WAKE = """
 CREATE OR REPLACE FUNCTION django_jobs_wake(q text, n bigint) RETURNS void AS $$
 DECLARE
-    woken bigint := 0;
+    taken integer[] := '{}';
     waiter integer;
 BEGIN
     FOR waiter IN
-        UPDATE django_jobs_waiter SET waiting = NULL WHERE pid IN (
+        UPDATE django_jobs_waiter SET waiting = NULL, woken = clock_timestamp() WHERE pid IN (
             SELECT pid FROM django_jobs_waiter
             WHERE waiting IS NOT NULL AND (queues IS NULL OR q = ANY(queues))
                 AND NOT (q = ANY(skips))
@@ -40,9 +47,20 @@ BEGIN
         RETURNING pid
     LOOP
         PERFORM pg_notify('django_jobs_' || waiter, q);
-        woken := woken + 1;
+        taken := taken || waiter;
     END LOOP;
-    IF woken < n THEN
+    IF cardinality(taken) < n THEN
+        FOR waiter IN
+            SELECT pid FROM django_jobs_waiter
+            WHERE (queues IS NULL OR q = ANY(queues)) AND NOT (q = ANY(skips))
+                AND pid <> ALL(taken)
+            ORDER BY woken DESC NULLS LAST, pid LIMIT n - cardinality(taken)
+        LOOP
+            PERFORM pg_notify('django_jobs_' || waiter, q);
+            taken := taken || waiter;
+        END LOOP;
+    END IF;
+    IF cardinality(taken) < n THEN
         PERFORM pg_notify('django_jobs', q);
     END IF;
 END;

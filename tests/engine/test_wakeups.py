@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 
 from django_jobs.core import contract
-from django_jobs.core.contract import ClaimRequest
+from django_jobs.core.contract import ClaimRequest, Waiting
 from django_jobs.models import Job
 from tests.conftest import requires_postgres
 from tests.helpers import claim
@@ -36,7 +36,7 @@ class Waiter:
     def claim(self, limit: int = 5, exclude: tuple[str, ...] = ()) -> list[Job]:
         return contract.engine("default").claim(ClaimRequest(
             f"w{self.pid}", limit, 30, queues=self.queues, exclude_queues=exclude,
-            waiter=self.pid))
+            waiter=Waiting(self.pid, limit)))
 
     def heard(self) -> list[tuple[str, str]]:
         """What it was told before the end marker sent last (notifications arrive in the
@@ -170,3 +170,14 @@ def test_a_worker_that_stops_listening_leaves_its_row_to_the_next_listener(waite
             conn.execute("SELECT pg_sleep(0.05)")
         pgwaiters.forget_gone(conn)
     assert gone.waiting() == "no row"
+
+
+def test_with_no_waiter_left_the_worker_woken_last_is_told_alone(waiters):
+    first, second = waiters(2)
+    Job.enqueue("echo")
+    assert first.heard() == [(first.channel, "default")]  # taken, busy until it claims
+    Job.enqueue("echo")
+    assert second.heard() == [(second.channel, "default")]
+    Job.enqueue("echo")  # nobody waits: the one woken last claims again, nobody else is told
+    assert second.heard() == [(second.channel, "default")]
+    assert first.heard() == []

@@ -103,8 +103,9 @@ class PostgresEngine(RowLockEngine):
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """One statement in its own transaction when no outcome needs more than its own row
         and attempt row written (no callback, dependents, follow-ups or snooze) and no limits
-        are registered; otherwise ``finish`` and ``claim`` in one transaction."""
-        if not (request.limit > 0 and self._plain_turn(outcomes)):
+        are registered (a limit of 0 claims nothing in it); otherwise ``finish`` and ``claim``
+        in one transaction."""
+        if not ((request.limit > 0 or outcomes) and self._plain_turn(outcomes)):
             return super().finish_and_claim(outcomes, request)
         if not outcomes:  # one statement: no BEGIN and COMMIT around it
             return [], self.claim(request)
@@ -132,7 +133,7 @@ class PostgresEngine(RowLockEngine):
 
 def _waiter(request: ClaimRequest) -> list[object] | None:
     """The parameters that register the claiming worker as waiting or busy, if it listens."""
-    if request.waiter is None:
+    if request.waiter is None or request.limit < 1:
         return None
     return waiters.mark_params(request.waiter, request.queues, request.exclude_queues)
 
@@ -186,7 +187,7 @@ def claim(model: type[Job], *, using: str, waiter: list[object] | None = None,
     connection = connections[using]
     text, params, plan = claim_statement(model, **statement)
     if waiter is not None:
-        text, params = waiters.claim_marking(text, statement["limit"]), [*params, *waiter]
+        text, params = waiters.claim_marking(text), [*params, *waiter]
     rows = run(connection, text, params)
     return claimed_jobs(model, rows, plan, statement["values"], using, connection)
 
@@ -216,7 +217,7 @@ def finish_and_claim(
     params = [*finish_params(outcomes, changes, claim["now"]), *claim_params]
     marking = ""
     if waiter is not None:
-        marking, params = waiters.mark(claim["limit"]), [*params, *waiter]
+        marking, params = waiters.MARKING, [*params, *waiter]
     rows = run(connection, sql.turn_sql(model, claim_text, marking), params)
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]

@@ -42,6 +42,9 @@ CHANNEL = waiters.BROADCAST
 # How long the test notification may take. It travels one local round trip; the margin is for
 # a loaded host.
 PROBE_SECONDS = 3.0
+# A waiting worker claims at its poll whatever it heard: from this share of POLL_INTERVAL after
+# its last claim (the loop's wait ends at about the whole interval; a little early is enough).
+POLL_SLACK = 0.9
 
 
 class Listener(threading.Thread):
@@ -55,6 +58,11 @@ class Listener(threading.Thread):
         # The listening session's process id while its channel works (see the module's
         # docstring); the loop reads it for each claim.
         self.pid: int | None = None
+        self.heard = 0  # notifications on its own channel so far, each one job
+        self.heard_all = 0  # notifications to every worker of its queues so far
+        # (heard, heard_all) before the claim that left the worker waiting; when it was sent.
+        self.waiting_since: tuple[int, int] | None = None
+        self.claimed_at = 0.0
 
     @classmethod
     def start_for(
@@ -98,11 +106,45 @@ class Listener(threading.Thread):
             self.wake.set()  # a claim now registers the worker as waiting
             while not self.stopped.is_set():
                 for note in conn.notifies(timeout=1.0, stop_after=1):
-                    if note.channel == own or self._serves(note.payload):
-                        self.wake.set()
+                    if note.channel == own:  # this thread alone writes the counts
+                        self.heard += 1
+                    elif self._serves(note.payload):
+                        self.heard_all += 1
+                    else:
+                        continue
+                    self.wake.set()
         finally:
             self.pid = None
+            self.waiting_since = None
             conn.close()
+
+    # What the loop asks between its claims: how many jobs it was told of.
+
+    def heard_so_far(self) -> tuple[int, int]:
+        return self.heard, self.heard_all
+
+    def claim_sent(self, heard: tuple[int, int], waiting: bool) -> None:
+        """A claim was sent after ``heard`` (``heard_so_far``); ``waiting``: it took fewer
+        jobs than the worker has room for, and registered the worker as waiting."""
+        self.claimed_at = time.monotonic()
+        self.waiting_since = heard if waiting and self.pid is not None else None
+
+    def allowance(self) -> int | None:
+        """How many jobs a claim should take now: while the worker waits (its last claim left
+        it waiting), one per notification on its own channel since that claim, 0 if none came;
+        None (as many as it has room for) if it does not wait, if a notification to every
+        worker came, or if the poll is due. Every job that became ready since the last claim
+        was given by the trigger to one waiting worker, or to one woken last, or announced to
+        every worker; so a claim of more would take another worker's job from under it, and a
+        job due later, or a notification lost, is the poll's."""
+        if self.pid is None or self.waiting_since is None:
+            return None
+        if time.monotonic() - self.claimed_at >= POLL_SLACK * self.poll_interval:
+            return None
+        heard, heard_all = self.waiting_since
+        if self.heard_all != heard_all:
+            return None
+        return self.heard - heard
 
     def _serves(self, queue: str) -> bool:
         """Whether a notification to every worker (its payload a queue, or empty) is ours."""

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg.rows import TupleRow
 
+    from django_jobs.core.contract import Waiting
+
 TABLE = "django_jobs_waiter"
 BROADCAST = "django_jobs"
 
@@ -33,12 +35,13 @@ def channel(pid: int) -> str:
     return f"{BROADCAST}_{int(pid)}"
 
 
-# Joined to a claim (``claimed``, a CTE of the claim's rows) of up to ``limit`` jobs: the
-# worker's row (parameters: pid, queues or NULL for all, the queues it skips) is made waiting if
-# the claim was short and busy if it was full, written only when that or its queues change.
+# Joined to a claim (``claimed``, a CTE of the claim's rows): the worker's row (parameters: pid,
+# queues or NULL for all, the queues it skips, its room) is made waiting if the claim took fewer
+# jobs than the worker has room for and busy otherwise, written only when that or its queues
+# change.
 MARK = """me AS (
     SELECT %s::integer AS pid, %s::text[] AS queues, %s::text[] AS skips,
-        (SELECT count(*) FROM claimed) < {limit} AS short
+        (SELECT count(*) FROM claimed) < %s::integer AS short
 ), marked AS (
     UPDATE {table} AS w SET
         waiting = CASE WHEN me.short THEN COALESCE(w.waiting, statement_timestamp()) END,
@@ -58,22 +61,20 @@ MARK = """me AS (
 )"""
 
 
-@functools.lru_cache(maxsize=256)
-def mark(limit: int) -> str:
-    """``MARK`` for a claim of up to ``limit`` jobs."""
-    return MARK.format(limit=int(limit), table=TABLE)
+MARKING = MARK.format(table=TABLE)
 
 
 @functools.lru_cache(maxsize=256)
-def claim_marking(claim: str, limit: int) -> str:
+def claim_marking(claim: str) -> str:
     """A claim statement that also marks its worker waiting or busy; its rows are the claim's."""
-    return f"WITH claimed AS (\n{claim}\n), {mark(limit)}\nSELECT * FROM claimed"
+    return f"WITH claimed AS (\n{claim}\n), {MARKING}\nSELECT * FROM claimed"
 
 
-def mark_params(pid: int, queues: Sequence[str] | None, skips: Sequence[str]) -> list[object]:
-    """``MARK``'s parameters: the listening session, the worker's queues (None: every queue)
-    and the queues it passes over (paused)."""
-    return [pid, list(queues) if queues else None, list(skips)]
+def mark_params(waiting: Waiting, queues: Sequence[str] | None, skips: Sequence[str]
+                ) -> list[object]:
+    """``MARK``'s parameters: the listening session, the worker's queues (None: every queue),
+    the queues it passes over (paused) and its room."""
+    return [waiting.pid, list(queues) if queues else None, list(skips), waiting.room]
 
 
 # A worker's row, unless an enqueue is taking it (then that enqueue's commit ends it).
