@@ -18,12 +18,19 @@ wrote no outcome (empty: a wake-up or a poll for nothing), the share that claime
 turn that writes a job's outcome and finds nothing more counts here), the workers' CPU time per
 job (from ``/proc``, while the producers run and the jobs drain), and each job's wait from
 ``created_at`` to ``started_at``, p50 and p95. The statements are counted in the workers
-(``benchmarks/wakeups_app``). Writes the figures as JSON to ``benchmarks/results/``.
+(``benchmarks/wakeups_app``).
+
+Then what the trigger costs an enqueue (``--enqueue-jobs``, 0 skips it): one connection
+enqueueing one job at a time, in alternating chunks, with migration 0002's trigger, with 0018's
+and no worker registered, and with 0018's and four workers registered, none waiting (an
+enqueue then notifies the one woken last: a queue whose workers are all busy); the time per
+``Job.enqueue``. Writes the figures as JSON to ``benchmarks/results/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -131,6 +138,39 @@ def run_setup(name: str, args: argparse.Namespace, control: psycopg.Connection) 
     }
 
 
+def enqueue_cost(control: psycopg.Connection, count: int, chunk: int = 250) -> dict:
+    """Microseconds per ``Job.enqueue`` under each trigger (see the module's docstring)."""
+    from django_jobs.models import Job
+
+    wakeups = importlib.import_module("django_jobs.migrations.0018_wakeups")
+    variants = {
+        "every worker (0002)": (wakeups.EVERY_WORKER, 0),
+        "one per job, no worker": (wakeups.TRIGGERS, 0),
+        "one per job, 4 busy workers": (wakeups.TRIGGERS, 4),
+    }
+    reset(control)
+    spent = dict.fromkeys(variants, 0.0)
+    done = dict.fromkeys(variants, 0)
+    Job.enqueue("bench.noop", {})  # connect and prepare outside the timed chunks
+    for index in range(0, count, chunk):
+        names = list(variants) if (index // chunk) % 2 == 0 else list(variants)[::-1]
+        for name in names:
+            triggers, busy = variants[name]
+            control.execute(triggers)
+            control.execute("DELETE FROM django_jobs_waiter")
+            for pid in range(busy):  # sessions that do not exist: a notification reaches nobody
+                control.execute("INSERT INTO django_jobs_waiter (pid, woken) "
+                                "VALUES (%s, clock_timestamp())", (-1 - pid,))
+            began = time.perf_counter()
+            for _ in range(chunk):
+                Job.enqueue("bench.noop", {})
+            spent[name] += time.perf_counter() - began
+            done[name] += chunk
+    control.execute(wakeups.TRIGGERS)
+    control.execute("DELETE FROM django_jobs_waiter")
+    return {name: spent[name] / done[name] * 1e6 for name in variants}
+
+
 def cpu_seconds(pid: int) -> float:
     """A process's CPU time so far, user and system, from ``/proc``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -160,14 +200,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--enqueue-jobs", type=int, default=4000,
+                        help="jobs per trigger in the enqueue-cost measure (0: none)")
     parser.add_argument("--produce", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.produce is not None:
         produce(args.produce, args.seconds)
         return
     (ROOT / "benchmarks" / "results").mkdir(parents=True, exist_ok=True)
+    with bench_database():
+        run_all(args)
+
+
+def run_all(args: argparse.Namespace) -> None:
     runs: list[dict] = []
-    with bench_database(), psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
+    with psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
         for index in range(args.repeat):
             order = SETUPS if index % 2 == 0 else SETUPS[::-1]
             run = {name: run_setup(name, args, control) for name in order}
@@ -193,7 +240,16 @@ def main() -> None:
         ratios[f"{key} {top}/{bottom}"] = ratio = spread(
             [run[top][key] / run[bottom][key] for run in runs])
         print(f"{key}, {top} / {bottom}: {ratio[0]:.2f} ({ratio[1]:.2f}-{ratio[2]:.2f})")
-    path = write_json("wakeups", args, summary=summary, runs=runs, ratios=ratios)
+    costs = {}
+    if args.enqueue_jobs:
+        with psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
+            costs = enqueue_cost(control, args.enqueue_jobs)
+        base = costs["every worker (0002)"]
+        print(f"\nJob.enqueue, one connection, {args.enqueue_jobs} jobs per trigger:")
+        for name, us in costs.items():
+            print(f"{name:28} {us:7.0f} us per job   {us / base:.2f}")
+    path = write_json("wakeups", args, summary=summary, runs=runs, ratios=ratios,
+                      enqueue_us=costs)
     print(f"written to {path.relative_to(ROOT)}")
 
 

@@ -104,8 +104,8 @@ CREATE TRIGGER django_jobs_pending_notify
     EXECUTE FUNCTION django_jobs_wake_pending();
 """
 
-# Back to migration 0002's triggers: every enqueue wakes every worker.
-BACK = """
+# Migration 0002's triggers: every enqueue wakes every worker.
+EVERY_WORKER = """
 DROP TRIGGER IF EXISTS django_jobs_pending_notify ON django_jobs_job;
 DROP TRIGGER IF EXISTS django_jobs_insert_notify ON django_jobs_job;
 CREATE TRIGGER django_jobs_insert_notify
@@ -115,6 +115,8 @@ CREATE TRIGGER django_jobs_pending_notify
     AFTER UPDATE OF status ON django_jobs_job
     FOR EACH ROW WHEN (NEW.status = 'pending' AND OLD.status <> 'pending')
     EXECUTE FUNCTION django_jobs_notify();
+"""
+BACK = EVERY_WORKER + """
 DROP FUNCTION IF EXISTS django_jobs_wake_pending();
 DROP FUNCTION IF EXISTS django_jobs_wake_inserted();
 DROP FUNCTION IF EXISTS django_jobs_wake(text, bigint);
