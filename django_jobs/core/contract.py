@@ -46,12 +46,14 @@ class ClaimRequest:
 class Waiting:
     """How a claim registers its worker as waiting for wake-ups (``engine/postgres/waiters.py``):
     ``pid``, the process id of the session that listens for them; ``room``, the jobs the worker
-    could take. A claim that takes fewer than ``room`` leaves the worker waiting under ``pid``
-    (its ``limit`` may be smaller: the jobs it was told of), one that takes ``room`` marks it
-    busy."""
+    could take; ``holding``: whether it holds jobs whose outcome is not written. A claim that
+    takes fewer than ``room`` leaves the worker waiting under ``pid`` (its ``limit`` may be
+    smaller: the jobs it was told of), idle if it then holds no job (idle waiters are woken
+    first); one that takes ``room`` marks it busy."""
 
     pid: int
     room: int
+    holding: bool = False
 
 
 @runtime_checkable

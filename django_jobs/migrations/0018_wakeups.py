@@ -5,7 +5,8 @@ A worker whose claim came back short (fewer jobs than it asked for) is registere
 of the session that listens for it (``engine/postgres/listener.py``). The triggers take, per
 queue, as many waiting workers as there are jobs ready (due within a second, by the database's
 clock; a job becomes ready when it is inserted, made pending again, or a pending job's run_at
-is moved earlier), oldest waiter first, and send each a ``NOTIFY django_jobs_<pid>``; with
+is moved earlier), idle waiters before those holding jobs, oldest first, and send each a
+``NOTIFY django_jobs_<pid>``; with
 fewer waiters than jobs, the workers woken last make up the difference (they are claiming, or
 claim at their next turn), and only with fewer workers than jobs do they send
 ``NOTIFY django_jobs, '<queue>'``, which every worker of that queue hears. The waiters are
@@ -13,6 +14,9 @@ taken with ``FOR UPDATE SKIP LOCKED`` inside the enqueuer's transaction: two enq
 different waiters, and a rolled-back enqueue leaves its waiters waiting.
 
 The table is unlogged: it holds only who waits now, rebuilt by the next claims after a crash.
+``django_jobs_wake`` keeps generic plans (``plan_cache_mode``): with the number of jobs a
+parameter, PL/pgSQL would otherwise plan its statements again on every call (about 150 µs per
+enqueue on the development machine, four times the rest of the trigger).
 """
 
 from django.db import migrations
@@ -23,11 +27,13 @@ CREATE UNLOGGED TABLE IF NOT EXISTS django_jobs_waiter (
     queues text[] NULL,
     skips text[] NOT NULL DEFAULT '{}',
     waiting timestamptz NULL,
+    holding boolean NOT NULL DEFAULT false,
     woken timestamptz NULL
 );
 """
 
-# Wake ``n`` workers of queue ``q``: waiting ones first, oldest first, each taken (its row
+# Wake ``n`` workers of queue ``q``: waiting ones first, idle before those that hold jobs
+# (with room for more: quick jobs prefetched), oldest first, each taken (its row
 # locked until this transaction ends, then no longer waiting); then, without taking them, those
 # woken last, which are claiming or claim at their next turn. Only with fewer workers than
 # ``n`` (none has a row: workers that do not hear their channel, behind a transaction pooler)
@@ -43,7 +49,7 @@ BEGIN
             SELECT pid FROM django_jobs_waiter
             WHERE waiting IS NOT NULL AND (queues IS NULL OR q = ANY(queues))
                 AND NOT (q = ANY(skips))
-            ORDER BY waiting, pid LIMIT n FOR UPDATE SKIP LOCKED)
+            ORDER BY holding, waiting, pid LIMIT n FOR UPDATE SKIP LOCKED)
         RETURNING pid
     LOOP
         PERFORM pg_notify('django_jobs_' || waiter, q);
@@ -64,7 +70,7 @@ BEGIN
         PERFORM pg_notify('django_jobs', q);
     END IF;
 END;
-$$ LANGUAGE plpgsql;
+$$ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan;
 
 CREATE OR REPLACE FUNCTION django_jobs_wake_inserted() RETURNS trigger AS $$
 DECLARE

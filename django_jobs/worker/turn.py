@@ -82,7 +82,7 @@ def claim(worker: WorkerState) -> int:
         if allowed is not None:
             free = min(free, allowed)  # waiting: the jobs it was told of (0: outcomes only)
         if pid is not None and room > 0:
-            waiter = Waiting(pid, room)
+            waiter = Waiting(pid, room, holding=len(worker.running) > len(outcomes))
     if free <= 0 and not outcomes:
         return 0
     limit, token = max(free, 0), uuid.uuid4()

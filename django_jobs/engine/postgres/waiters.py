@@ -36,26 +36,28 @@ def channel(pid: int) -> str:
 
 
 # Joined to a claim (``claimed``, a CTE of the claim's rows): the worker's row (parameters: pid,
-# queues or NULL for all, the queues it skips, its room) is made waiting if the claim took fewer
-# jobs than the worker has room for and busy otherwise, written only when that or its queues
-# change.
+# queues or NULL for all, the queues it skips, its room, whether it holds jobs) is made waiting
+# if the claim took fewer jobs than the worker has room for and busy otherwise, and a waiting
+# worker marked holding jobs or idle; written only when one of these changes.
 MARK = """me AS (
     SELECT %s::integer AS pid, %s::text[] AS queues, %s::text[] AS skips,
-        (SELECT count(*) FROM claimed) < %s::integer AS short
+        (SELECT count(*) FROM claimed) < %s::integer AS short,
+        %s::boolean OR EXISTS (SELECT FROM claimed) AS holding
 ), marked AS (
     UPDATE {table} AS w SET
         waiting = CASE WHEN me.short THEN COALESCE(w.waiting, statement_timestamp()) END,
-        queues = me.queues, skips = me.skips
+        holding = me.holding, queues = me.queues, skips = me.skips
     FROM me
     WHERE w.pid = (
         SELECT s.pid FROM {table} AS s, me
         WHERE s.pid = me.pid AND ((s.waiting IS NULL) = me.short
+            OR (me.short AND s.holding <> me.holding)
             OR s.queues IS DISTINCT FROM me.queues OR s.skips IS DISTINCT FROM me.skips)
         FOR UPDATE OF s SKIP LOCKED)
     RETURNING w.pid
 ), joined AS (
-    INSERT INTO {table} (pid, queues, skips, waiting)
-    SELECT me.pid, me.queues, me.skips, statement_timestamp() FROM me
+    INSERT INTO {table} (pid, queues, skips, waiting, holding)
+    SELECT me.pid, me.queues, me.skips, statement_timestamp(), me.holding FROM me
     WHERE me.short AND NOT EXISTS (SELECT FROM {table} AS s WHERE s.pid = me.pid)
     RETURNING pid
 )"""
@@ -73,8 +75,9 @@ def claim_marking(claim: str) -> str:
 def mark_params(waiting: Waiting, queues: Sequence[str] | None, skips: Sequence[str]
                 ) -> list[object]:
     """``MARK``'s parameters: the listening session, the worker's queues (None: every queue),
-    the queues it passes over (paused) and its room."""
-    return [waiting.pid, list(queues) if queues else None, list(skips), waiting.room]
+    the queues it passes over (paused), its room and whether it holds jobs."""
+    return [waiting.pid, list(queues) if queues else None, list(skips), waiting.room,
+            waiting.holding]
 
 
 # A worker's row, unless an enqueue is taking it (then that enqueue's commit ends it).
