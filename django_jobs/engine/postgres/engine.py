@@ -132,8 +132,9 @@ class PostgresEngine(RowLockEngine):
 
 
 def _waiter(request: ClaimRequest) -> list[object] | None:
-    """The parameters that register the claiming worker as waiting or busy, if it listens."""
-    if request.waiter is None or request.limit < 1:
+    """The parameters that register the claiming worker as waiting or busy, if it listens (a
+    turn that claims nothing still says whether the worker holds jobs)."""
+    if request.waiter is None:
         return None
     return waiters.mark_params(request.waiter, request.queues, request.exclude_queues)
 
