@@ -2,9 +2,9 @@
 
 The listener has a connection of its own, and listens on two channels: ``django_jobs_<pid>``
 (``pid``: its session's server process id), where the enqueue's trigger tells this worker alone
-of a job it takes it to wait for (migration 0018, ``engine/postgres/waiters.py``), and
-``django_jobs``, where the trigger tells every worker of a queue when it found fewer waiting
-workers than jobs (the payload is the queue; a worker of other queues lets it pass). Once its
+of a job it gives it (migration 0018, ``engine/postgres/waiters.py``), and ``django_jobs``,
+where the trigger tells every worker of a queue when it found fewer workers than jobs (the
+payload is the queue; a worker of other queues lets it pass). Once its
 own channel is known to work, ``pid`` is set, and the worker's claims register it as waiting
 when they come back short. Notifications are delivered only when the enqueuing transaction
 commits.

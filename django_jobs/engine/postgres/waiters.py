@@ -1,11 +1,13 @@
 """Idle workers as waiters, so that an enqueue wakes one worker per ready job (migration 0018).
 
 A worker whose listener hears notifications (``engine/postgres/listener.py``) claims with its
-listening session's process id. A claim that comes back short (fewer jobs than its limit: the
-queue ran dry, the worker has room) marks the worker waiting in ``django_jobs_waiter``, in the
-claim's own statement; a full claim marks it busy. The enqueue's trigger takes the oldest
-waiters, one per ready job, and notifies each on its own channel, ``django_jobs_<pid>``; with
-fewer waiters than jobs it notifies every worker of the queue on ``django_jobs``.
+listening session's process id. A claim that takes fewer jobs than the worker has room for (the
+queue ran dry) marks the worker waiting in ``django_jobs_waiter``, in the claim's own statement,
+and says whether it still holds jobs; a claim that fills its room marks it busy. The enqueue's
+trigger takes waiters, one per ready job, idle ones first, oldest first, and notifies each on
+its own channel, ``django_jobs_<pid>``; with fewer waiters than jobs it notifies the workers
+woken last (they are claiming, or claim at their next turn), and with fewer workers than jobs
+every worker of the queue on ``django_jobs``.
 
 Nothing here waits on a lock: the row of a waiter an uncommitted enqueue is taking is skipped
 (``SKIP LOCKED``) and stays as that enqueue leaves it: taken if it commits, waiting if it rolls
