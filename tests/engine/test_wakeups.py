@@ -181,3 +181,28 @@ def test_with_no_waiter_left_the_worker_woken_last_is_told_alone(waiters):
     Job.enqueue("echo")  # nobody waits: the one woken last claims again, nobody else is told
     assert second.heard() == [(second.channel, "default")]
     assert first.heard() == []
+
+
+def test_a_waiting_worker_claims_only_what_it_was_told_of_until_its_poll():
+    """``Listener.allowance``: the bound on a waiting worker's claims (worker/turn.py), on a
+    listener whose thread is not started (its counts are what the thread would write)."""
+    import threading
+
+    from django_jobs.engine.postgres.listener import Listener
+
+    listener = Listener(connection, threading.Event(), poll_interval=3600)
+    assert listener.allowance() is None  # not listening: no bound
+    listener.pid = 1234
+    assert listener.allowance() is None  # has not claimed yet
+    listener.claim_sent(listener.heard_so_far(), waiting=True)
+    assert listener.allowance() == 0  # told of nothing: its turns only write outcomes
+    listener.heard += 2
+    assert listener.allowance() == 2
+    listener.claim_sent(listener.heard_so_far(), waiting=False)  # filled its room: busy
+    assert listener.allowance() is None
+    listener.claim_sent(listener.heard_so_far(), waiting=True)
+    listener.heard_all += 1  # every worker was told: no bound
+    assert listener.allowance() is None
+    listener.claim_sent(listener.heard_so_far(), waiting=True)
+    listener.claimed_at -= 3600  # the poll is due: no bound
+    assert listener.allowance() is None
