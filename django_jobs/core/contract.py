@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 class ClaimRequest:
     """What a claim asks for: up to ``limit`` ready jobs for worker ``worker_id``, leased for
     ``lease_seconds``, from ``queues`` (None: every queue) but not ``exclude_queues`` (the
-    paused ones), under ``lease_token`` (None: a new one)."""
+    paused ones), under ``lease_token`` (None: a new one). ``waiter``: on PostgreSQL, how the
+    claim registers its worker as waiting (``Waiting``)."""
 
     worker_id: str
     limit: int
@@ -38,6 +39,21 @@ class ClaimRequest:
     queues: Sequence[str] | None = None
     exclude_queues: Sequence[str] = ()
     lease_token: uuid.UUID | None = None
+    waiter: Waiting | None = None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """How a claim registers its worker as waiting for wake-ups (``engine/postgres/waiters.py``):
+    ``pid``, the process id of the session that listens for them; ``room``, the jobs the worker
+    could take; ``holding``: whether it holds jobs whose outcome is not written. A claim that
+    takes fewer than ``room`` leaves the worker waiting under ``pid`` (its ``limit`` may be
+    smaller: the jobs it was told of), idle if it then holds no job (idle waiters are woken
+    first); one that takes ``room`` marks it busy."""
+
+    pid: int
+    room: int
+    holding: bool = False
 
 
 @runtime_checkable

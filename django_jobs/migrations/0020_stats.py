@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_jobs', '0016_trace_context'),
+        ('django_jobs', '0018_wakeups'),
     ]
 
     operations = [

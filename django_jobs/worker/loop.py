@@ -4,10 +4,10 @@ Each turn of the loop (``Worker.run``) beats the heart when it is due (``worker/
 enforces the running jobs' timeouts (``worker/deadlines.py``), tends the claimed jobs no thread has
 started (``worker/claim_size.py``) and a suspect job that must run alone (``worker/suspects.py``),
 then writes the outcomes that came in and claims more (``worker/turn.py``), and waits to be woken:
-by an outcome (``worker/outbox.py``), an enqueue (``engine/postgres/listener.py``), or the next
-poll, timeout or heartbeat. The slot threads run the jobs (``worker/slots.py``). Database errors are
-waited out (``worker/outage.py``); a stop signal drains the worker, and ``worker/shutdown.py`` ends
-it.
+by an outcome (``worker/outbox.py``), an enqueue for it (``engine/postgres/listener.py``), or the
+next poll, timeout or heartbeat. The slot threads run the jobs (``worker/slots.py``). Database
+errors are waited out (``worker/outage.py``); a stop signal drains the worker, and
+``worker/shutdown.py`` ends it.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Worker:
         while not self.safely(self._register) and not self.stopping:
             self.wake.wait(self._wait_time())
         self.listener = Listener.start_for(connections[jobs_database()], self.wake,
-                                           self.options.poll_interval)
+                                           self.options.poll_interval, self.options.queues)
         self.systemd.ready(self)
         next_beat = 0.0
         try:

@@ -1,6 +1,12 @@
 """One turn of the worker's loop: write the outcomes that came in and claim more, usually in
 one transaction; then free the slots of what was written, count, log and signal it.
 
+On PostgreSQL a claim that takes fewer jobs than the worker has room for registers the worker
+as waiting; until the poll is due, a waiting worker's claims take only as many jobs as the
+listener heard of for it since (none: its turns write outcomes only): the trigger gives each new
+job to one worker, and a claim of more would take it from under that one
+(``engine/postgres/listener.py``, ``allowance``).
+
 One commit per turn instead of two: commits per second are what bound a queue's throughput
 (docs/explanation-performance.md). An outcome the write could not make (the database is
 away: ``worker/outage.py``) waits in the outbox for a later turn; a batch the database refuses is
@@ -27,7 +33,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from django_jobs.core import contract
-from django_jobs.core.contract import ClaimRequest
+from django_jobs.core.contract import ClaimRequest, Waiting
 from django_jobs.core.db_errors import TIMEOUT, classify
 from django_jobs.core.states import Outcome
 from django_jobs.models import Job
@@ -69,13 +75,21 @@ def claim(worker: WorkerState) -> int:
         free = 0  # a suspect runs alone (suspects.py): claim nothing until it has ended
     if worker.options.max_jobs is not None:
         free = min(free, worker.options.max_jobs - worker.claimed)
+    room, listener = max(free, 0), worker.listener
+    heard, waiter = (0, 0), None
+    if listener is not None:
+        heard, pid, allowed = listener.heard_so_far(), listener.pid, listener.allowance()
+        if allowed is not None:
+            free = min(free, allowed)  # waiting: the jobs it was told of (0: outcomes only)
+        if pid is not None and room > 0:
+            waiter = Waiting(pid, room, holding=len(worker.running) > len(outcomes))
     if free <= 0 and not outcomes:
         return 0
     limit, token = max(free, 0), uuid.uuid4()
     request = ClaimRequest(
         worker.worker_id, limit, worker.options.lease_seconds,
         queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
-        lease_token=token,
+        lease_token=token, waiter=waiter,
     )
     try:
         written, jobs = contract.engine(Job.objects.db).finish_and_claim(outcomes, request)
@@ -87,6 +101,8 @@ def claim(worker: WorkerState) -> int:
         if limit > 0:
             worker.in_doubt.append(token)
         raise
+    if listener is not None and limit > 0:
+        listener.claim_sent(heard, waiter is not None and len(jobs) < room)
     record(worker, outcomes, written)
     if worker.outbox.limit is not None and len(worker.outbox):
         worker.wake.set()  # outcomes held back by the limit: write them in the next turn

@@ -81,8 +81,17 @@ def test_four_workers_drain_through_pgbouncer_each_job_exactly_once(start_worker
     assert len(set(Job.objects.values_list("worker_id", flat=True))) > 1
 
 
+def waiters() -> int:
+    """Workers registered as waiting (engine/postgres/waiters.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM django_jobs_waiter WHERE waiting IS NOT NULL")
+        return cursor.fetchone()[0]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_worker_finds_out_how_it_is_woken_and_whether_to_prepare(start_worker, mode):
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM django_jobs_waiter")  # not a model's: no flush empties it
     with pgbouncer(mode) as bouncer:
         worker = start_worker("--worker-id", "probe", "--poll-interval", "0.2", env=bouncer.env())
         said = ("notifications do not arrive" if mode == "transaction"
@@ -91,8 +100,14 @@ def test_worker_finds_out_how_it_is_woken_and_whether_to_prepare(start_worker, m
         assert "reached through a connection pooler" in worker.output()
         jobs = [Job.enqueue("echo", {"n": n}) for n in range(20)]
         wait_for(lambda: all(status_of(job) == S.COMPLETED for job in jobs), timeout=60)
+        # Woken by its own channel in session pooling, it registers as waiting; in transaction
+        # pooling it never does, and an enqueue spends no notification on it.
+        if mode == "session":
+            wait_for(lambda: waiters() == 1, timeout=60)
+        assert waiters() == (mode == "session")
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0, worker.output()
+    assert waiters() == 0  # a worker that stops removes its row
     output = worker.output()
     assert output.count("notifications do not arrive") == (mode == "transaction")
     assert "Traceback" not in output and "database error" not in output

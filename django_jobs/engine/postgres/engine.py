@@ -27,6 +27,7 @@ from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.portable import RowLockEngine
 from django_jobs.engine.postgres import enqueue as pgenqueue
 from django_jobs.engine.postgres import statements as sql
+from django_jobs.engine.postgres import waiters
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
 from django_jobs.engine.transition import undone_on_error
@@ -79,6 +80,7 @@ class PostgresEngine(RowLockEngine):
             exclude_queues=request.exclude_queues, limit=request.limit, using=self.db,
             values=claim_values(
                 request.worker_id, now, request.lease_seconds, request.lease_token),
+            waiter=_waiter(request),
         )
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
@@ -101,8 +103,9 @@ class PostgresEngine(RowLockEngine):
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """One statement in its own transaction when no outcome needs more than its own row
         and attempt row written (no callback, dependents, follow-ups or snooze) and no limits
-        are registered; otherwise ``finish`` and ``claim`` in one transaction."""
-        if not (request.limit > 0 and self._plain_turn(outcomes)):
+        are registered (a limit of 0 claims nothing in it); otherwise ``finish`` and ``claim``
+        in one transaction."""
+        if not ((request.limit > 0 or outcomes) and self._plain_turn(outcomes)):
             return super().finish_and_claim(outcomes, request)
         if not outcomes:  # one statement: no BEGIN and COMMIT around it
             return [], self.claim(request)
@@ -113,6 +116,7 @@ class PostgresEngine(RowLockEngine):
             queues=request.queues, exclude_queues=request.exclude_queues, limit=request.limit,
             using=self.db, values=claim_values(
                 request.worker_id, now, request.lease_seconds, request.lease_token),
+            waiter=_waiter(request),
         )
         return written(outcomes, changes, mine), jobs
 
@@ -125,6 +129,14 @@ class PostgresEngine(RowLockEngine):
             if outcome.kind == Outcome.SNOOZED or hooks.joins_finish(outcome.job):
                 return False
         return True
+
+
+def _waiter(request: ClaimRequest) -> list[object] | None:
+    """The parameters that register the claiming worker as waiting or busy, if it listens (a
+    turn that claims nothing still says whether the worker holds jobs)."""
+    if request.waiter is None:
+        return None
+    return waiters.mark_params(request.waiter, request.queues, request.exclude_queues)
 
 
 class ClaimStatement(TypedDict):
@@ -163,16 +175,20 @@ def _row_plan(model: type[Job]) -> RowPlan:
 _PLANS: dict[type, RowPlan] = {}
 
 
-def claim(model: type[Job], *, using: str, **statement: Unpack[ClaimStatement]) -> list[Job]:
+def claim(model: type[Job], *, using: str, waiter: list[object] | None = None,
+          **statement: Unpack[ClaimStatement]) -> list[Job]:
     """Lock, mark and read back up to ``limit`` ready jobs, in claim order, in one statement.
 
     ``UPDATE ... WHERE id IN (SELECT id ... ORDER BY ... LIMIT n FOR UPDATE SKIP LOCKED)
     RETURNING ...``: concurrent claimers skip each other's locked rows instead of waiting.
     ``statement`` holds ``claim_statement``'s keyword arguments; its ``values`` are the claim's
-    plain values (lease token, lease end, worker id, times).
+    plain values (lease token, lease end, worker id, times). With ``waiter`` (``_waiter``) the
+    same statement registers the worker as waiting if the claim is short, busy if it is full.
     """
     connection = connections[using]
     text, params, plan = claim_statement(model, **statement)
+    if waiter is not None:
+        text, params = waiters.claim_marking(text), [*params, *waiter]
     rows = run(connection, text, params)
     return claimed_jobs(model, rows, plan, statement["values"], using, connection)
 
@@ -195,15 +211,19 @@ def finish_and_claim(
     changes: Sequence[Transition],
     *,
     using: str,
+    waiter: list[object] | None = None,
     **claim: Unpack[ClaimStatement],
 ) -> tuple[set[int], list[Job]]:
     """``finish`` then ``claim`` as one statement (``sql.TURN``); returns the ids written and
-    the jobs claimed. ``claim`` holds ``claim``'s keyword arguments."""
+    the jobs claimed. ``claim`` holds ``claim``'s keyword arguments, ``waiter`` as ``claim``'s."""
     connection = connections[using]
     claim_text, claim_params, plan = claim_statement(model, **claim)
     counted = stats.enabled()
     params = [*finish_params(outcomes, changes, claim["now"], counted), *claim_params]
-    rows = run(connection, sql.turn_sql(model, claim_text, counted), params)
+    marking = ""
+    if waiter is not None:
+        marking, params = waiters.MARKING, [*params, *waiter]
+    rows = run(connection, sql.turn_sql(model, claim_text, counted, marking), params)
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
     return written, claimed_jobs(model, claimed, plan, claim["values"], using, connection)

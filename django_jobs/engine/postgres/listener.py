@@ -1,14 +1,22 @@
-"""PostgreSQL LISTEN/NOTIFY: wakes an idle worker the moment a job is enqueued.
+"""PostgreSQL LISTEN/NOTIFY: wakes an idle worker the moment a job is enqueued for it.
 
-A trigger (migration 0002) sends ``NOTIFY django_jobs`` when jobs are inserted or become
-pending again; notifications are delivered only when the enqueuing transaction commits.
+The listener has a connection of its own, and listens on two channels: ``django_jobs_<pid>``
+(``pid``: its session's server process id), where the enqueue's trigger tells this worker alone
+of a job it gives it (migration 0018, ``engine/postgres/waiters.py``), and ``django_jobs``,
+where the trigger tells every worker of a queue when it found fewer workers than jobs (the
+payload is the queue; a worker of other queues lets it pass). Once its
+own channel is known to work, ``pid`` is set, and the worker's claims register it as waiting
+when they come back short. Notifications are delivered only when the enqueuing transaction
+commits.
 
 A transaction pooler (PgBouncer's ``pool_mode = transaction``) runs the ``LISTEN`` on a server
 connection it then hands to other clients, so notifications never reach the listener. On its
 first connection the listener therefore sends itself a test notification from a second
-connection; if that does not arrive within PROBE_SECONDS, it stops, and the worker finds jobs by
-polling every ``POLL_INTERVAL`` seconds, which it does in any case. The result also tells
-``pooler`` whether the pooler keeps sessions (and so prepared statements).
+connection, on its own channel; if that does not arrive within PROBE_SECONDS, it stops, ``pid``
+stays None (the worker is never registered as waiting, so enqueues wake it by ``django_jobs``, and
+no notification is spent on it) and the worker finds jobs by polling every ``POLL_INTERVAL``
+seconds, which it does in any case: a notification lost on the way is caught by that poll. The
+result also tells ``pooler`` whether the pooler keeps sessions (and so prepared statements).
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from django_jobs.engine.postgres import waiters
 from django_jobs.engine.postgres.pooler import note_notifications
 
 if TYPE_CHECKING:
@@ -28,27 +38,40 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_jobs.worker")
 
-CHANNEL = "django_jobs"
+CHANNEL = waiters.BROADCAST
 # How long the test notification may take. It travels one local round trip; the margin is for
 # a loaded host.
 PROBE_SECONDS = 3.0
+# A waiting worker claims at its poll whatever it heard: from this share of POLL_INTERVAL after
+# its last claim (the loop's wait ends at about the whole interval; a little early is enough).
+POLL_SLACK = 0.9
 
 
 class Listener(threading.Thread):
     def __init__(self, db_wrapper: BaseDatabaseWrapper, wake: threading.Event,
-                 poll_interval: float) -> None:
+                 poll_interval: float, queues: Sequence[str] = ()) -> None:
         super().__init__(name="django-jobs-listener", daemon=True)
         self.db_wrapper, self.wake, self.poll_interval = db_wrapper, wake, poll_interval
+        self.queues = frozenset(queues)  # empty: every queue
         self.stopped = threading.Event()
         self.probed = False
+        # The listening session's process id while its channel works (see the module's
+        # docstring); the loop reads it for each claim.
+        self.pid: int | None = None
+        self.heard = 0  # notifications on its own channel so far, each one job
+        self.heard_all = 0  # notifications to every worker of its queues so far
+        # (heard, heard_all) before the claim that left the worker waiting; when it was sent.
+        self.waiting_since: tuple[int, int] | None = None
+        self.claimed_at = 0.0
 
     @classmethod
     def start_for(
-        cls, db_wrapper: BaseDatabaseWrapper, wake: threading.Event, poll_interval: float
+        cls, db_wrapper: BaseDatabaseWrapper, wake: threading.Event, poll_interval: float,
+        queues: Sequence[str] = (),
     ) -> Listener | None:
         if db_wrapper.vendor != "postgresql":
             return None
-        listener = cls(db_wrapper, wake, poll_interval)
+        listener = cls(db_wrapper, wake, poll_interval, queues)
         listener.start()
         return listener
 
@@ -65,29 +88,77 @@ class Listener(threading.Thread):
         conn = self._connect(params)
         try:
             conn.autocommit = True
-            conn.execute(f"LISTEN {CHANNEL}")
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+            pid = int(row[0]) if row else 0
+            own = waiters.channel(pid)
+            conn.execute(f"LISTEN {own}")
             if not self.probed:
-                arrived = self._probe(conn, params)
+                arrived = self._probe(conn, params, own)
                 if self.stopped.is_set():
                     return
                 self.probed = True
                 note_notifications(self.db_wrapper, arrived)
                 if not arrived:
-                    self._give_up(conn)
+                    self._give_up(conn, own)
                     return
+            conn.execute(f"LISTEN {CHANNEL}")
+            self.pid = pid
+            self.wake.set()  # a claim now registers the worker as waiting
             while not self.stopped.is_set():
-                for _ in conn.notifies(timeout=1.0, stop_after=1):
+                for note in conn.notifies(timeout=1.0, stop_after=1):
+                    if note.channel == own:  # this thread alone writes the counts
+                        self.heard += 1
+                    elif self._serves(note.payload):
+                        self.heard_all += 1
+                    else:
+                        continue
                     self.wake.set()
         finally:
+            self.pid = None
+            self.waiting_since = None
             conn.close()
 
-    def _probe(self, conn: psycopg.Connection[TupleRow], params: dict) -> bool:
-        """Send a test notification from another connection; True if it reaches ``conn``."""
+    # What the loop asks between its claims: how many jobs it was told of.
+
+    def heard_so_far(self) -> tuple[int, int]:
+        return self.heard, self.heard_all
+
+    def claim_sent(self, heard: tuple[int, int], waiting: bool) -> None:
+        """A claim was sent after ``heard`` (``heard_so_far``); ``waiting``: it took fewer
+        jobs than the worker has room for, and registered the worker as waiting."""
+        self.claimed_at = time.monotonic()
+        self.waiting_since = heard if waiting and self.pid is not None else None
+
+    def allowance(self) -> int | None:
+        """How many jobs a claim should take now: while the worker waits (its last claim left
+        it waiting), one per notification on its own channel since that claim, 0 if none came;
+        None (as many as it has room for) if it does not wait, if a notification to every
+        worker came, or if the poll is due. Every job that became ready since the last claim
+        was given by the trigger to one waiting worker, or to one woken last, or announced to
+        every worker; so a claim of more would take another worker's job from under it, and a
+        job due later, or a notification lost, is the poll's."""
+        if self.pid is None or self.waiting_since is None:
+            return None
+        if time.monotonic() - self.claimed_at >= POLL_SLACK * self.poll_interval:
+            return None
+        heard, heard_all = self.waiting_since
+        if self.heard_all != heard_all:
+            return None
+        return self.heard - heard
+
+    def _serves(self, queue: str) -> bool:
+        """Whether a notification to every worker (its payload a queue, or empty) is ours."""
+        return not queue or not self.queues or queue in self.queues
+
+    def _probe(self, conn: psycopg.Connection[TupleRow], params: dict, own: str) -> bool:
+        """Send a test notification from another connection to ``conn``'s own channel; True if
+        it arrives. The sender also removes the waiters of sessions that are gone."""
         token = f"probe {uuid.uuid4().hex}"
         sender = self._connect(params)
         try:
             sender.autocommit = True
-            sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, token))
+            sender.execute("SELECT pg_notify(%s, %s)", (own, token))
+            waiters.forget_gone(sender)
         finally:
             sender.close()
         deadline = time.monotonic() + PROBE_SECONDS
@@ -104,13 +175,24 @@ class Listener(threading.Thread):
         # Database: the backend's DB-API module (psycopg), which the stubs leave out.
         return self.db_wrapper.Database.connect(**params)  # type: ignore[attr-defined]
 
-    def _give_up(self, conn: psycopg.Connection[TupleRow]) -> None:
+    def _give_up(self, conn: psycopg.Connection[TupleRow], own: str) -> None:
         logger.info(
             "notifications do not arrive (a transaction pooler between worker and database?): "
             "looking for jobs every %.2g s (POLL_INTERVAL) instead", self.poll_interval,
         )
-        conn.execute(f"UNLISTEN {CHANNEL}")  # the server connection the pooler lent us
+        conn.execute(f"UNLISTEN {own}")  # the server connection the pooler lent us
         self.stopped.set()
 
     def stop(self) -> None:
+        """Stop listening; the worker's claims no longer register it as waiting. Its row is
+        removed, over the caller's own connection to the database (best effort: the row of a
+        session that is gone is removed by the next listener to start, and meanwhile costs at
+        most one notification, which the poll makes up for)."""
+        pid, self.pid = self.pid, None
         self.stopped.set()
+        if pid is not None:
+            try:
+                with self.db_wrapper.cursor() as cursor:
+                    cursor.execute(waiters.LEAVE, [pid])
+            except Exception:
+                logger.debug("could not remove the worker's waiting row", exc_info=True)

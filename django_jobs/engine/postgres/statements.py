@@ -182,7 +182,7 @@ TURN = """WITH {finish}, recorded AS (
 {record}
 ), claimed AS (
 {claim}
-)
+){marking}
 SELECT (SELECT array_agg(job_id) FROM recorded), claimed.*
 FROM (SELECT) AS one LEFT JOIN claimed ON true"""
 
@@ -270,10 +270,12 @@ def finish_sql(model: type[Job], part: str = FINISH, counted: bool = False) -> s
 
 
 @functools.lru_cache(maxsize=256)
-def turn_sql(model: type[Job], claim: str, counted: bool = False) -> str:
-    """``TURN``: the finish's parts and this claim statement."""
+def turn_sql(model: type[Job], claim: str, counted: bool = False, marking: str = "") -> str:
+    """``TURN``: the finish's parts (counting the finished jobs if ``counted``) and this claim
+    statement, and ``marking``, CTEs that follow the claim's (``waiters.mark``)."""
     return TURN.format(finish=finish_sql(model, FINISH_CTES, counted),
-                       record=finish_sql(model, RECORD), claim=claim)
+                       record=finish_sql(model, RECORD), claim=claim,
+                       marking=f", {marking}" if marking else "")
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,0 +1,104 @@
+"""Idle workers as waiters, so that an enqueue wakes one worker per ready job (migration 0018).
+
+A worker whose listener hears notifications (``engine/postgres/listener.py``) claims with its
+listening session's process id. A claim that takes fewer jobs than the worker has room for (the
+queue ran dry) marks the worker waiting in ``django_jobs_waiter``, in the claim's own statement,
+and says whether it still holds jobs; a claim that fills its room marks it busy. The enqueue's
+trigger takes waiters, one per ready job, idle ones first, oldest first, and notifies each on
+its own channel, ``django_jobs_<pid>``; with fewer waiters than jobs it notifies the workers
+woken last (they are claiming, or claim at their next turn), and with fewer workers than jobs
+every worker of the queue on ``django_jobs``.
+
+Nothing here waits on a lock: the row of a waiter an uncommitted enqueue is taking is skipped
+(``SKIP LOCKED``) and stays as that enqueue leaves it: taken if it commits, waiting if it rolls
+back. A waiter that never hears its notification (its listener died) is caught by the poll:
+every worker still claims every ``POLL_INTERVAL`` seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import psycopg
+    from psycopg.rows import TupleRow
+
+    from django_jobs.core.contract import Waiting
+
+TABLE = "django_jobs_waiter"
+BROADCAST = "django_jobs"
+
+
+def channel(pid: int) -> str:
+    """The channel on which the session ``pid`` is told of jobs for its worker."""
+    return f"{BROADCAST}_{int(pid)}"
+
+
+# Joined to a claim (``claimed``, a CTE of the claim's rows): the worker's row (parameters: pid,
+# queues or NULL for all, the queues it skips, its room, whether it holds jobs) is made waiting
+# if the claim took fewer jobs than the worker has room for and busy otherwise, and a waiting
+# worker marked holding jobs or idle; written only when one of these changes.
+MARK = """me AS (
+    SELECT %s::integer AS pid, %s::text[] AS queues, %s::text[] AS skips,
+        (SELECT count(*) FROM claimed) < %s::integer AS short,
+        %s::boolean OR EXISTS (SELECT FROM claimed) AS holding
+), marked AS (
+    UPDATE {table} AS w SET
+        waiting = CASE WHEN me.short THEN COALESCE(w.waiting, statement_timestamp()) END,
+        holding = me.holding, queues = me.queues, skips = me.skips
+    FROM me
+    WHERE w.pid = (
+        SELECT s.pid FROM {table} AS s, me
+        WHERE s.pid = me.pid AND ((s.waiting IS NULL) = me.short
+            OR (me.short AND s.holding <> me.holding)
+            OR s.queues IS DISTINCT FROM me.queues OR s.skips IS DISTINCT FROM me.skips)
+        FOR UPDATE OF s SKIP LOCKED)
+    RETURNING w.pid
+), joined AS (
+    INSERT INTO {table} (pid, queues, skips, waiting, holding)
+    SELECT me.pid, me.queues, me.skips, statement_timestamp(), me.holding FROM me
+    WHERE me.short AND NOT EXISTS (SELECT FROM {table} AS s WHERE s.pid = me.pid)
+    RETURNING pid
+)"""
+
+
+MARKING = MARK.format(table=TABLE)
+
+
+@functools.lru_cache(maxsize=256)
+def claim_marking(claim: str) -> str:
+    """A claim statement that also marks its worker waiting or busy; its rows are the claim's."""
+    return f"WITH claimed AS (\n{claim}\n), {MARKING}\nSELECT * FROM claimed"
+
+
+def mark_params(waiting: Waiting, queues: Sequence[str] | None, skips: Sequence[str]
+                ) -> list[object]:
+    """``MARK``'s parameters: the listening session, the worker's queues (None: every queue),
+    the queues it passes over (paused), its room and whether it holds jobs."""
+    return [waiting.pid, list(queues) if queues else None, list(skips), waiting.room,
+            waiting.holding]
+
+
+# A worker's row, unless an enqueue is taking it (then that enqueue's commit ends it).
+LEAVE = """DELETE FROM django_jobs_waiter WHERE pid = (
+    SELECT pid FROM django_jobs_waiter WHERE pid = %s FOR UPDATE SKIP LOCKED)"""
+
+# The rows of sessions that are gone (a worker killed, a listener reconnected), unless an
+# enqueue is taking them.
+FORGET_GONE = """DELETE FROM django_jobs_waiter WHERE pid IN (
+    SELECT pid FROM django_jobs_waiter AS w
+    WHERE NOT EXISTS (SELECT FROM pg_stat_activity AS a WHERE a.pid = w.pid)
+    FOR UPDATE SKIP LOCKED)"""
+
+
+def leave(conn: psycopg.Connection[TupleRow], pid: int) -> None:
+    """Remove the row of the listening session ``pid`` (a worker stopping, a listener leaving)."""
+    conn.execute(LEAVE, (pid,))
+
+
+def forget_gone(conn: psycopg.Connection[TupleRow]) -> None:
+    """Remove the rows of sessions that no longer exist."""
+    conn.execute(FORGET_GONE)

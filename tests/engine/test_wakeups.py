@@ -1,0 +1,208 @@
+"""Which workers an enqueue wakes on PostgreSQL (migration 0018, ``engine/postgres/waiters.py``):
+one waiting worker per ready job, oldest waiter first, told on its own channel; every worker of
+the queue when there are fewer waiters than jobs; nobody for a rolled-back enqueue or a job
+that is not due. The waiters are real LISTEN sessions, registered by real claims."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+
+from django_jobs.core import contract
+from django_jobs.core.contract import ClaimRequest, Waiting
+from django_jobs.models import Job
+from tests.conftest import requires_postgres
+from tests.helpers import claim
+
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+
+END = "end of test"
+
+
+class Waiter:
+    """A session listening as a worker's listener does, registered by the claims it makes."""
+
+    def __init__(self, queues: list[str] | None = None) -> None:
+        self.conn = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+        row = self.conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        self.pid = int(row[0])
+        self.channel = f"django_jobs_{self.pid}"
+        self.queues = queues
+        self.conn.execute(f"LISTEN {self.channel}")
+        self.conn.execute("LISTEN django_jobs")
+
+    def claim(self, limit: int = 5, exclude: tuple[str, ...] = ()) -> list[Job]:
+        return contract.engine("default").claim(ClaimRequest(
+            f"w{self.pid}", limit, 30, queues=self.queues, exclude_queues=exclude,
+            waiter=Waiting(self.pid, limit)))
+
+    def heard(self) -> list[tuple[str, str]]:
+        """What it was told before the end marker sent last (notifications arrive in the
+        order their transactions committed)."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [self.channel, END])
+        heard = []
+        for note in self.conn.notifies(timeout=30):
+            if note.payload == END:
+                return heard
+            heard.append((note.channel, note.payload))
+        raise AssertionError(f"the end marker never arrived; heard {heard}")
+
+    def waiting(self) -> object:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT waiting FROM django_jobs_waiter WHERE pid = %s", [self.pid])
+            row = cursor.fetchone()
+        return row[0] if row else "no row"
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def clear_waiters() -> None:
+    """The waiters table is not a model's: the test database's flush leaves it as it is."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM django_jobs_waiter")
+
+
+@pytest.fixture
+def waiters():
+    made: list[Waiter] = []
+    clear_waiters()
+
+    def make(count: int = 1, queues: list[str] | None = None) -> list[Waiter]:
+        new = [Waiter(queues) for _ in range(count)]
+        for waiter in new:
+            assert waiter.claim() == []  # short: registered as waiting, oldest first
+        made.extend(new)
+        return new
+
+    yield make
+    for waiter in made:
+        waiter.close()
+    clear_waiters()
+
+
+def test_a_short_claim_registers_its_worker_and_a_full_one_unregisters_it(waiters):
+    (waiter,) = waiters(1)
+    assert waiter.waiting() is not None
+    Job.enqueue_many("echo", [{}, {}])
+    assert len(waiter.claim(limit=1)) == 1  # full: busy
+    assert waiter.waiting() is None
+    assert len(waiter.claim(limit=2)) == 1  # short: waiting again
+    assert waiter.waiting() is not None
+
+
+def test_one_job_wakes_the_oldest_waiter_alone(waiters):
+    first, second, third = waiters(3)
+    waited = [second.waiting(), third.waiting()]
+    Job.enqueue("echo")
+    assert first.heard() == [(first.channel, "default")]
+    assert second.heard() == [] and third.heard() == []
+    assert first.waiting() is None  # taken: its claim registers it again
+    assert [second.waiting(), third.waiting()] == waited
+
+
+def test_more_jobs_than_waiters_wake_every_waiter_and_tell_every_worker(waiters):
+    first, second = waiters(2)
+    Job.enqueue_many("echo", [{}, {}, {}])
+    assert first.heard() == [(first.channel, "default"), ("django_jobs", "default")]
+    assert second.heard() == [(second.channel, "default"), ("django_jobs", "default")]
+
+
+def test_a_rolled_back_enqueue_wakes_nobody(waiters):
+    (waiter,) = waiters(1)
+    waited = waiter.waiting()
+    with transaction.atomic():
+        Job.enqueue("echo")
+        transaction.set_rollback(True)
+    assert waiter.heard() == []
+    assert waiter.waiting() == waited
+
+
+def test_a_job_not_yet_due_wakes_nobody_and_is_claimed_once_due(waiters):
+    (waiter,) = waiters(1)
+    job = Job.enqueue("echo", delay=3600)
+    assert waiter.heard() == []
+    Job.objects.filter(pk=job.pk).run_now()  # pending and due: a waiter is taken for it
+    assert waiter.heard() == [(waiter.channel, "default")]
+    assert [j.pk for j in waiter.claim()] == [job.pk]
+
+
+def test_a_job_pending_again_wakes_one_waiter(waiters):
+    (job,) = [Job.enqueue("echo")]
+    (held,) = claim(1)
+    assert held.pk == job.pk
+    first, second = waiters(2)
+    Job.objects.release([held])
+    assert first.heard() == [(first.channel, "default")]
+    assert second.heard() == []
+
+
+def test_waiters_of_other_queues_and_paused_ones_are_left_alone(waiters):
+    (other,) = waiters(1, queues=["b"])
+    (paused,) = [Waiter()]
+    try:
+        assert paused.claim(exclude=("a",)) == []
+        Job.enqueue("echo", queue="a")
+        # No waiter takes queue a: every worker is told, with the queue, and a worker of
+        # queue b lets it pass (listener.py).
+        assert other.heard() == [("django_jobs", "a")]
+        assert paused.heard() == [("django_jobs", "a")]
+        assert other.waiting() is not None and paused.waiting() is not None
+    finally:
+        paused.close()
+
+
+def test_a_worker_that_stops_listening_leaves_its_row_to_the_next_listener(waiters):
+    (gone,) = waiters(1)
+    gone.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [gone.pid])
+    from django_jobs.engine.postgres import waiters as pgwaiters
+
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as conn:
+        for _ in range(100):  # the session ends a moment after the socket closes
+            if not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                (gone.pid,)).fetchone():
+                break
+            conn.execute("SELECT pg_sleep(0.05)")
+        pgwaiters.forget_gone(conn)
+    assert gone.waiting() == "no row"
+
+
+def test_with_no_waiter_left_the_worker_woken_last_is_told_alone(waiters):
+    first, second = waiters(2)
+    Job.enqueue("echo")
+    assert first.heard() == [(first.channel, "default")]  # taken, busy until it claims
+    Job.enqueue("echo")
+    assert second.heard() == [(second.channel, "default")]
+    Job.enqueue("echo")  # nobody waits: the one woken last claims again, nobody else is told
+    assert second.heard() == [(second.channel, "default")]
+    assert first.heard() == []
+
+
+def test_a_waiting_worker_claims_only_what_it_was_told_of_until_its_poll():
+    """``Listener.allowance``: the bound on a waiting worker's claims (worker/turn.py), on a
+    listener whose thread is not started (its counts are what the thread would write)."""
+    import threading
+
+    from django_jobs.engine.postgres.listener import Listener
+
+    listener = Listener(connection, threading.Event(), poll_interval=3600)
+    assert listener.allowance() is None  # not listening: no bound
+    listener.pid = 1234
+    assert listener.allowance() is None  # has not claimed yet
+    listener.claim_sent(listener.heard_so_far(), waiting=True)
+    assert listener.allowance() == 0  # told of nothing: its turns only write outcomes
+    listener.heard += 2
+    assert listener.allowance() == 2
+    listener.claim_sent(listener.heard_so_far(), waiting=False)  # filled its room: busy
+    assert listener.allowance() is None
+    listener.claim_sent(listener.heard_so_far(), waiting=True)
+    listener.heard_all += 1  # every worker was told: no bound
+    assert listener.allowance() is None
+    listener.claim_sent(listener.heard_so_far(), waiting=True)
+    listener.claimed_at -= 3600  # the poll is due: no bound
+    assert listener.allowance() is None
