@@ -7,6 +7,7 @@ from django_jobs.core.registry import handler
 from django_jobs.core.retry import ExponentialBackoff, FixedSchedule
 from django_jobs.core.version import __version__
 from django_jobs.exceptions import (
+    DependencyUnavailable,
     InvalidJob,
     JobCanceled,
     JobTimeout,
@@ -14,6 +15,7 @@ from django_jobs.exceptions import (
     Snooze,
     UnknownJobType,
 )
+from django_jobs.features.dependency_results import dependency_results
 from django_jobs.features.handler_control import enqueue_after_success, set_progress
 from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConcurrencyLimit",
+    "DependencyUnavailable",
     "ExponentialBackoff",
     "FixedSchedule",
     "InvalidJob",
@@ -35,6 +38,7 @@ __all__ = [
     "UnknownJobType",
     "__version__",
     "current_job",
+    "dependency_results",
     "enqueue_after_success",
     "handler",
     "set_progress",

@@ -186,3 +186,19 @@ from tests import edge_jobs  # noqa: E402, F401, I001  (hostile outcomes, crashe
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)
 from tests import stop_jobs  # noqa: E402, F401  (handlers still running at a stop; forks)
 from tests import clock_jobs  # noqa: E402, F401  (handlers of the clock tests)
+
+
+@handler("read_dependencies")
+def read_dependencies(payload):
+    """What ``dependency_results()`` gives the running job: each key's result, or the
+    DependencyUnavailable message and the status."""
+    from django_jobs import DependencyUnavailable, dependency_results
+
+    results = dependency_results()
+    seen = {}
+    for key in results:
+        try:
+            seen[key] = {"result": results[key]}
+        except DependencyUnavailable as exc:
+            seen[key] = {"unavailable": str(exc), "status": results.status(key)}
+    return seen

@@ -223,20 +223,23 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     @admin.display(description="waits on")
     def waits_on(self, job: Job):
-        """The jobs this one depends on and their status; a dependency deleted before it
-        completed is named as such (it keeps this job waiting)."""
+        """The jobs this one depends on (with their names) and their status; a deleted
+        dependency is named as such (one deleted before it completed keeps this job waiting)."""
         links = list(JobDependency.objects.filter(job=job).select_related("depends_on")
-                     .only("deleted_status", "depends_on__public_id", "depends_on__status")
+                     .only("deleted_status", "name", "depends_on__public_id",
+                           "depends_on__status")
                      .order_by("pk")[:WAITS_ON_SHOWN + 1])
         if not links:
             return display.EMPTY
         items = [
-            format_html("a deleted job (it was {})", link.get_deleted_status_display() or "?")
-            if link.depends_on is None else format_html(
-                '<a href="{}">{}</a> ({})',
-                reverse("admin:django_jobs_job_change", args=[link.depends_on.pk],
-                        current_app=self.admin_site.name),
-                link.depends_on.public_id, link.depends_on.get_status_display())
+            format_html("{}{}", f"{link.name}: " if link.name else "", (
+                format_html("a deleted job (it was {})",
+                            link.get_deleted_status_display() or "?")
+                if link.depends_on is None else format_html(
+                    '<a href="{}">{}</a> ({})',
+                    reverse("admin:django_jobs_job_change", args=[link.depends_on.pk],
+                            current_app=self.admin_site.name),
+                    link.depends_on.public_id, link.depends_on.get_status_display())))
             for link in links[:WAITS_ON_SHOWN]
         ]
         if len(links) > WAITS_ON_SHOWN:

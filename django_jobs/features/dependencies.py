@@ -13,8 +13,10 @@ costs nothing.
 
 Only a dependency that completed releases: one that went dead or was canceled keeps its
 dependents waiting, and so does one deleted before it completed (in the admin, by
-``QuerySet.delete()``), whose link stays with no ``depends_on`` and the status it had in
-``deleted_status`` (``models.keep_unmet_dependency``). Retention does not prune a dead or
+``QuerySet.delete()``). A deleted dependency's link stays, with no ``depends_on`` and the
+status it had in ``deleted_status`` (``models.keep_unmet_dependency``): met if that was
+completed. ``depends_on`` may name the dependencies (a mapping), for ``dependency_results()``
+(``features/dependency_results.py``). Retention does not prune a dead or
 canceled job while a job waits on it (``retention.prunable``), so it can still be retried.
 There is no policy for a dependency that will never complete yet: its dependents wait until
 they are canceled or deleted; a link's ``depends_on`` status, or its ``deleted_status``, is
@@ -23,7 +25,7 @@ what such a policy would read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -42,19 +44,35 @@ if TYPE_CHECKING:
     from django_jobs.models.managers import JobManager, JobQuerySet
 
 
-def dependency_ids(depends_on: object) -> list[int]:
-    """Job primary keys from jobs or ids; InvalidJob on anything else."""
+NAME_LENGTH = 100  # JobDependency.name
+
+
+def dependency_ids(depends_on: object) -> dict[int, str | None]:
+    """Job primary keys, in order, each with its name (None in a list); InvalidJob on anything
+    else. ``depends_on`` is a list of jobs or ids, or a mapping of names to jobs or ids."""
     if depends_on is None:
-        return []
-    if not isinstance(depends_on, Iterable) or isinstance(depends_on, str | bytes):
-        raise InvalidJob({"depends_on": "must be a list of jobs or job ids"})
-    ids = []
-    for item in depends_on:
+        return {}
+    named: list[tuple[str | None, object]]
+    if isinstance(depends_on, Mapping):
+        named = list(depends_on.items())
+        for name, _ in named:
+            if not isinstance(name, str) or not 0 < len(name) <= NAME_LENGTH:
+                raise InvalidJob({"depends_on": f"names must be strings of 1 to {NAME_LENGTH} "
+                                                f"characters, not {name!r}"})
+    elif isinstance(depends_on, Iterable) and not isinstance(depends_on, str | bytes):
+        named = [(None, item) for item in depends_on]
+    else:
+        raise InvalidJob({"depends_on": "must be a list of jobs or job ids, or a mapping of "
+                                        "names to them"})
+    ids: dict[int, str | None] = {}
+    for name, item in named:
         pk = getattr(item, "pk", item)
         if not isinstance(pk, int) or isinstance(pk, bool):
             raise InvalidJob({"depends_on": f"must be jobs or job ids, not {item!r}"})
-        ids.append(pk)
-    return list(dict.fromkeys(ids))
+        if name is not None and pk in ids:
+            raise InvalidJob({"depends_on": f"job {pk} is named twice"})
+        ids.setdefault(pk, name)
+    return ids
 
 
 def unfinished(manager: JobManager, ids: list[int]) -> bool:
@@ -68,16 +86,18 @@ def unfinished(manager: JobManager, ids: list[int]) -> bool:
     return any(status != JobStatus.COMPLETED for status in statuses.values())
 
 
-def link(manager: JobManager, jobs: list[Job], ids: list[int]) -> None:
+def link(manager: JobManager, jobs: list[Job], ids: dict[int, str | None]) -> None:
     JobDependency.objects.using(manager.db).bulk_create(
-        [JobDependency(job_id=job.pk, depends_on_id=pk) for job in jobs for pk in ids]
+        [JobDependency(job_id=job.pk, depends_on_id=pk, name=name)
+         for job in jobs for pk, name in ids.items()]
     )
 
 
 # Links that hold their job back: the dependency has not completed, or was deleted before it
-# completed (no ``depends_on``). Spelt out, not ``exclude(depends_on__status=...)``: the empty
-# ``depends_on`` must count as unmet on every database.
-UNMET = Q(depends_on__isnull=True) | ~Q(depends_on__status=JobStatus.COMPLETED)
+# completed (no ``depends_on``, its status in ``deleted_status``). Spelt out, each side of the
+# empty ``depends_on`` apart: the status of a missing row must not decide on any database.
+UNMET = (Q(depends_on__isnull=False) & ~Q(depends_on__status=JobStatus.COMPLETED)) | (
+    Q(depends_on__isnull=True) & ~Q(deleted_status=JobStatus.COMPLETED))
 
 
 def release_dependents(manager: JobManager, completed_ids: list[int], now: datetime) -> int:
@@ -118,7 +138,8 @@ def waited_on() -> Exists:
 def waiting_dependents(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """The waiting jobs that depend on one of ``jobs`` (a queryset) and are not among them:
     what deleting ``jobs`` would leave waiting on a deleted job."""
-    links = JobDependency.objects.using(jobs.db).filter(depends_on__in=jobs.values("pk"))
+    links = JobDependency.objects.using(jobs.db).filter(
+        depends_on__in=jobs.exclude(status=JobStatus.COMPLETED).values("pk"))
     return (jobs.model._default_manager.using(jobs.db)
             .filter(status=JobStatus.WAITING, pk__in=links.values("job_id"))
             .exclude(pk__in=jobs.values("pk")))

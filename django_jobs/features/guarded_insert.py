@@ -24,14 +24,14 @@ if TYPE_CHECKING:
 
 
 def insert(manager: JobManager, jobs: list[Job], rule: Rule | None,
-           depends_on: list[int]) -> list[Job]:
+           depends_on: dict[int, str | None]) -> list[Job]:
     """Insert ``jobs``; one job per input, those found by their unique key with
     ``duplicate = True``. With ``depends_on``, new jobs are ``waiting`` unless every
     dependency has completed, and are linked to them in the same transaction."""
     if not jobs:
         return []
     with transaction.atomic(using=manager.db):
-        waiting = bool(depends_on) and unfinished(manager, depends_on)
+        waiting = bool(depends_on) and unfinished(manager, list(depends_on))
         for job in jobs:
             if waiting:
                 job.status = JobStatus.WAITING
