@@ -19,7 +19,7 @@ from django_jobs.admin.filters import HasErrorFilter, PriorityFilter, QueueFilte
 from django_jobs.admin.paginator import EstimatedCountPaginator
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.admin.views import JobViewsMixin
-from django_jobs.core.states import READY_STATES
+from django_jobs.core.states import READY_STATES, DependencyPolicy
 from django_jobs.models import Job, JobDependency
 
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
@@ -31,6 +31,7 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     (None, (
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
         "next_run", "progress_display", "worker_id", "callback_url", "waits_on",
+        "if_a_dependency_fails",
     )),
     ("Times", (
         "created_precise", "updated_precise", "run_at_precise", "started_precise",
@@ -220,6 +221,15 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     @admin.display(description="error")
     def error_details(self, job: Job):
         return display.error_block(job.error)
+
+    @admin.display(description="if a dependency fails")
+    def if_a_dependency_fails(self, job: Job):
+        """The job's policy for a dependency that goes dead or is canceled (only a job with
+        dependencies has one)."""
+        if not job.on_dependency_failure and job.status != Job.Status.WAITING and not \
+                JobDependency.objects.filter(job=job).exists():
+            return display.EMPTY
+        return DependencyPolicy(job.on_dependency_failure or DependencyPolicy.WAIT).label
 
     @admin.display(description="waits on")
     def waits_on(self, job: Job):

@@ -1,4 +1,5 @@
-"""Workflows: dependencies' names (``dependency_results()``).
+"""Workflows: dependencies' names (``dependency_results()``), a dependent's policy for a
+dependency that goes dead or is canceled (``Job.on_dependency_failure``).
 
 Every change keeps the rows as they are and takes no long lock on a populated table: nullable
 columns (no default to write into existing rows) and new tables."""
@@ -13,6 +14,11 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name='job',
+            name='on_dependency_failure',
+            field=models.CharField(blank=True, choices=[('cancel', 'Cancel'), ('run', 'Run anyway')], max_length=8, null=True),
+        ),
         migrations.AddField(
             model_name='jobdependency',
             name='name',

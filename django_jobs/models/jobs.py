@@ -17,7 +17,7 @@ from django.db.models import Field, Q, QuerySet
 from django.db.models.deletion import Collector
 from django.utils import timezone
 
-from django_jobs.core.states import JobStatus, Outcome
+from django_jobs.core.states import DependencyPolicy, JobStatus, Outcome
 from django_jobs.models.managers import (
     JobManager,
     QueueStateManager,
@@ -75,6 +75,11 @@ class Job(ReloadsWhereWritten, models.Model):
     progress = models.JSONField(null=True, blank=True)
     # Dependencies (django_jobs/features/dependencies.py): some waiting job depends on this one
     has_dependents = models.BooleanField(default=False)
+    # What this job does if a dependency goes dead or is canceled: NULL waits (the default),
+    # "cancel" or "run" (core/states.py DependencyPolicy). Nullable: adding it rewrites no row.
+    on_dependency_failure = models.CharField(  # noqa: DJ001 NULL: wait
+        max_length=8, null=True, blank=True,
+        choices=[(p.value, p.label) for p in DependencyPolicy if p != DependencyPolicy.WAIT])
 
     objects = JobManager()
 
@@ -148,6 +153,7 @@ class Job(ReloadsWhereWritten, models.Model):
         unique_states: Iterable[str] | None = None,
         unique_for: timedelta | None = None,
         depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> Job:
         """Record a job in the caller's transaction: a rollback leaves no job.
 
@@ -161,11 +167,15 @@ class Job(ReloadsWhereWritten, models.Model):
         duplicate returns the existing job, with ``duplicate = True``. ``depends_on`` (jobs or
         ids, or a mapping of names to them, the names ``dependency_results()`` knows them by)
         makes the job wait, in state waiting, until all of those have completed.
+        ``on_dependency_failure`` says what it does if one goes dead or is canceled: ``"wait"``
+        (the default: until it is retried and completes), ``"cancel"`` (canceled at once, the
+        dependency named in its error) or ``"run"`` (it counts as done).
         """
         return cls.objects.enqueue(
             type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
             max_attempts=max_attempts, callback_url=callback_url, unique_key=unique_key,
             unique_states=unique_states, unique_for=unique_for, depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
         )
 
     @classmethod

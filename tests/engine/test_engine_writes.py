@@ -1,9 +1,10 @@
 """Every write to the jobs table goes through the engine.
 
 While the package's verbs run once each (enqueue, unique and dependent inserts, the claim and
-finish of ``run_jobs``, retries, cancels, run now, discard, rescue, release of waiting jobs,
-progress, pruning), every statement that inserts, updates or deletes rows of the jobs table is
-checked: a call in ``django_jobs/engine/`` must be on the stack that sent it.
+finish of ``run_jobs``, retries, cancels (a dependent's policy's too), run now, discard,
+rescue, release of waiting jobs, progress, pruning), every statement that inserts, updates
+or deletes rows of the jobs table is checked: a call in ``django_jobs/engine/`` must be on
+the stack that sent it.
 """
 
 import re
@@ -77,6 +78,8 @@ def test_every_verb_writes_the_jobs_table_through_the_engine(writes_outside_engi
     testing.run_jobs(include_delayed=True)
     failing.refresh_from_db()
     assert failing.status == Job.Status.DEAD
+    canceled = Job.enqueue("echo", {"n": 9}, depends_on=[failing], on_dependency_failure="cancel")
+    assert canceled.status == Job.Status.CANCELED  # by its policy, at enqueue
     assert failing.retry()
     pending = Job.enqueue("echo", {"n": 8})
     assert pending.cancel()
