@@ -21,7 +21,7 @@ from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
 
 if TYPE_CHECKING:
-    from django_jobs.models import Job
+    from django_jobs.models import Job, JobGroup
 
 __all__ = [
     "ConcurrencyLimit",
@@ -40,6 +40,7 @@ __all__ = [
     "current_job",
     "dependency_results",
     "enqueue_after_success",
+    "enqueue_group",
     "handler",
     "set_progress",
     "task",
@@ -51,6 +52,14 @@ def current_job() -> "Job | None":
     from django_jobs.core.current import current_job as _current
 
     return _current.get()
+
+
+def enqueue_group(name: str, jobs: Any, **options: Any) -> "JobGroup":
+    """Enqueue ``jobs`` as one group, with a callback job enqueued once when all have ended;
+    see ``django_jobs.features.groups.enqueue_group``."""
+    from django_jobs.features.groups import enqueue_group as _enqueue_group
+
+    return _enqueue_group(name, jobs, **options)
 
 
 def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -31,7 +31,7 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     (None, (
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
         "next_run", "progress_display", "worker_id", "callback_url", "waits_on",
-        "if_a_dependency_fails",
+        "if_a_dependency_fails", "group_display",
     )),
     ("Times", (
         "created_precise", "updated_precise", "run_at_precise", "started_precise",
@@ -221,6 +221,15 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     @admin.display(description="error")
     def error_details(self, job: Job):
         return display.error_block(job.error)
+
+    @admin.display(description="group")
+    def group_display(self, job: Job):
+        """The group the job belongs to, linked to its page (its progress)."""
+        if job.group_id is None:
+            return display.EMPTY
+        from django_jobs.admin.groups import group_link
+
+        return group_link(job.group_id)
 
     @admin.display(description="if a dependency fails")
     def if_a_dependency_fails(self, job: Job):

@@ -1,12 +1,14 @@
 """The tables and their managers, one module each, found by Django here.
 
-``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``tokens``
+``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``groups``
+(``JobGroup``, ``JobGroupMember``), ``tokens``
 (the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
 with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
 those verbs find the engine), ``instances`` (rows made into instances without
 ``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.
 """
 
+from django_jobs.models.groups import JobGroup, JobGroupMember
 from django_jobs.models.jobs import (
     Job,
     JobAttempt,
@@ -26,6 +28,8 @@ __all__ = [
     "Job",
     "JobAttempt",
     "JobDependency",
+    "JobGroup",
+    "JobGroupMember",
     "LimitLock",
     "LimitStart",
     "QueueState",

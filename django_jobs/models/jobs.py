@@ -75,6 +75,11 @@ class Job(ReloadsWhereWritten, models.Model):
     progress = models.JSONField(null=True, blank=True)
     # Dependencies (django_jobs/features/dependencies.py): some waiting job depends on this one
     has_dependents = models.BooleanField(default=False)
+    # The group this job belongs to (features/groups.py), which counts it when it ends. No
+    # database constraint and no index: nothing reads jobs by group (JobGroupMember does).
+    group = models.ForeignKey("django_jobs.JobGroup", null=True, blank=True, editable=False,
+                              on_delete=models.DO_NOTHING, db_constraint=False,
+                              db_index=False, related_name="+")
     # What this job does if a dependency goes dead or is canceled: NULL waits (the default),
     # "cancel" or "run" (core/states.py DependencyPolicy). Nullable: adding it rewrites no row.
     on_dependency_failure = models.CharField(  # noqa: DJ001 NULL: wait
