@@ -92,9 +92,11 @@ def enqueue_group(
     if not isinstance(name, str) or len(name) > 200:
         raise InvalidJob({"name": "must be a string of at most 200 characters"})
     specs = job_specs(jobs)
-    payload = check_payload(dict(callback_payload or {}))
     if not isinstance(callback_payload, Mapping | None) or "group" in (callback_payload or {}):
         raise InvalidJob({"callback_payload": "must be a mapping without a 'group' key"})
+    payload = check_payload(dict(callback_payload or {}))
+    if not isinstance(callback_options, Mapping | None):
+        raise InvalidJob({"callback_options": "must be a mapping"})
     options = dict(callback_options or {})
     unknown = set(options) - set(CALLBACK_OPTIONS)
     if unknown:

@@ -132,6 +132,9 @@ def test_a_group_whose_jobs_all_ended_at_enqueue_calls_back_at_once():
     ([("no_such_type", {})], {}, "type"),
     ([("echo", {})], {"callback_payload": {"group": 1}}, "callback_payload"),
     ([("echo", {})], {"callback_options": {"depends_on": [1]}}, "callback_options"),
+    ([("echo", {})], {"callback_options": ["queue"]}, "callback_options"),
+    ([("echo", {})], {"callback_payload": ["not", "a", "mapping"]}, "callback_payload"),
+    ([("echo", {})], {"callback_options": {"max_attempts": 0}}, "max_attempts"),
 ])
 def test_bad_input_is_refused_and_writes_nothing(jobs, options, field):
     with pytest.raises(InvalidJob) as err:
