@@ -7,6 +7,7 @@ from django_jobs.core.registry import handler
 from django_jobs.core.retry import ExponentialBackoff, FixedSchedule
 from django_jobs.core.version import __version__
 from django_jobs.exceptions import (
+    DependencyUnavailable,
     InvalidJob,
     JobCanceled,
     JobTimeout,
@@ -14,6 +15,7 @@ from django_jobs.exceptions import (
     Snooze,
     UnknownJobType,
 )
+from django_jobs.features.dependency_results import dependency_results
 from django_jobs.features.handler_control import (
     aset_progress,
     enqueue_after_success,
@@ -23,10 +25,11 @@ from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
 
 if TYPE_CHECKING:
-    from django_jobs.models import Job
+    from django_jobs.models import Job, JobGroup
 
 __all__ = [
     "ConcurrencyLimit",
+    "DependencyUnavailable",
     "ExponentialBackoff",
     "FixedSchedule",
     "InvalidJob",
@@ -40,7 +43,9 @@ __all__ = [
     "__version__",
     "aset_progress",
     "current_job",
+    "dependency_results",
     "enqueue_after_success",
+    "enqueue_group",
     "handler",
     "set_progress",
     "task",
@@ -52,6 +57,14 @@ def current_job() -> "Job | None":
     from django_jobs.core.current import current_job as _current
 
     return _current.get()
+
+
+def enqueue_group(name: str, jobs: Any, **options: Any) -> "JobGroup":
+    """Enqueue ``jobs`` as one group, with a callback job enqueued once when all have ended;
+    see ``django_jobs.features.groups.enqueue_group``."""
+    from django_jobs.features.groups import enqueue_group as _enqueue_group
+
+    return _enqueue_group(name, jobs, **options)
 
 
 def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:

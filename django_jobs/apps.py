@@ -18,6 +18,7 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.features.callbacks import Callbacks
         from django_jobs.features.crashes import CrashCounting
         from django_jobs.features.dependencies import Dependencies
+        from django_jobs.features.groups import Groups
         from django_jobs.features.guarded_insert import UniqueAndDependencies
         from django_jobs.features.handler_control import FollowUps
         from django_jobs.features.limits.claim import Limits
@@ -26,7 +27,9 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.worker import execution  # noqa: F401
 
         if apps.is_installed("django.contrib.admin"):
-            # API tokens are created and revoked there; schedules are paused and run there.
+            # API tokens are created and revoked there; schedules are paused and run there;
+            # groups show their progress there.
+            from django_jobs.admin import groups as groups_admin  # noqa: F401
             from django_jobs.admin import schedules as schedules_admin  # noqa: F401
             from django_jobs.admin import tokens as tokens_admin  # noqa: F401
 
@@ -34,9 +37,9 @@ class DjangoJobsConfig(AppConfig):
         load_engines()
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
-        # callbacks, then the follow-ups, then releases dependents; a heartbeat enqueues due
-        # recurring jobs, then prunes (see engine/hooks.py).
-        for feature in (Callbacks(), FollowUps(), Dependencies(), UniqueAndDependencies(),
+        # callbacks, then the follow-ups, then releases dependents, then counts the jobs of
+        # groups; a heartbeat enqueues due recurring jobs, then prunes (see engine/hooks.py).
+        for feature in (Callbacks(), FollowUps(), Dependencies(), Groups(), UniqueAndDependencies(),
                         Limits(), CrashCounting(), Schedules(), Retention()):
             hooks.register(feature)
 

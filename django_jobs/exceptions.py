@@ -48,3 +48,9 @@ class Snooze(Exception):
             raise ValueError(f"Snooze needs 0 to 366 days in seconds, not {seconds!r}")
         super().__init__(f"snoozed for {seconds} s")
         self.seconds = float(seconds)
+
+
+class DependencyUnavailable(LookupError):
+    """``dependency_results()[key]`` of a dependency that has no result: it went dead or was
+    canceled (a dependent whose policy runs it anyway), or it was deleted (pruned) after it
+    completed."""

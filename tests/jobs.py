@@ -189,3 +189,19 @@ from tests import clock_jobs  # noqa: E402, F401  (handlers of the clock tests)
 from tests import trace_jobs  # noqa: E402, F401  (handlers of the tracing tests)
 from tests import async_handlers  # noqa: E402, F401  (async twins of the handlers above)
 from tests import typed_jobs  # noqa: E402, F401  (handlers typed by their own arguments)
+
+
+@handler("read_dependencies")
+def read_dependencies(payload):
+    """What ``dependency_results()`` gives the running job: each key's result, or the
+    DependencyUnavailable message and the status."""
+    from django_jobs import DependencyUnavailable, dependency_results
+
+    results = dependency_results()
+    seen = {}
+    for key in results:
+        try:
+            seen[key] = {"result": results[key]}
+        except DependencyUnavailable as exc:
+            seen[key] = {"unavailable": str(exc), "status": results.status(key)}
+    return seen

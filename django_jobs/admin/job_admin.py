@@ -20,7 +20,7 @@ from django_jobs.admin.paginator import EstimatedCountPaginator
 from django_jobs.admin.reads import list_database
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.admin.views import JobViewsMixin
-from django_jobs.core.states import READY_STATES
+from django_jobs.core.states import READY_STATES, DependencyPolicy
 from django_jobs.models import Job, JobDependency
 
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
@@ -32,6 +32,7 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     (None, (
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
         "next_run", "progress_display", "worker_id", "callback_url", "waits_on",
+        "if_a_dependency_fails", "group_display",
     )),
     ("Times", (
         "created_precise", "updated_precise", "run_at_precise", "started_precise",
@@ -223,22 +224,43 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     def error_details(self, job: Job):
         return display.error_block(job.error)
 
+    @admin.display(description="group")
+    def group_display(self, job: Job):
+        """The group the job belongs to, linked to its page (its progress)."""
+        if job.group_id is None:
+            return display.EMPTY
+        from django_jobs.admin.groups import group_link
+
+        return group_link(job.group_id)
+
+    @admin.display(description="if a dependency fails")
+    def if_a_dependency_fails(self, job: Job):
+        """The job's policy for a dependency that goes dead or is canceled (only a job with
+        dependencies has one)."""
+        if not job.on_dependency_failure and job.status != Job.Status.WAITING and not \
+                JobDependency.objects.filter(job=job).exists():
+            return display.EMPTY
+        return DependencyPolicy(job.on_dependency_failure or DependencyPolicy.WAIT).label
+
     @admin.display(description="waits on")
     def waits_on(self, job: Job):
-        """The jobs this one depends on and their status; a dependency deleted before it
-        completed is named as such (it keeps this job waiting)."""
+        """The jobs this one depends on (with their names) and their status; a deleted
+        dependency is named as such (one deleted before it completed keeps this job waiting)."""
         links = list(JobDependency.objects.filter(job=job).select_related("depends_on")
-                     .only("deleted_status", "depends_on__public_id", "depends_on__status")
+                     .only("deleted_status", "name", "depends_on__public_id",
+                           "depends_on__status")
                      .order_by("pk")[:WAITS_ON_SHOWN + 1])
         if not links:
             return display.EMPTY
         items = [
-            format_html("a deleted job (it was {})", link.get_deleted_status_display() or "?")
-            if link.depends_on is None else format_html(
-                '<a href="{}">{}</a> ({})',
-                reverse("admin:django_jobs_job_change", args=[link.depends_on.pk],
-                        current_app=self.admin_site.name),
-                link.depends_on.public_id, link.depends_on.get_status_display())
+            format_html("{}{}", f"{link.name}: " if link.name else "", (
+                format_html("a deleted job (it was {})",
+                            link.get_deleted_status_display() or "?")
+                if link.depends_on is None else format_html(
+                    '<a href="{}">{}</a> ({})',
+                    reverse("admin:django_jobs_job_change", args=[link.depends_on.pk],
+                            current_app=self.admin_site.name),
+                    link.depends_on.public_id, link.depends_on.get_status_display())))
             for link in links[:WAITS_ON_SHOWN]
         ]
         if len(links) > WAITS_ON_SHOWN:

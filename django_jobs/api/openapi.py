@@ -158,6 +158,10 @@ def _schemas() -> JSONObject:
             "fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
             "message": {"type": "string"}}}]},
         "callback_url": {"type": ["string", "null"]},
+        "on_dependency_failure": {
+            "type": "string", "enum": ["wait", "cancel", "run"],
+            "description": "What the job does if a job it depends on goes dead or is "
+                           "canceled: keep waiting, be canceled, or run anyway."},
         "run_at": TIME, "created_at": TIME, "updated_at": TIME,
         "started_at": MAYBE_TIME, "finished_at": MAYBE_TIME,
     }

@@ -75,6 +75,7 @@ def job_json(
         "cancel_requested": job.cancel_requested,
         "progress": job.progress or None,
         "callback_url": job.callback_url or None,
+        "on_dependency_failure": job.on_dependency_failure or "wait",
         "run_at": iso(job.run_at),
         "created_at": iso(job.created_at),
         "updated_at": iso(job.updated_at),

@@ -33,3 +33,12 @@ PENDING, PROCESSING, COMPLETED = JobStatus.PENDING, JobStatus.PROCESSING, JobSta
 FAILED, DEAD, CANCELED = JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED
 WAITING = JobStatus.WAITING
 READY_STATES = (PENDING, FAILED)
+
+
+class DependencyPolicy(models.TextChoices):
+    """What a waiting job does when one of its dependencies goes dead or is canceled
+    (``Job.on_dependency_failure``; NULL in the row is ``wait``)."""
+
+    WAIT = "wait", "Keep waiting"  # until the dependency is retried and completes
+    CANCEL = "cancel", "Cancel"  # canceled at once, the dependency named in its error
+    RUN = "run", "Run anyway"  # counts the failed dependency as done

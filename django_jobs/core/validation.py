@@ -111,9 +111,11 @@ def enqueue_fields(
     run_at: object = None,
     max_attempts: object = None,
     callback_url: object = None,
+    group_id: object = None,
     now: datetime | None = None,
 ) -> dict[str, object]:
-    """Model field values shared by every job of one enqueue call (all but the payload)."""
+    """Model field values shared by every job of one enqueue call (all but the payload).
+    ``group_id`` is set by ``enqueue_group`` (features/groups.py) only."""
     if not isinstance(type, str) or not type:
         raise InvalidJob({"type": "must be a non-empty string"})
     found = get_handler(type)
@@ -134,7 +136,7 @@ def enqueue_fields(
              f"not {max_attempts!r}"}
         )
     now = now or timezone.now()
-    return {
+    fields: dict[str, object] = {
         "type": type,
         "priority": priority_value(priority),
         "queue": queue,
@@ -144,6 +146,11 @@ def enqueue_fields(
         "created_at": now,
         "updated_at": now,
     }
+    if group_id is not None:
+        if not isinstance(group_id, int) or isinstance(group_id, bool):
+            raise InvalidJob({"group_id": f"must be a group's id, not {group_id!r}"})
+        fields["group_id"] = group_id
+    return fields
 
 
 # --- callback_url: where a job's completion callback may be sent ---

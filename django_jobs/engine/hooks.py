@@ -1,6 +1,6 @@
 """Feature hooks: the points where features (unique keys, dependencies, limits, callbacks,
-follow-ups, crash counting, recurring jobs, pruning) join the engine's verbs and the worker's
-heartbeat.
+follow-ups, groups, crash counting, recurring jobs, pruning) join the engine's verbs and the
+worker's heartbeat.
 
 The engine (``engine/``) and the worker import no feature. A feature subclasses ``Feature``,
 overrides the points it joins (every default does nothing) and is registered once, when the
@@ -21,6 +21,8 @@ points::
     after_finish              finish          in the finish transaction, with what was written
     hold_for_cancel / ended   cancel          rows read (and locked) before the cancel; jobs
                                               that ended outside a finish (cancel, rescue)
+    reopen                    retry           before the rows leave an end state (dead,
+                                              canceled) for pending, in the retry's transaction
     release                   heartbeat       waiting jobs a feature no longer holds back
     rescue                    heartbeat       the lost attempts of jobs whose lease expired
     periodic_steps            heartbeat       work a worker does on each heartbeat (recurring
@@ -96,6 +98,10 @@ class Feature:
     def ended(self, jobs: Sequence[Job], using: str) -> None:
         """Jobs that reached an end state outside a finish (canceled, or dead by a rescue), in
         the transaction that ended them."""
+
+    def reopen(self, retried: JobQuerySet) -> None:
+        """Before a retry (in its transaction): ``retried`` are the rows it will make pending,
+        some of them dead or canceled (ended) until then."""
 
     def release(self, manager: JobManager, waiting: JobQuerySet, now: datetime) -> int:
         """Make pending the jobs of the ``waiting`` queryset this feature held back and no
@@ -195,6 +201,11 @@ def ended(jobs: Sequence[Job], using: str) -> None:
     if jobs:
         for feature in _features:
             feature.ended(jobs, using)
+
+
+def reopen(retried: JobQuerySet) -> None:
+    for feature in _features:
+        feature.reopen(retried)
 
 
 def release(manager: JobManager, waiting: JobQuerySet, now: datetime) -> int:

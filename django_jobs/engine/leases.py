@@ -1,6 +1,7 @@
 """The engine's verbs on leases and waiting jobs: heartbeat, progress, rescue, release at
 shutdown, release of waiting jobs; and the writes of waiting jobs the dependencies feature
-asks for. Mixed into ``Engine`` (``engine/verbs.py``)."""
+asks for (released, or canceled when a dependency will not complete). Mixed into ``Engine``
+(``engine/verbs.py``)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,22 @@ from django.db import transaction
 from django.db.models import F
 
 from django_jobs.core import clock
-from django_jobs.core.states import PENDING, PROCESSING, WAITING
+from django_jobs.core.states import CANCELED, PENDING, PROCESSING, WAITING
 from django_jobs.engine import hooks
+from django_jobs.engine.unique_column import keep_key_if
 from django_jobs.engine.writes import UpdateFields
 
 if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject
     from django_jobs.models import Job
     from django_jobs.models.managers import JobManager, JobQuerySet
 
 
 class LeaseVerbs:
     """``db`` is the engine's database, ``jobs`` the jobs' manager on it (``Job.objects`` on
-    that database: what the verbs query, and what hooks get)."""
+    that database: what the verbs query, and what hooks get); ``row_locks`` is the engine's."""
+
+    row_locks: bool
 
     def __init__(self, using: str) -> None:
         from django_jobs.models import Job
@@ -125,6 +130,27 @@ class LeaseVerbs:
     def mark_has_dependents(self, ids: list[int]) -> None:
         """Flag these jobs as depended on (which also locks their rows until commit)."""
         self.jobs.filter(pk__in=ids, has_dependents=False).update(has_dependents=True)
+
+    def cancel_waiting(self, ids: list[int], error: JSONObject, now: datetime) -> list[Job]:
+        """Waiting jobs among ``ids`` become canceled, with ``error`` saying why (a dependency
+        that will not complete); returns them. In the caller's transaction, which the features
+        that act on ended jobs join (callbacks, groups, the canceled jobs' own dependents)."""
+        with transaction.atomic(using=self.db):
+            waiting = self.jobs.filter(pk__in=ids, status=WAITING).order_by("pk")
+            if self.row_locks:
+                waiting = waiting.select_for_update()
+            held = list(waiting)
+            if not held:
+                return []
+            self.jobs.filter(pk__in=[job.pk for job in held], status=WAITING).update(
+                status=CANCELED, error=error, updated_at=now, finished_at=now,
+                unique_key=keep_key_if(CANCELED),
+            )
+            for job in held:
+                job.__dict__.update(status=CANCELED, error=error, updated_at=now,
+                                    finished_at=now)
+            hooks.ended(held, self.db)
+        return held
 
     def make_pending(self, ids: list[int], now: datetime) -> int:
         """Waiting jobs among ``ids`` become pending, due now; returns how many."""

@@ -30,7 +30,9 @@ class StaffVerbs:
     def retry(self, jobs: JobQuerySet) -> int:
         """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
         retried = jobs.filter(status__in=(DEAD, FAILED, CANCELED))
-        return retried.update(**retry_fields(clock.now(self.db)))
+        with transaction.atomic(using=jobs.db):
+            hooks.reopen(retried)  # groups count their jobs that leave an end state
+            return retried.update(**retry_fields(clock.now(self.db)))
 
     def retry_with_payload(self, jobs: JobQuerySet, payload: JSONValue) -> int:
         """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
@@ -38,7 +40,10 @@ class StaffVerbs:
         Raises InvalidJob if the payload is not JSON-serialisable; changes nothing then.
         """
         payload = check_payload(payload)
-        return jobs.filter(status=DEAD).update(payload=payload, **retry_fields(clock.now(self.db)))
+        retried = jobs.filter(status=DEAD)
+        with transaction.atomic(using=jobs.db):
+            hooks.reopen(retried)
+            return retried.update(payload=payload, **retry_fields(clock.now(self.db)))
 
     def cancel(self, jobs: JobQuerySet) -> int:
         """Pending and failed jobs become canceled; processing ones get a cancel request."""

@@ -141,5 +141,5 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("django_jobs", "0016_trace_context")]
+    dependencies = [("django_jobs", "0017_workflows")]
     operations = [migrations.RunPython(forwards, backwards)]

@@ -1,6 +1,7 @@
 """The tables and their managers, one module each, found by Django here.
 
-``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``tokens``
+``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``groups``
+(``JobGroup``, ``JobGroupMember``), ``tokens``
 (the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
 ``stats`` (finished jobs counted per minute and hour, ``JobStat``),
 with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
@@ -8,6 +9,7 @@ those verbs find the engine), ``instances`` (rows made into instances without
 ``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.
 """
 
+from django_jobs.models.groups import JobGroup, JobGroupMember
 from django_jobs.models.jobs import (
     Job,
     JobAttempt,
@@ -28,6 +30,8 @@ __all__ = [
     "Job",
     "JobAttempt",
     "JobDependency",
+    "JobGroup",
+    "JobGroupMember",
     "JobStat",
     "LimitLock",
     "LimitStart",

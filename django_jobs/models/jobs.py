@@ -7,7 +7,7 @@ Rows change only through the engine's verbs (``engine/``); the methods here and 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ from django.db.models import Field, Q, QuerySet
 from django.db.models.deletion import Collector
 from django.utils import timezone
 
-from django_jobs.core.states import JobStatus, Outcome
+from django_jobs.core.states import DependencyPolicy, JobStatus, Outcome
 from django_jobs.models.managers import (
     JobManager,
     QueueStateManager,
@@ -78,6 +78,16 @@ class Job(ReloadsWhereWritten, models.Model):
     # The OpenTelemetry trace context of the enqueue (core/tracing.py): W3C traceparent and
     # tracestate as compact JSON; NULL when no span was active (or tracing is not installed)
     trace_context = models.TextField(null=True, blank=True, editable=False)  # noqa: DJ001 NULL: none
+    # The group this job belongs to (features/groups.py), which counts it when it ends. No
+    # database constraint and no index: nothing reads jobs by group (JobGroupMember does).
+    group = models.ForeignKey("django_jobs.JobGroup", null=True, blank=True, editable=False,
+                              on_delete=models.DO_NOTHING, db_constraint=False,
+                              db_index=False, related_name="+")
+    # What this job does if a dependency goes dead or is canceled: NULL waits (the default),
+    # "cancel" or "run" (core/states.py DependencyPolicy). Nullable: adding it rewrites no row.
+    on_dependency_failure = models.CharField(  # noqa: DJ001 NULL: wait
+        max_length=8, null=True, blank=True,
+        choices=[(p.value, p.label) for p in DependencyPolicy if p != DependencyPolicy.WAIT])
 
     objects = JobManager()
 
@@ -150,7 +160,8 @@ class Job(ReloadsWhereWritten, models.Model):
         unique_key: str | None = None,
         unique_states: Iterable[str] | None = None,
         unique_for: timedelta | None = None,
-        depends_on: Iterable[Job | int] | None = None,
+        depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> Job:
         """Record a job in the caller's transaction: a rollback leaves no job.
 
@@ -162,12 +173,17 @@ class Job(ReloadsWhereWritten, models.Model):
         ``unique_key`` keeps at most one job of this type per key among ``unique_states``
         (default pending, processing, failed), within fixed windows of ``unique_for``; a
         duplicate returns the existing job, with ``duplicate = True``. ``depends_on`` (jobs or
-        ids) makes the job wait, in state waiting, until all of those have completed.
+        ids, or a mapping of names to them, the names ``dependency_results()`` knows them by)
+        makes the job wait, in state waiting, until all of those have completed.
+        ``on_dependency_failure`` says what it does if one goes dead or is canceled: ``"wait"``
+        (the default: until it is retried and completes), ``"cancel"`` (canceled at once, the
+        dependency named in its error) or ``"run"`` (it counts as done).
         """
         return cls.objects.enqueue(
             type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
             max_attempts=max_attempts, callback_url=callback_url, unique_key=unique_key,
             unique_states=unique_states, unique_for=unique_for, depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
         )
 
     @classmethod
@@ -297,22 +313,19 @@ class QueueState(models.Model):
 
 def keep_unmet_dependency(collector: Collector, field: Field, sub_objs: QuerySet[JobDependency],
                           using: str) -> None:
-    """``on_delete`` of ``JobDependency.depends_on``: deleting a job that had completed deletes
-    its links (it released its dependents, or counts as done for them); deleting one that had
-    not keeps each link, with no ``depends_on`` and the status it had in ``deleted_status``, so
-    its dependents keep waiting. Only the collector is told: nothing is written until the
-    delete runs (the admin collects to show what a delete would do)."""
+    """``on_delete`` of ``JobDependency.depends_on``: deleting a job keeps each of its links,
+    with no ``depends_on`` and the status the job had in ``deleted_status``. A link whose job
+    had completed stays met (it released its dependents, or counts as done for those still
+    waiting on others) and tells ``dependency_results()`` that the result was deleted with the
+    job; one whose job had not completed keeps its dependent waiting. Only the collector is
+    told: nothing is written until the delete runs (the admin collects to show what a delete
+    would do)."""
     rows = list(sub_objs.values_list("pk", "depends_on__status"))
-    met = [pk for pk, status in rows if status == JobStatus.COMPLETED]
-    if met:
-        models.CASCADE(collector, field, sub_objs.model._base_manager.using(using)
-                       .filter(pk__in=met), using)
-    unmet: dict[str, list[JobDependency]] = {}
+    by_status: dict[str, list[JobDependency]] = {}
     for pk, status in rows:
-        if status != JobStatus.COMPLETED:
-            unmet.setdefault(status, []).append(JobDependency(pk=pk))
+        by_status.setdefault(status, []).append(JobDependency(pk=pk))
     deleted_status = JobDependency._meta.get_field("deleted_status")
-    for status, links in unmet.items():
+    for status, links in by_status.items():
         collector.add_field_update(deleted_status, status, links)
         collector.add_field_update(field, None, links)
 
@@ -322,11 +335,12 @@ keep_unmet_dependency.lazy_sub_objs = True  # type: ignore[attr-defined]  # one 
 
 class JobDependency(models.Model):
     """``job`` runs only after ``depends_on`` has completed (``features/dependencies.py`` writes and
-    reads these rows).
+    reads these rows); ``name`` is the dependency's name in ``dependency_results()``, when it
+    was given one (``depends_on={"name": job}``).
 
-    A link whose job was deleted before it completed stays, with ``depends_on`` empty and the
-    status that job had in ``deleted_status``: a dependency that will never complete, which
-    keeps its dependent waiting (``keep_unmet_dependency``).
+    A link whose job was deleted stays, with ``depends_on`` empty and the status that job had
+    in ``deleted_status`` (``keep_unmet_dependency``): met if it had completed (its result is
+    gone), otherwise a dependency that will never complete, which keeps its dependent waiting.
     """
 
     job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE,
@@ -336,6 +350,8 @@ class JobDependency(models.Model):
     # The status of the job ``depends_on`` was when it was deleted; empty while it exists.
     deleted_status = models.CharField(max_length=16, choices=JobStatus.choices, blank=True,
                                       default="")
+    # NULL: a dependency given in a list, without a name (nullable: adding it rewrites no row).
+    name = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
 
     objects = RoutedManager()
 

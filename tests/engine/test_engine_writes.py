@@ -1,9 +1,10 @@
 """Every write to the jobs table goes through the engine.
 
 While the package's verbs run once each (enqueue, unique and dependent inserts, the claim and
-finish of ``run_jobs``, retries, cancels, run now, discard, rescue, release of waiting jobs,
-progress, pruning), every statement that inserts, updates or deletes rows of the jobs table is
-checked: a call in ``django_jobs/engine/`` must be on the stack that sent it.
+finish of ``run_jobs``, a group's count and callback, retries, cancels (a dependent's policy's
+too), run now, discard, rescue, release of waiting jobs, progress, pruning), every statement
+that inserts, updates or deletes rows of the jobs table is checked: a call in
+``django_jobs/engine/`` must be on the stack that sent it.
 """
 
 import re
@@ -16,9 +17,9 @@ from django.db import connection
 from django.utils import timezone
 
 import django_jobs
-from django_jobs import testing
+from django_jobs import enqueue_group, testing
 from django_jobs.features import retention
-from django_jobs.models import Job
+from django_jobs.models import Job, JobGroup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,6 +69,7 @@ def test_every_verb_writes_the_jobs_table_through_the_engine(writes_outside_engi
     Job.enqueue("echo", {"n": 5}, unique_key="order-42")  # the duplicate
     Job.enqueue("echo", {"n": 6}, depends_on=[done])
     Job.enqueue("fidelity_progress", {"message": "half way"})
+    group = enqueue_group("counted", [("echo", {"n": 10})], callback="echo")
     failing = Job.enqueue("always_fails", max_attempts=2)
     testing.run_jobs()
     Job.objects.release_waiting()
@@ -77,6 +79,8 @@ def test_every_verb_writes_the_jobs_table_through_the_engine(writes_outside_engi
     testing.run_jobs(include_delayed=True)
     failing.refresh_from_db()
     assert failing.status == Job.Status.DEAD
+    canceled = Job.enqueue("echo", {"n": 9}, depends_on=[failing], on_dependency_failure="cancel")
+    assert canceled.status == Job.Status.CANCELED  # by its policy, at enqueue
     assert failing.retry()
     pending = Job.enqueue("echo", {"n": 8})
     assert pending.cancel()
@@ -86,5 +90,6 @@ def test_every_verb_writes_the_jobs_table_through_the_engine(writes_outside_engi
     Job.objects.rescue()
     retention.prune({"completed": timedelta(0), "canceled": timedelta(0)})
     assert Job.objects.filter(status=Job.Status.COMPLETED).count() == 0
+    assert JobGroup.objects.get(pk=group.pk).callback_job_id is not None
     assert writes_outside_engine == []
     assert writes_outside_engine.seen >= 15  # the scenario wrote through every verb above

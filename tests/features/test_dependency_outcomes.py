@@ -1,5 +1,6 @@
-"""Only a completed dependency releases its dependents: a dead, canceled or pending one that is
-pruned, deleted in the admin or deleted with ``QuerySet.delete()`` leaves them waiting."""
+"""Only a completed dependency releases its dependents (of the default policy): a dead, canceled
+or pending one that is pruned, deleted in the admin or deleted with ``QuerySet.delete()`` leaves
+them waiting."""
 
 from datetime import timedelta
 
@@ -165,7 +166,8 @@ def test_a_completed_dependency_pruned_after_it_released_its_dependent_changes_n
     assert prune(EVERYTHING, now=timezone.now() + timedelta(days=1))["completed"] == 1
     ReleaseWaiting()()
     assert status_of(dependent) == "pending"
-    assert not JobDependency.objects.filter(job=dependent).exists()
+    (link,) = JobDependency.objects.filter(job=dependent)  # kept, met: the result is gone
+    assert link.depends_on_id is None and link.deleted_status == "completed"
     assert run_once(dependent).status == "completed"
 
 
