@@ -154,7 +154,8 @@ def finish_queries(registered: bool, turn: bool) -> list[str]:
     job = Job.enqueue("echo")
     (claimed,) = Job.objects.claim(worker_id="w", limit=1, lease_seconds=30)
     outcome = run_job(claimed)
-    feature = next(f for f in hooks.registered() if isinstance(f, Groups))
+    features = hooks.registered()
+    feature = next(f for f in features if isinstance(f, Groups))
     if not registered:
         hooks.unregister(feature)
     try:
@@ -165,8 +166,11 @@ def finish_queries(registered: bool, turn: bool) -> list[str]:
             else:
                 assert Job.objects.finish([outcome]) == [outcome]
     finally:
-        if not registered:
-            hooks.register(feature)
+        if not registered:  # back in its place: the features run in the order registered
+            for known in features:
+                hooks.unregister(known)
+            for known in features:
+                hooks.register(known)
     assert Job.objects.get(pk=job.pk).status == "completed"
     return [query["sql"] for query in captured.captured_queries]
 
