@@ -1,4 +1,5 @@
-"""How job values read in the admin: status badges, pretty JSON, errors, durations, sizes."""
+"""How job values read in the admin: status badges, pretty JSON, errors, durations, sizes,
+links to a job's page."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -17,6 +19,18 @@ if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONValue
 
 EMPTY = "-"
+
+
+def job_link(job_id: int | None, text: str) -> str:
+    """``text`` as a link to the job's admin page ("-" for no job; plain where the Job admin is
+    not registered on the site)."""
+    if job_id is None:
+        return EMPTY
+    try:
+        url = reverse("admin:django_jobs_job_change", args=[job_id])
+    except NoReverseMatch:
+        return text
+    return format_html('<a href="{}">{}</a>', url, text)
 
 
 def status_badge(status: str, label: str, *, cancel_requested: bool = False) -> SafeString:

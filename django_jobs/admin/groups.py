@@ -10,6 +10,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from django_jobs.admin.display import job_link
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.models import Job, JobGroup, JobGroupMember
 
@@ -17,16 +18,6 @@ if TYPE_CHECKING:
     from django.http import HttpRequest
 
 JOBS_SHOWN = 50  # jobs a group's page names, in the order they were enqueued
-
-
-def job_link(job_id: int | None, text: str) -> str:
-    if job_id is None:
-        return "-"
-    try:
-        url = reverse("admin:django_jobs_job_change", args=[job_id])
-    except NoReverseMatch:  # the Job admin is not registered on this site
-        return text
-    return format_html('<a href="{}">{}</a>', url, text)
 
 
 def group_link(group_id: int) -> str:

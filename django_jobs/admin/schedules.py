@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured
-from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 
+from django_jobs.admin.display import job_link
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.core import clock
 from django_jobs.features.schedules.config import ScheduleSpec, schedules
@@ -30,16 +30,6 @@ def _specs() -> dict[str, ScheduleSpec]:
         return schedules()
     except ImproperlyConfigured:
         return {}
-
-
-def _job_link(job_id: int | None, text: str) -> str:
-    if job_id is None:
-        return "-"
-    try:
-        url = reverse("admin:django_jobs_job_change", args=[job_id])
-    except NoReverseMatch:  # the Job admin is not registered on this site
-        return text
-    return format_html('<a href="{}">{}</a>', url, text)
 
 
 @admin.register(Schedule)
@@ -100,14 +90,14 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
 
     @admin.display(description="last job")
     def last_job_link(self, obj: Schedule) -> str:
-        return _job_link(obj.last_job_id, f"job {obj.last_job_id}")
+        return job_link(obj.last_job_id, f"job {obj.last_job_id}")
 
     @admin.display(description="recent occurrences")
     def recent_occurrences(self, obj: Schedule) -> str:
         rows = obj.occurrences.order_by("-at")[:20]
         return format_html("<ul>{}</ul>", format_html_join(
             "", "<li>{} {} {}</li>",
-            ((o.at.isoformat(), "(run now)" if o.manual else "", _job_link(o.job_id, "job"))
+            ((o.at.isoformat(), "(run now)" if o.manual else "", job_link(o.job_id, "job"))
              for o in rows),
         ))
 

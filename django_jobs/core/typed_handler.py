@@ -77,7 +77,8 @@ class JobHandler(Generic[P, R]):
         unique_key: str | None = None,
         unique_states: Iterable[str] | None = None,
         unique_for: timedelta | None = None,
-        depends_on: Iterable[Job | int] | None = None,
+        depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None = None,
+        on_dependency_failure: str | None = None,
     ) -> JobHandler[P, R]:
         """The same handler whose verbs enqueue with these options (those of ``Job.enqueue``)
         on top of the ones this one has; options left None keep their value."""
@@ -86,6 +87,7 @@ class JobHandler(Generic[P, R]):
             "max_attempts": max_attempts, "callback_url": callback_url,
             "unique_key": unique_key, "unique_states": unique_states,
             "unique_for": unique_for, "depends_on": depends_on,
+            "on_dependency_failure": on_dependency_failure,
         }
         options = {**self.options, **{k: v for k, v in given.items() if v is not None}}
         return JobHandler(self.type, self.func, self.spec, options)

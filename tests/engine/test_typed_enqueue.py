@@ -61,6 +61,13 @@ def test_options_go_apart_from_the_arguments_through_using():
     assert send_email.enqueue(order_id=2).queue == "default"
 
 
+def test_named_dependencies_and_their_failure_policy_go_through_using():
+    first = send_email.enqueue(order_id=1)
+    job = send_email.using(depends_on={"first": first}, on_dependency_failure="cancel").enqueue(
+        order_id=2)
+    assert job.on_dependency_failure == "cancel" and job.status == "waiting"
+
+
 def test_a_wrong_argument_is_invalid_job_and_nothing_is_written():
     calls = [
         lambda: send_email.enqueue(order_id="x"),  # type: ignore[arg-type]
