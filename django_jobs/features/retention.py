@@ -144,7 +144,29 @@ def prune_pass(
             break
     prune_occurrences(now, batch_size)
     prune_stats(now, batch_size)
+    prune_groups(ages, now, batch_size)
     return counts, not left
+
+
+def prune_groups(ages: dict[str, timedelta | None], now: datetime, batch_size: int) -> int:
+    """Drop the groups that finished longer ago than their jobs are kept (the longest age of
+    completed, dead and canceled jobs: its jobs are pruned by then), with their member rows;
+    none while a status of theirs is kept for ever. Returns the groups deleted."""
+    from django_jobs.models import JobGroup
+
+    kept = [ages.get(status) for status in (JobStatus.COMPLETED, JobStatus.DEAD,
+                                            JobStatus.CANCELED)]
+    if any(age is None for age in kept):
+        return 0
+    cutoff = now - max(age for age in kept if age is not None)
+    old = JobGroup.objects.filter(finished_at__lt=cutoff).order_by("finished_at")
+    total = 0
+    while True:
+        ids = list(old.values_list("pk", flat=True)[:batch_size])
+        if not ids:
+            return total
+        JobGroup.objects.filter(pk__in=ids).delete()  # its members by cascade
+        total += len(ids)
 
 
 def prune_occurrences(now: datetime, batch_size: int) -> int:

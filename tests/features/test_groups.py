@@ -227,3 +227,23 @@ def test_the_admin_shows_groups_with_their_progress_from_their_row(client):
     assert f">{first.public_id}</a> (Completed)" in page and "record, once all have ended" in page
     page = client.get(job_url(first)).content.decode()
     assert group.public_id in page and f"{GROUPS}{group.pk}/change/" in page
+
+
+def test_a_prune_pass_drops_groups_finished_before_their_jobs_retention_with_members():
+    from datetime import timedelta
+
+    from django_jobs.features.retention import prune_groups
+
+    done = enqueue_group("done", [("echo", {"n": 1})], callback="record")
+    open_ = enqueue_group("open", [("echo", {"n": 2})], callback="record")
+    run_once(members(done)[0])
+    finished_at = group_of(done).finished_at
+    assert finished_at is not None and group_of(open_).finished_at is None
+    ages = {"completed": timedelta(days=7), "dead": timedelta(days=30),
+            "canceled": timedelta(days=7)}
+    assert prune_groups(ages, finished_at + timedelta(days=29), 10) == 0  # dead jobs still kept
+    assert prune_groups({**ages, "dead": None}, finished_at + timedelta(days=90), 10) == 0
+    assert prune_groups(ages, finished_at + timedelta(days=31), 1) == 1
+    assert list(JobGroup.objects.values_list("name", flat=True)) == ["open"]
+    assert not JobGroupMember.objects.filter(group_id=done.pk).exists()
+    assert JobGroupMember.objects.filter(group_id=open_.pk).count() == 1
