@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_jobs.core.registry import handler
 from django_jobs.core.retry import ExponentialBackoff, FixedSchedule
+from django_jobs.core.typed_handler import JobHandler
 from django_jobs.core.version import __version__
 from django_jobs.exceptions import (
     DependencyUnavailable,
@@ -34,6 +35,7 @@ __all__ = [
     "FixedSchedule",
     "InvalidJob",
     "JobCanceled",
+    "JobHandler",
     "JobTimeout",
     "PermanentError",
     "RateLimit",
