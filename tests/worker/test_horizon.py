@@ -15,7 +15,7 @@ from django_jobs.engine.postgres import horizon
 from django_jobs.worker.horizon import HorizonWatch
 from tests.admin_helpers import staff
 from tests.api_support import Api, make_token
-from tests.conftest import requires_postgres
+from tests.conftest import requires_postgres, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,6 +31,15 @@ def open_holder(name: str = "horizon-holder") -> psycopg.Connection:
     holder.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     holder.execute("SELECT count(*) FROM django_jobs_job").fetchone()
     return holder
+
+
+def gone(pid: int) -> None:
+    """Wait until the backend of a closed session has left pg_stat_activity."""
+    def left() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+            return cursor.fetchone()[0] == 0
+    wait_for(left, timeout=10)
 
 
 @pytest.fixture
@@ -121,7 +130,9 @@ def test_the_worker_warns_once_while_a_holder_persists_and_once_when_it_clears(s
         assert len(lines) == 2 and lines[1][0] == logging.WARNING
         assert "'second-holder'" in lines[1][1]
 
+        other_pid = other.info.backend_pid
         other.close()
+        gone(other_pid)  # a closed session's backend leaves pg_stat_activity a moment later
         watch("w1")
         watch("w1")
     lines = warnings_and_infos(caplog)
