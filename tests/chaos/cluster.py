@@ -71,8 +71,10 @@ class Cluster:
                                f"\n{self.log()[-2000:]}")
         return result
 
-    def start(self) -> None:
+    def start(self, **settings: object) -> None:
+        """Start the server; ``settings`` are server settings (``max_prepared_transactions=2``)."""
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1"
+        options += "".join(f" -c {name}={value}" for name, value in settings.items())
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.logfile), "-o", options,
                   "-w", "-t", "60", "start")
 
