@@ -232,6 +232,14 @@ class AutoPruner:
     def __init__(self) -> None:
         self.next_at: float | None = None
 
+    @staticmethod
+    def spread(interval: float) -> float:
+        """Seconds to the next pass: an interval on average, at a random point between half
+        and one and a half of it. Workers whose passes caught up together (they shared one
+        backlog) would otherwise keep pruning together, each an interval after the last, and
+        the rows kept would swing by all of them at once."""
+        return interval * random.uniform(0.5, 1.5)  # noqa: S311 (spread, not a secret)
+
     @classmethod
     def budget(cls) -> float:
         """Seconds one pass may take, from the settings."""
@@ -247,7 +255,7 @@ class AutoPruner:
             self.next_at = now + random.uniform(0, float(interval))  # noqa: S311 (spread, not a secret)
         if now < self.next_at:
             return
-        self.next_at = now + float(interval)  # a pass that fails waits an interval too
+        self.next_at = now + self.spread(float(interval))  # a pass that fails waits too
         try:
             counts, caught_up = prune_pass(configured_ages(), deadline=now + self.budget())
         except DatabaseError as exc:

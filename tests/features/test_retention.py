@@ -243,7 +243,24 @@ def test_a_pass_that_fails_waits_an_interval_before_the_next():
     pruner.next_at = 0.0
     with pytest.raises(ValueError, match="finished"):
         pruner("w")
-    assert pruner.next_at > time.monotonic() + 200
+    assert pruner.next_at > time.monotonic() + 140  # half the default 300 s at least
+
+
+@pytest.mark.django_db
+@override_settings(DJANGO_JOBS={"PRUNE_INTERVAL": 60})
+def test_workers_that_caught_up_together_prune_next_at_spread_points():
+    """Pruners whose passes ended together (one shared backlog) must not stay in step: each
+    picks its next pass between half and one and a half intervals on."""
+    make("completed", 1)
+    pruners = [AutoPruner() for _ in range(40)]
+    started = time.monotonic()
+    for pruner in pruners:
+        pruner.next_at = 0.0
+        pruner("w")
+    ended = time.monotonic()
+    offsets = [pruner.next_at - started for pruner in pruners]
+    assert all(30 <= offset <= 90 + (ended - started) for offset in offsets)
+    assert max(offsets) - min(offsets) > 30  # 40 in step would differ by milliseconds
 
 
 @pytest.mark.django_db
