@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Self
 
 from asgiref.sync import sync_to_async
 from django.db import models, router
+from django.db.models import Q
 
 from django_jobs.core import clock, contract
-from django_jobs.core.contract import ClaimRequest
+from django_jobs.core.contract import ClaimKey, ClaimRequest
 from django_jobs.core.states import DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 
 if TYPE_CHECKING:
@@ -76,6 +77,11 @@ class JobQuerySet(RoutedQuerySet):
         if queues:
             qs = qs.filter(queue__in=queues)
         return qs.order_by("-priority", "run_at", "id")
+
+    def after(self, key: ClaimKey) -> Self:
+        """Those of these jobs of ``key``'s priority that come after it in claim order."""
+        return self.filter(Q(run_at__gt=key.run_at) | Q(run_at=key.run_at, id__gt=key.id),
+                           priority=key.priority)
 
     def stale(self, now: datetime | None = None) -> Self:
         """Processing jobs whose lease ran out: their worker is presumed dead."""

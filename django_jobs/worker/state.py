@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from django_jobs.engine.postgres.listener import Listener
     from django_jobs.models import Job
+    from django_jobs.worker.claim_cursor import ClaimCursor
     from django_jobs.worker.claim_size import ClaimSize
     from django_jobs.worker.deadlines import Running
     from django_jobs.worker.log_lines import Tally
@@ -44,6 +45,7 @@ class WorkerState(Protocol):
     outbox: Outbox  # outcomes from the slot threads, waiting to be written
     slots: list[Slot]  # the slot threads that run the jobs
     sizer: ClaimSize  # how many jobs a turn claims
+    cursor: ClaimCursor  # where its next claim starts reading the ready index
     tally: Tally  # the INFO summary of finished jobs
     outages: Outages  # database errors: the backoff, and one log line per outage
     periodic: Periodic  # the heartbeat's steps: the features', then the release
