@@ -56,8 +56,10 @@ from benchmarks import throughput  # noqa: E402
 from benchmarks.drain import command, reap, wait_until_blocked  # noqa: E402
 
 TABLE = "django_jobs_job"
-INDEXES = {"ready": ("django_jobs_ready_any_idx", "django_jobs_ready_idx"),
-           "lease": ("django_jobs_lease_idx",)}
+INDEXES = {
+    "ready": ("django_jobs_ready_any_idx", "django_jobs_ready_idx"),
+    "lease": ("django_jobs_lease_idx",),
+}
 TARGETS = {"last_over_first": 1.5, "held_over_plain": 0.8}
 SAMPLE_SECONDS = 0.25
 
@@ -68,12 +70,15 @@ def fill(control: psycopg.Connection, count: int) -> None:
     from django_jobs.models import Job
 
     first = Job.enqueue("bench.noop", {})
-    columns = [f.column for f in Job._meta.concrete_fields
-               if f.column not in ("id", "public_id", "run_at", "created_at")]
+    columns = [
+        f.column
+        for f in Job._meta.concrete_fields
+        if f.column not in ("id", "public_id", "run_at", "created_at")
+    ]
     listed = ", ".join(f'"{c}"' for c in columns)
     copied = ", ".join(f't."{c}"' for c in columns)
     control.execute(
-        f'INSERT INTO {TABLE} (public_id, run_at, created_at, {listed}) '
+        f"INSERT INTO {TABLE} (public_id, run_at, created_at, {listed}) "
         f"SELECT 'j-' || lpad(to_hex(g), 20, '0'), t.run_at + g * interval '1 microsecond', "
         f"t.created_at, {copied} "
         f"FROM {TABLE} AS t, generate_series(1, %s) AS g WHERE t.id = %s",
@@ -84,9 +89,12 @@ def fill(control: psycopg.Connection, count: int) -> None:
 
 def index_reads(control: psycopg.Connection) -> dict[str, int]:
     """The entries each kind of index (``INDEXES``) has handed out to scans so far."""
-    rows = dict(control.execute(
-        "SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes WHERE relname = %s",
-        (TABLE,)).fetchall())
+    rows = dict(
+        control.execute(
+            "SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes WHERE relname = %s",
+            (TABLE,),
+        ).fetchall()
+    )
     return {kind: sum(rows.get(name, 0) for name in names) for kind, names in INDEXES.items()}
 
 
@@ -115,8 +123,7 @@ class Sampler(threading.Thread):
         return self.samples[-1][1]
 
 
-def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool
-              ) -> dict[str, Any]:
+def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool) -> dict[str, Any]:
     throughput.reset(control)
     fill(control, args.jobs)
     dsn = control.info.dsn
@@ -129,13 +136,20 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool
     try:
         with control.transaction():
             control.execute(f"LOCK TABLE {TABLE} IN EXCLUSIVE MODE")
-            procs = [subprocess.Popen(command("ours", i, args, dsn, options=[]), cwd=ROOT,
-                                      stdout=log, stderr=subprocess.STDOUT)
-                     for i, log in enumerate(logs)]
+            procs = [
+                subprocess.Popen(
+                    command("ours", i, args, dsn, options=[]),
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+                for i, log in enumerate(logs)
+            ]
             wait_until_blocked(control, TABLE, procs, logs)
             sampler.start()
-            started = float(control.execute(
-                "SELECT extract(epoch FROM clock_timestamp())").fetchone()[0])
+            started = float(
+                control.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()[0]
+            )
         reap(procs, logs)
         time.sleep(1.2)  # the workers' last statistics reach the shared counts
     finally:
@@ -144,24 +158,35 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool
             sampler.join()
         holder.close()
     completed = control.execute(
-        f"SELECT count(*) FROM {TABLE} WHERE status = 'completed' AND attempt = 1").fetchone()[0]
+        f"SELECT count(*) FROM {TABLE} WHERE status = 'completed' AND attempt = 1"
+    ).fetchone()[0]
     if completed != args.jobs:
         raise RuntimeError(f"{completed} of {args.jobs} jobs completed once")
     ends = [started]  # the tenths' ends, by the jobs' finished_at
     for tenth in range(1, 11):
         offset = max(args.jobs * tenth // 10 - 1, 0)
-        ends.append(float(control.execute(
-            f"SELECT extract(epoch FROM finished_at) FROM {TABLE} ORDER BY finished_at "
-            f"OFFSET %s LIMIT 1", (offset,)).fetchone()[0]))
+        ends.append(
+            float(
+                control.execute(
+                    f"SELECT extract(epoch FROM finished_at) FROM {TABLE} ORDER BY finished_at "
+                    f"OFFSET %s LIMIT 1",
+                    (offset,),
+                ).fetchone()[0]
+            )
+        )
     tenths = []
     for tenth in range(10):
         jobs = args.jobs * (tenth + 1) // 10 - args.jobs * tenth // 10
         before, after = sampler.at(ends[tenth]), sampler.at(ends[tenth + 1])
-        tenths.append({
-            "ms_per_1000_jobs": (ends[tenth + 1] - ends[tenth]) / jobs * 1e6,
-            **{f"{kind}_entries_per_job": (after[kind] - before[kind]) / jobs
-               for kind in INDEXES},
-        })
+        tenths.append(
+            {
+                "ms_per_1000_jobs": (ends[tenth + 1] - ends[tenth]) / jobs * 1e6,
+                **{
+                    f"{kind}_entries_per_job": (after[kind] - before[kind]) / jobs
+                    for kind in INDEXES
+                },
+            }
+        )
     seconds = ends[-1] - started
     return {"rate": args.jobs / seconds, "seconds": seconds, "tenths": tenths}
 
@@ -187,39 +212,53 @@ def main() -> None:
     args = parse_args()
     kinds = [args.only] if args.only else ["plain", "held"]
     runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
-    with throughput.bench_database(), \
-            psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as control:
+    with (
+        throughput.bench_database(),
+        psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as control,
+    ):
         for index in range(args.repeat):
             for kind in kinds if index % 2 == 0 else kinds[::-1]:
                 runs[kind].append(one_drain(args, control, held=kind == "held"))
-    print(f"{args.jobs:,} jobs, {args.workers} workers as shipped, {args.repeat} repeat(s); "
-          f"last tenth / first tenth")
-    print(f"{'kind':<6} {'jobs/s':>8} {'s/job':>7} {'ready/job':>10} {'lease/job':>10}  "
-          f"ready entries per job, first -> last tenth")
+    print(
+        f"{args.jobs:,} jobs, {args.workers} workers as shipped, {args.repeat} repeat(s); "
+        f"last tenth / first tenth"
+    )
+    print(
+        f"{'kind':<6} {'jobs/s':>8} {'s/job':>7} {'ready/job':>10} {'lease/job':>10}  "
+        f"ready entries per job, first -> last tenth"
+    )
     summary: dict[str, Any] = {}
     for kind, drains in runs.items():
         figures = {
             "rate": statistics.median(d["rate"] for d in drains),
-            "time_growth": statistics.median(growth(d["tenths"], "ms_per_1000_jobs")
-                                             for d in drains),
-            "ready_growth": statistics.median(growth(d["tenths"], "ready_entries_per_job")
-                                              for d in drains),
-            "lease_growth": statistics.median(growth(d["tenths"], "lease_entries_per_job")
-                                              for d in drains),
+            "time_growth": statistics.median(
+                growth(d["tenths"], "ms_per_1000_jobs") for d in drains
+            ),
+            "ready_growth": statistics.median(
+                growth(d["tenths"], "ready_entries_per_job") for d in drains
+            ),
+            "lease_growth": statistics.median(
+                growth(d["tenths"], "lease_entries_per_job") for d in drains
+            ),
         }
         summary[kind] = {**figures, "drains": drains}
         first, last = drains[0]["tenths"][0], drains[0]["tenths"][-1]
-        print(f"{kind:<6} {figures['rate']:>8.0f} {figures['time_growth']:>7.2f} "
-              f"{figures['ready_growth']:>10.2f} {figures['lease_growth']:>10.2f}  "
-              f"{first['ready_entries_per_job']:.1f} -> {last['ready_entries_per_job']:.1f}; "
-              f"ms per 1000 jobs {first['ms_per_1000_jobs']:.0f} -> "
-              f"{last['ms_per_1000_jobs']:.0f}")
+        print(
+            f"{kind:<6} {figures['rate']:>8.0f} {figures['time_growth']:>7.2f} "
+            f"{figures['ready_growth']:>10.2f} {figures['lease_growth']:>10.2f}  "
+            f"{first['ready_entries_per_job']:.1f} -> {last['ready_entries_per_job']:.1f}; "
+            f"ms per 1000 jobs {first['ms_per_1000_jobs']:.0f} -> "
+            f"{last['ms_per_1000_jobs']:.0f}"
+        )
     if len(kinds) == 2:
-        ratio = statistics.median(h["rate"] / p["rate"]
-                                  for h, p in zip(runs["held"], runs["plain"], strict=True))
+        ratio = statistics.median(
+            h["rate"] / p["rate"] for h, p in zip(runs["held"], runs["plain"], strict=True)
+        )
         summary["held_over_plain"] = ratio
-        print(f"held / plain rate: {ratio:.2f} (target >= {TARGETS['held_over_plain']}); "
-              f"held's s/job growth target <= {TARGETS['last_over_first']}")
+        print(
+            f"held / plain rate: {ratio:.2f} (target >= {TARGETS['held_over_plain']}); "
+            f"held's s/job growth target <= {TARGETS['last_over_first']}"
+        )
     print(f"written to {throughput.write_json('held_snapshot', args, summary=summary)}")
 
 

@@ -119,8 +119,10 @@ class JobEngine(Protocol):
         """Renew a worker's leases; returns the ids still held and those asked to cancel."""
         ...
 
-    def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
-        """Record the lost attempts of jobs whose lease expired (their worker died)."""
+    def rescue(self, *, limit: int = 100, now: datetime | None = None,
+               since: datetime | None = None) -> list[Job]:
+        """Record the lost attempts of jobs whose lease expired (their worker died); with
+        ``since``, only if a lease ran out at or after it."""
         ...
 
     def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:

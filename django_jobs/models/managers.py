@@ -194,9 +194,11 @@ class JobManager(_JobManagerBase):
         """Renew a worker's leases; returns the ids still held and those asked to cancel."""
         return contract.engine(self.db).heartbeat(held=held, lease_seconds=lease_seconds)
 
-    def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
-        """Record the lost attempts of jobs whose lease expired (their worker died)."""
-        return contract.engine(self.db).rescue(limit=limit, now=now)
+    def rescue(self, *, limit: int = 100, now: datetime | None = None,
+               since: datetime | None = None) -> list[Job]:
+        """Record the lost attempts of jobs whose lease expired (their worker died); with
+        ``since``, only if a lease ran out at or after it (the engine's ``rescue``)."""
+        return contract.engine(self.db).rescue(limit=limit, now=now, since=since)
 
     def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:
         """Hand held jobs back to the queue at shutdown, without spending their attempt; they

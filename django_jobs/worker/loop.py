@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -77,6 +78,8 @@ class Worker:
         self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
         self.processed = 0
         self.paused: set[str] = set()
+        self.rescued_until: datetime | None = None  # heartbeat.rescue
+        self.full_rescue_at = 0.0
         self.listener: Listener | None = None
         self.previous_handlers: dict[int, object] = {}  # of the stop signals
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release

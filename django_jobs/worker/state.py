@@ -9,6 +9,7 @@ down here. ``loop.Worker`` is one: mypy checks it wherever the loop passes ``sel
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -60,6 +61,10 @@ class WorkerState(Protocol):
     solo: Job | None  # a job that was in a crash, to run alone (suspects.py)
     solo_started: bool  # ``solo`` has been handed to a thread
     paused: set[str]  # the paused queues, read at each heartbeat; a claim skips them
+    # The database's time of its last rescue that found no lease run out (heartbeat.py), and
+    # when (time.monotonic()) its next rescue looks from the lease index's front.
+    rescued_until: datetime | None
+    full_rescue_at: float
 
     # Where it stands.
     claimed: int  # jobs claimed so far (``options.max_jobs`` bounds it)
