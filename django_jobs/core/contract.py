@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -26,12 +26,38 @@ if TYPE_CHECKING:
     from django_jobs.models.managers import JobQuerySet
 
 
+class ClaimKey(NamedTuple):
+    """Where a job stands in claim order (the ready indexes' order: priority descending, then
+    run_at, then id)."""
+
+    priority: int
+    run_at: datetime
+    id: int
+
+    @classmethod
+    def furthest(cls, jobs: Sequence[Job]) -> ClaimKey | None:
+        """The key of the job of ``jobs`` that comes last in claim order (None: no job)."""
+        if not jobs:
+            return None
+        last = max(jobs, key=lambda job: (-job.priority, job.run_at, job.pk))
+        return cls(last.priority, last.run_at, last.pk)
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimRequest:
     """What a claim asks for: up to ``limit`` ready jobs for worker ``worker_id``, leased for
     ``lease_seconds``, from ``queues`` (None: every queue) but not ``exclude_queues`` (the
     paused ones), under ``lease_token`` (None: a new one). ``waiter``: on PostgreSQL, how the
-    claim registers its worker as waiting (``Waiting``)."""
+    claim registers its worker as waiting (``Waiting``).
+
+    ``after``: where the worker's last claim ended (``ClaimKey``). The claim then reads the
+    ready rows of that key's priority that come after it, so that its walk of the ready index
+    starts there instead of at the index's front, where the entries of the rows claimed
+    before lie until vacuum removes them (which a long-open snapshot prevents). If nothing is
+    found after the key, the claim reads from the front: a claim returns nothing only when
+    nothing is ready. A row placed before the key (a higher priority enqueued later, a run_at
+    in the past, a job handed back) is taken by the worker's next claim without ``after``,
+    which the worker sends at least once per heartbeat (``worker/claim_cursor.py``)."""
 
     worker_id: str
     limit: int
@@ -40,6 +66,7 @@ class ClaimRequest:
     exclude_queues: Sequence[str] = ()
     lease_token: uuid.UUID | None = None
     waiter: Waiting | None = None
+    after: ClaimKey | None = None
 
 
 @dataclass(frozen=True)
@@ -92,8 +119,10 @@ class JobEngine(Protocol):
         """Renew a worker's leases; returns the ids still held and those asked to cancel."""
         ...
 
-    def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
-        """Record the lost attempts of jobs whose lease expired (their worker died)."""
+    def rescue(self, *, limit: int = 100, now: datetime | None = None,
+               since: datetime | None = None) -> list[Job]:
+        """Record the lost attempts of jobs whose lease expired (their worker died); with
+        ``since``, only if a lease ran out at or after it."""
         ...
 
     def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:

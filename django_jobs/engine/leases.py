@@ -72,15 +72,25 @@ class LeaseVerbs:
             job.progress = progress
         return bool(changed)
 
-    def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
+    def rescue(self, *, limit: int = 100, now: datetime | None = None,
+               since: datetime | None = None) -> list[Job]:
         """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
         counted apart from errors (the rescue hook of ``features/crashes.py``).
 
         Any worker may run this at any time: every write is fenced on the old lease token,
         so two rescuers never both record the same lost attempt.
+
+        ``since``: the time of the caller's last rescue that found no lease run out. Only the
+        leases that ran out from then on are looked for, so the look reads the lease index
+        from there: while a snapshot older than them is open, the entries of every job
+        claimed and finished since stay in that index, under leases long run out, and a look
+        from the start would pass them all (``worker/heartbeat.py``).
         """
         now = now or clock.now(self.db)
-        if not self.jobs.stale(now).exists():
+        stale = self.jobs.stale(now)
+        if since is not None:
+            stale = stale.filter(leased_until__gte=since)
+        if not stale.exists():
             # Almost every heartbeat: one read, in autocommit, that locks no row.
             return []
         with transaction.atomic(using=self.db):

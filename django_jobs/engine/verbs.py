@@ -129,7 +129,9 @@ class Engine(StaffVerbs, LeaseVerbs):
         """Take up to ``request.limit`` ready jobs for this worker, in one short transaction.
 
         Highest priority first, then earliest run_at, then oldest: the order of the partial
-        ready indexes. How the rows are taken is ``take``'s (``engine/portable.py``).
+        ready indexes; with ``request.after``, from that key on, or from the start if nothing
+        comes after it (``ClaimRequest``). How the rows are taken is ``take``'s
+        (``engine/portable.py``).
         """
         if request.limit < 1:
             return []
@@ -138,6 +140,10 @@ class Engine(StaffVerbs, LeaseVerbs):
         if request.exclude_queues:
             ready = ready.exclude(queue__in=request.exclude_queues)
         values = claim_values(request.worker_id, now, request.lease_seconds, request.lease_token)
+        if request.after is not None:  # from where the worker's last claim ended, if any is
+            jobs = self.take(ready.after(request.after), values, request.limit, now)
+            if jobs:
+                return jobs
         return self.take(ready, values, request.limit, now)
 
     def take(self, ready: JobQuerySet, values: ClaimValues, limit: int, now: datetime

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any, Self
 
 from asgiref.sync import sync_to_async
 from django.db import models, router
+from django.db.models import Q
 
 from django_jobs.core import clock, contract
-from django_jobs.core.contract import ClaimRequest
+from django_jobs.core.contract import ClaimKey, ClaimRequest
 from django_jobs.core.states import DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 
 if TYPE_CHECKING:
@@ -76,6 +77,11 @@ class JobQuerySet(RoutedQuerySet):
         if queues:
             qs = qs.filter(queue__in=queues)
         return qs.order_by("-priority", "run_at", "id")
+
+    def after(self, key: ClaimKey) -> Self:
+        """Those of these jobs of ``key``'s priority that come after it in claim order."""
+        return self.filter(Q(run_at__gt=key.run_at) | Q(run_at=key.run_at, id__gt=key.id),
+                           priority=key.priority)
 
     def stale(self, now: datetime | None = None) -> Self:
         """Processing jobs whose lease ran out: their worker is presumed dead."""
@@ -188,9 +194,11 @@ class JobManager(_JobManagerBase):
         """Renew a worker's leases; returns the ids still held and those asked to cancel."""
         return contract.engine(self.db).heartbeat(held=held, lease_seconds=lease_seconds)
 
-    def rescue(self, *, limit: int = 100, now: datetime | None = None) -> list[Job]:
-        """Record the lost attempts of jobs whose lease expired (their worker died)."""
-        return contract.engine(self.db).rescue(limit=limit, now=now)
+    def rescue(self, *, limit: int = 100, now: datetime | None = None,
+               since: datetime | None = None) -> list[Job]:
+        """Record the lost attempts of jobs whose lease expired (their worker died); with
+        ``since``, only if a lease ran out at or after it (the engine's ``rescue``)."""
+        return contract.engine(self.db).rescue(limit=limit, now=now, since=since)
 
     def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:
         """Hand held jobs back to the queue at shutdown, without spending their attempt; they

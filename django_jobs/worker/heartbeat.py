@@ -12,6 +12,7 @@ these: the database decides.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,22 @@ logger = logging.getLogger("django_jobs.worker")
 
 # A worker row whose heartbeat is this many leases old belongs to a worker that is gone.
 STALE_ROW_LEASES = 4
+
+
+def rescue(worker: WorkerState) -> list[Job]:
+    """The engine's rescue, looking only at the leases that ran out since this worker's last
+    rescue that found none (``since``): under a long-open snapshot the lease index keeps an
+    entry, its lease long run out, for every job claimed since, and a look from the start
+    would read them all at every heartbeat. At least once per lease the look starts at the
+    index's front, for a lease no bounded look saw (one that ran out before the last look
+    yet was written after it; one another worker was rescuing)."""
+    now, beat = clock.now(Job.objects.db), time.monotonic()
+    since = worker.rescued_until if beat < worker.full_rescue_at else None
+    if since is None:
+        worker.full_rescue_at = beat + worker.options.lease_seconds
+    rescued = Job.objects.rescue(now=now, since=since)
+    worker.rescued_until = None if rescued else now
+    return rescued
 
 
 def heartbeat(worker: WorkerState) -> None:
@@ -51,7 +68,7 @@ def heartbeat(worker: WorkerState) -> None:
         )
     for pk in cancel:
         worker.interrupt(pk, JobCanceled)
-    for job in Job.objects.rescue():
+    for job in rescue(worker):
         dead = job.status == Job.Status.DEAD
         then = ("dead: it does not run again" if dead
                 else f"{job.status}, runs again at {at_utc(job.run_at)}")

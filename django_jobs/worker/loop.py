@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ from django_jobs.engine.postgres.listener import Listener
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
 from django_jobs.worker import claim_size, execution, suspects, turn
+from django_jobs.worker.claim_cursor import ClaimCursor
 from django_jobs.worker.deadlines import Running, enforce_deadlines
 from django_jobs.worker.heartbeat import heartbeat
 from django_jobs.worker.log_lines import Tally, default_worker_id
@@ -60,6 +62,7 @@ class Worker:
         self.wake = threading.Event()
         self.inbox = Inbox()
         self.sizer = claim_size.ClaimSize(options.concurrency, options.prefetch)  # jobs per claim
+        self.cursor = ClaimCursor(options.heartbeat_seconds, options.queues)  # claims start
         self.tally = Tally(self.worker_id)  # the INFO summary of finished jobs
         self.running: dict[int, Running] = {}  # the jobs claimed and not yet written, by id
         self.outbox = Outbox(self.wake, self.inbox, self.running)  # outcomes from the threads
@@ -75,6 +78,8 @@ class Worker:
         self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
         self.processed = 0
         self.paused: set[str] = set()
+        self.rescued_until: datetime | None = None  # heartbeat.rescue
+        self.full_rescue_at = 0.0
         self.listener: Listener | None = None
         self.previous_handlers: dict[int, object] = {}  # of the stop signals
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release

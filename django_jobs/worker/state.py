@@ -9,6 +9,7 @@ down here. ``loop.Worker`` is one: mypy checks it wherever the loop passes ``sel
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
     from django_jobs.engine.postgres.listener import Listener
     from django_jobs.models import Job
+    from django_jobs.worker.claim_cursor import ClaimCursor
     from django_jobs.worker.claim_size import ClaimSize
     from django_jobs.worker.deadlines import Running
     from django_jobs.worker.log_lines import Tally
@@ -44,6 +46,7 @@ class WorkerState(Protocol):
     outbox: Outbox  # outcomes from the slot threads, waiting to be written
     slots: list[Slot]  # the slot threads that run the jobs
     sizer: ClaimSize  # how many jobs a turn claims
+    cursor: ClaimCursor  # where its next claim starts reading the ready index
     tally: Tally  # the INFO summary of finished jobs
     outages: Outages  # database errors: the backoff, and one log line per outage
     periodic: Periodic  # the heartbeat's steps: the features', then the release
@@ -58,6 +61,10 @@ class WorkerState(Protocol):
     solo: Job | None  # a job that was in a crash, to run alone (suspects.py)
     solo_started: bool  # ``solo`` has been handed to a thread
     paused: set[str]  # the paused queues, read at each heartbeat; a claim skips them
+    # The database's time of its last rescue that found no lease run out (heartbeat.py), and
+    # when (time.monotonic()) its next rescue looks from the lease index's front.
+    rescued_until: datetime | None
+    full_rescue_at: float
 
     # Where it stands.
     claimed: int  # jobs claimed so far (``options.max_jobs`` bounds it)

@@ -85,11 +85,12 @@ def claim(worker: WorkerState) -> int:
             waiter = Waiting(pid, room, holding=len(worker.running) > len(outcomes))
     if free <= 0 and not outcomes:
         return 0
-    limit, token = max(free, 0), uuid.uuid4()
+    limit, token, sent = max(free, 0), uuid.uuid4(), time.monotonic()
+    after = worker.cursor.after(sent) if limit > 0 else None  # claim_cursor.py
     request = ClaimRequest(
         worker.worker_id, limit, worker.options.lease_seconds,
         queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
-        lease_token=token, waiter=waiter,
+        lease_token=token, waiter=waiter, after=after,
     )
     try:
         written, jobs = contract.engine(Job.objects.db).finish_and_claim(outcomes, request)
@@ -101,6 +102,8 @@ def claim(worker: WorkerState) -> int:
         if limit > 0:
             worker.in_doubt.append(token)
         raise
+    if limit > 0:
+        worker.cursor.claimed(after, jobs, sent)
     if listener is not None and limit > 0:
         listener.claim_sent(heard, waiter is not None and len(jobs) < room)
     record(worker, outcomes, written)

@@ -23,6 +23,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from django_jobs.core.contract import ClaimKey
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.states import READY_STATES
 from django_jobs.engine import engine_for
@@ -45,6 +46,9 @@ SELECTIONS = [(None, ()), (["default"], ()), (["default", "mail"], ()), (QUEUES,
 # the selections of at most one queue.
 LIMITED_SELECTIONS = [(queues, excluded) for queues, excluded in SELECTIONS
                       if queues is None or len(queues) == 1]
+# A worker of two or more queues claims without a key (``worker/claim_cursor.py``).
+ONE_WALK_SELECTIONS = [(queues, excluded) for queues, excluded in SELECTIONS
+                       if queues is None or len(queues) == 1]
 # Large enough that after an ANALYZE of a small table a ready index, read from its start,
 # looks cheaper than the primary key for finding one row.
 BURST = 100_000
@@ -135,13 +139,14 @@ def _json(value: Any) -> dict[str, Any]:
     return (json.loads(value) if isinstance(value, str) else value)[0]["Plan"]
 
 
-def claim_sql(size: int, queues: list[str] | None, excluded: list[str]) -> tuple[str, list]:
+def claim_sql(size: int, queues: list[str] | None, excluded: list[str],
+              after: ClaimKey | None = None) -> tuple[str, list]:
     now = timezone.now()
     values = {"lease_token": uuid.uuid4(), "leased_until": now, "worker_id": "w",
               "started_at": now, "updated_at": now}
     text, params, _ = postgres.claim_statement(
         Job, values=values, ready_states=READY_STATES, now=now, queues=queues,
-        exclude_queues=excluded, limit=size,
+        exclude_queues=excluded, limit=size, after=after,
     )
     return text, params
 
@@ -181,6 +186,28 @@ def test_the_claim_walks_the_ready_index_in_order(jobs_table, state):
             sql, params = claim_sql(size, queues, excluded)
             for name, plan_of in (("custom", custom_plan), ("generic", generic_plan)):
                 found = claim_faults(plan_of(sql, params), len(queues or ()) or 1)
+                if found:
+                    faults[f"{name} plan, n={size}, queues={queues}, exclude={excluded}"] = found
+    assert faults == {}
+
+
+@pytest.mark.parametrize("state", STATES, ids=lambda state: state.__name__)
+def test_a_claim_after_a_key_starts_its_walk_of_the_ready_index_at_the_key(jobs_table, state):
+    """The key's priority and its (run_at, id) bound the index scan itself (its Index Cond),
+    so the walk does not pass the entries before the key (claim_cursor.py)."""
+    state()
+    key = ClaimKey(0, timezone.now() - timezone.timedelta(minutes=1), 5)
+    faults = {}
+    for size in SIZES:
+        for queues, excluded in ONE_WALK_SELECTIONS:
+            sql, params = claim_sql(size, queues, excluded, after=key)
+            for name, plan_of in (("custom", custom_plan), ("generic", generic_plan)):
+                plan = plan_of(sql, params)
+                found = claim_faults(plan, len(queues or ()) or 1)
+                walks = [n for n in nodes(plan)
+                         if n["Node Type"] in SCANS and n["Index Name"] in READY_INDEXES]
+                found += [f"walk bounded by {walk.get('Index Cond')}" for walk in walks
+                          if "ROW(run_at, id) >" not in walk.get("Index Cond", "")]
                 if found:
                     faults[f"{name} plan, n={size}, queues={queues}, exclude={excluded}"] = found
     assert faults == {}

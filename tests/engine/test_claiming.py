@@ -158,6 +158,16 @@ def test_expired_lease_is_rescued_as_a_lost_attempt_and_retried():
     assert Job.objects.rescue() == []  # idempotent
 
 
+def test_a_rescue_since_a_time_looks_only_at_the_leases_that_ran_out_from_then_on():
+    job = Job.enqueue("echo")
+    claim(lease_seconds=30)
+    ran_out = timezone.now() - timedelta(seconds=10)
+    Job.objects.filter(pk=job.pk).update(leased_until=ran_out)
+    assert Job.objects.rescue(since=ran_out + timedelta(microseconds=1)) == []
+    assert Job.objects.get(pk=job.pk).status == S.PROCESSING
+    assert [j.pk for j in Job.objects.rescue(since=ran_out)] == [job.pk]
+
+
 def test_a_heartbeat_with_nothing_to_rescue_or_release_reads_once_each_and_locks_nothing():
     """rescue and the dependency sweep run on every heartbeat of every worker: when there is
     nothing to do they are one plain read each, outside any transaction."""

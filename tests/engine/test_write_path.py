@@ -15,6 +15,8 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from django_jobs.core import contract
+from django_jobs.core.contract import ClaimKey, ClaimRequest
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.models import Job, JobAttempt
@@ -93,6 +95,48 @@ def test_a_claim_from_several_queues_takes_what_ready_selects_in_its_order(queue
     assert all(len(batch) == 4 for batch in taken[:-1])  # a claim takes as many as it may
     left = Counter(Job.objects.ready().values_list("queue", flat=True))
     assert left == {queue: 6 for queue in {"mail", "sms", "push", "other"} - set(queues)}
+
+
+def claim_after(key, limit=4, queues=None, outcomes=()):
+    """A worker's turn claiming from ``key`` on (``ClaimRequest.after``)."""
+    request = ClaimRequest("w1", limit, 30.0, queues=queues, after=key)
+    return contract.engine("default").finish_and_claim(list(outcomes), request)[1]
+
+
+@pytest.mark.parametrize("queues", [None, ["mail"], ["mail", "sms"]])
+def test_a_claim_after_a_key_takes_what_ready_selects_after_it_then_from_the_start(queues):
+    now = timezone.now()
+    for n in range(30):
+        Job.enqueue("noop", queue=["mail", "sms", "other"][n % 3], priority=[0, 10, -10][n % 2],
+                    run_at=now - timedelta(seconds=n % 4))
+    ready = Job.objects.ready(queues, timezone.now())
+    order = list(ready)
+    key = ClaimKey(order[3].priority, order[3].run_at, order[3].pk)
+    after = [j.pk for j in ready.after(key)]
+    assert 0 < len(after) < len(order) - 4  # the key's priority has rows after it, not all
+    taken, batch = [], []
+    while len(taken) < len(after):  # each claim from where the last ended, as a worker's
+        batch = claim_after(ClaimKey.furthest(batch) or key, queues=queues,
+                            outcomes=[outcome(j) for j in batch])
+        assert batch
+        taken += [j.pk for j in batch]
+    assert taken == after
+    # Nothing after the last key: the same claim reads from the start, in claim order.
+    assert [j.pk for j in claim_after(ClaimKey.furthest(batch), queues=queues)] == [
+        j.pk for j in order if j.pk not in after][:4]
+
+
+def test_a_claim_after_a_key_misses_nothing_placed_before_it():
+    a, b, c = Job.enqueue_many("noop", [{}] * 3)
+    assert [j.pk for j in claim(limit=1)] == [a.pk]
+    key = ClaimKey(a.priority, a.run_at, a.pk)
+    urgent = Job.enqueue("noop", priority="high")
+    assert [j.pk for j in claim_after(key, limit=1)] == [b.pk]  # after the key first
+    Job.objects.filter(pk=a.pk).update(status="pending")  # handed back, as a rescue leaves it
+    assert [j.pk for j in claim_after(key, limit=4)] == [c.pk]
+    # Nothing after the key is ready: the claim takes the rows before it, in claim order.
+    assert [j.pk for j in claim_after(ClaimKey(c.priority, c.run_at, c.pk))] == [urgent.pk, a.pk]
+    assert claim_after(key) == []
 
 
 def test_a_failed_job_due_again_is_claimed_with_its_next_attempt_number():

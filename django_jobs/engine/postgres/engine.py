@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
 from django.db import connections, transaction
 from django.db.models.signals import post_save, pre_save
@@ -35,7 +36,7 @@ from django_jobs.engine.writes import ClaimValues, claim_values, written
 from django_jobs.models.instances import varying
 
 if TYPE_CHECKING:
-    from django_jobs.core.contract import ClaimRequest
+    from django_jobs.core.contract import ClaimKey, ClaimRequest
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.engine.transition import Transition
     from django_jobs.models import Job
@@ -72,16 +73,21 @@ class PostgresEngine(RowLockEngine):
         return jobs
 
     def claim(self, request: ClaimRequest) -> list[Job]:
+        """One statement; with ``request.after``, a second from the ready index's start if
+        the first found nothing after the key (``ClaimRequest``)."""
         if request.limit < 1 or hooks.limits_claims():
             return super().claim(request)
         now = clock.now(self.db)
-        return claim(
+        jobs = claim(
             self.jobs.model, ready_states=READY_STATES, now=now, queues=request.queues,
             exclude_queues=request.exclude_queues, limit=request.limit, using=self.db,
             values=claim_values(
                 request.worker_id, now, request.lease_seconds, request.lease_token),
-            waiter=_waiter(request),
+            waiter=_waiter(request), after=request.after,
         )
+        if jobs or request.after is None:
+            return jobs
+        return self.claim(replace(request, after=None))
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
         """The fenced updates and the attempt rows of a batch in one statement, in the
@@ -116,8 +122,10 @@ class PostgresEngine(RowLockEngine):
             queues=request.queues, exclude_queues=request.exclude_queues, limit=request.limit,
             using=self.db, values=claim_values(
                 request.worker_id, now, request.lease_seconds, request.lease_token),
-            waiter=_waiter(request),
+            waiter=_waiter(request), after=request.after,
         )
+        if not jobs and request.after is not None and request.limit > 0:
+            jobs = self.claim(replace(request, after=None))  # nothing after the key
         return written(outcomes, changes, mine), jobs
 
     @staticmethod
@@ -149,6 +157,7 @@ class ClaimStatement(TypedDict):
     queues: Sequence[str] | None
     exclude_queues: Sequence[str]
     limit: int
+    after: NotRequired[ClaimKey | None]
 
 
 def claim_statement(model: type[Job], **claim: Unpack[ClaimStatement]
@@ -156,12 +165,13 @@ def claim_statement(model: type[Job], **claim: Unpack[ClaimStatement]
     """The claim's SQL, its parameters, and how its rows become Jobs."""
     values, exclude_queues = claim["values"], claim["exclude_queues"]
     queues = list(dict.fromkeys(claim["queues"] or ()))  # a queue named twice is read once
+    after = claim.get("after")
     shape = (model, tuple(claim["ready_states"]), len(queues), len(exclude_queues),
-             int(claim["limit"]))
+             int(claim["limit"]), after is not None)
     return sql.claim_sql(*shape), [
         values["lease_token"], values["leased_until"], values["worker_id"],
         values["started_at"], values["updated_at"],
-        *sql.claim_where_params(claim["now"], queues, exclude_queues),
+        *sql.claim_where_params(claim["now"], queues, exclude_queues, after or ()),
     ], _row_plan(model)
 
 

@@ -206,15 +206,27 @@ def in_list(name: str, count: int) -> str:
     return f"{name} IN ({', '.join(['%s'] * count)})"
 
 
+# A claim from where the worker's last one ended (``ClaimRequest.after``): the rows of that
+# priority after its key. With the priority an equality, the row comparison is a bound of the
+# ready index's walk (on run_at, id, which follow priority in it), so the walk starts at the key
+# rather than at the front of the index, where the entries of the rows claimed before stay
+# while a snapshot older than their claim is open (docs/explanation-performance.md, "A claim
+# under a long-open snapshot").
+AFTER = " AND priority = %s AND (run_at, id) > (%s, %s)"
+
+
 @functools.lru_cache(maxsize=256)
 def claim_sql(
-    model: type[Job], states: tuple[str, ...], queues: int, excluded: int, limit: int
+    model: type[Job], states: tuple[str, ...], queues: int, excluded: int, limit: int,
+    after: bool = False,
 ) -> str:
-    """``CLAIM`` for one shape (ready states, how many queues, limit), built once. Its
-    parameters are the claim's values, then those of ``claim_where_params``."""
+    """``CLAIM`` for one shape (ready states, how many queues, limit, from a key or from the
+    start), built once. Its parameters are the claim's values, then those of
+    ``claim_where_params``."""
     names = {"job": quote(model._meta.db_table),
              "ready": ", ".join(literal(s) for s in states), "limit": int(limit)}
     where = f" AND NOT ({in_list('queue', excluded)})" if excluded else ""
+    where += AFTER if after else ""
     if queues > 1:
         branch = QUEUE_BRANCH.format(where=where, **names)
         ready = READY_OF_QUEUES.format(
@@ -229,12 +241,14 @@ def claim_sql(
 
 
 def claim_where_params(
-    now: datetime, queues: Sequence[str], excluded: Sequence[str]
+    now: datetime, queues: Sequence[str], excluded: Sequence[str],
+    after: Sequence[object] = (),
 ) -> list[object]:
-    """The parameters of ``claim_sql``'s selection of ready rows, in their order."""
+    """The parameters of ``claim_sql``'s selection of ready rows, in their order; ``after``,
+    the key's priority, run_at and id when the claim starts after one."""
     if len(queues) > 1:
-        return [*(value for queue in queues for value in (now, queue, *excluded)), now]
-    return [now, *queues, *excluded]
+        return [*(value for queue in queues for value in (now, queue, *excluded, *after)), now]
+    return [now, *queues, *excluded, *after]
 
 
 def counted_sql() -> str:
