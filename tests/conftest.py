@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test.testcases import QuietWSGIRequestHandler
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
@@ -25,6 +26,13 @@ hypothesis_settings.register_profile(
     "big", hypothesis_settings.get_profile("default"), max_examples=1000
 )
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# The live server (live_server: the API's schemathesis runs, the browser tests) answers
+# keep-alive connections. With Nagle's algorithm on, the second small write of a response (its
+# body after its headers) waits for the client's delayed ACK, some 40 ms a request; every
+# production server sends with TCP_NODELAY, and so does the test server.
+QuietWSGIRequestHandler.disable_nagle_algorithm = True
 
 
 def on_postgres() -> bool:
@@ -111,7 +119,10 @@ def pytest_collection_modifyitems(config, items):
     Django's version, and they are the suite's slowest; so are the passes of other files under
     another settings module (``settings_pass``). After the first run of the whole suite
     (``DJANGO_JOBS_ONCE_PER_SUITE``) the tests marked ``once`` are left out: they build and
-    install the package, which neither the database nor Django's version changes."""
+    install the package, which neither the database nor Django's version changes. After the first
+    run on a Django (``DJANGO_JOBS_ONCE_PER_DJANGO``) the tests marked ``db_independent`` are
+    left out: they use no database (pure functions, the package's layers) or only databases of
+    their own, so the run's database does not change them; another Django runs them again."""
     skips = []
     if os.environ.get("DJANGO_JOBS_ONCE_PER_DATABASE"):
         skips.append((("chaos", "pooler", "settings_pass"), pytest.mark.skip(
@@ -119,6 +130,9 @@ def pytest_collection_modifyitems(config, items):
     if os.environ.get("DJANGO_JOBS_ONCE_PER_SUITE"):
         skips.append((("once",), pytest.mark.skip(
             reason="builds and installs the package: run once, in the suite's first run")))
+    if os.environ.get("DJANGO_JOBS_ONCE_PER_DJANGO"):
+        skips.append((("db_independent",), pytest.mark.skip(
+            reason="needs not the run's database: run in the first run on this Django")))
     for item in items:
         for names, skip in skips:
             if any(item.get_closest_marker(name) for name in names):

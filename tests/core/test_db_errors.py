@@ -7,6 +7,8 @@ import pytest
 
 from django_jobs.core.db_errors import OUTAGE, classify, lock_conflict
 
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
 
 def raised_from(cause):
     from django.db import OperationalError

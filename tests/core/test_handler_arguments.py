@@ -14,6 +14,8 @@ from django_jobs import InvalidJob, PermanentError
 from django_jobs.core.handler_arguments import ArgumentSpec
 from tests.typed_jobs import Address, Line, Order, geocode, notify, send_email, ship
 
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
 
 def payload_of(handler, *args, **kwargs):
     return handler.spec.payload(args, kwargs)

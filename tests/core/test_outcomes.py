@@ -7,6 +7,8 @@ from django.utils import timezone
 
 from django_jobs.core.outcomes import AttemptOutcome, micros, moment, now_us
 
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
 
 def test_an_aware_time_goes_to_microseconds_and_back_exactly():
     when = datetime(2026, 11, 30, 7, 0, 0, 123457, tzinfo=UTC)

@@ -6,6 +6,8 @@ import pytest
 
 from django_jobs.core.retry import ExponentialBackoff, FixedSchedule, as_backoff, decide
 
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 

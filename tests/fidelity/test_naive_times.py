@@ -29,9 +29,12 @@ from tests.api_support import Api, make_token
 from tests.conftest import ROOT
 
 # The suite's main paths: the admin, the API, the commands, the Tasks backend, the worker
-# (in this process and as runworker subprocesses: a kill -9 rescued, a timeout), retries,
-# retention, schedules. The crash tests are left out: they run workers that crash over and
-# over, the slowest file here, and a crash is rescued by the lease, as in test_processes.
+# (in this process and as runworker subprocesses: a kill -9 rescued by the lease, a job handed
+# back at shutdown, a timeout retried), retries, retention, schedules. Of the runworker
+# subprocesses only the tests whose outcome is decided by a time the database writes or reads
+# (a lease, a run_at) run here: the others (signals, outages, a drain of 2000 jobs) test the
+# process, whatever USE_TZ is. The crash tests are left out: they run workers that crash over
+# and over, and a crash is rescued by the lease, as in the kill -9 test.
 NAIVE_FILES = [
     "tests/fidelity/test_naive_times.py", "tests/faces/admin/test_admin_pages.py",
     "tests/faces/admin/test_admin_overview.py", "tests/faces/admin/test_admin_actions.py",
@@ -43,7 +46,9 @@ NAIVE_FILES = [
     "tests/faces/tasks/test_tasks_worker.py", "tests/engine/test_engine.py",
     "tests/engine/test_claiming.py", "tests/engine/test_bulk_insert.py",
     "tests/engine/test_write_path.py", "tests/worker/test_worker.py", "tests/core/test_retry.py",
-    "tests/worker/test_processes.py", "tests/worker/test_timeouts.py",
+    "tests/worker/test_processes.py::test_kill_9_mid_job_is_rescued_and_completed_by_another_worker",
+    "tests/worker/test_processes.py::test_job_still_running_at_shutdown_timeout_is_handed_back_unspent",
+    "tests/worker/test_timeouts.py::test_a_job_past_its_timeout_is_stopped_counted_failed_and_retried",
 ]
 NAIVE_ONLY = "runs under tests.settings_naive, started by the test above"
 naive_only = pytest.mark.skipif(settings.USE_TZ, reason=NAIVE_ONLY)

@@ -40,6 +40,7 @@ class JobsElsewhere:
         return "jobs" if model._meta.app_label == "django_jobs" else None
 
 
+@pytest.mark.db_independent  # no database: once per Django
 def test_jobs_off_default_get_a_warning_about_transactions():
     assert not [w for w in check_settings() if w.id == "django_jobs.W003"]
     with override_settings(DATABASE_ROUTERS=[JobsElsewhere()]):
@@ -50,11 +51,13 @@ def test_jobs_off_default_get_a_warning_about_transactions():
     assert "using='jobs'" in found[0].hint
 
 
+@pytest.mark.db_independent  # no database: once per Django
 def test_the_not_migrated_hint_names_an_alias_other_than_default():
     assert migrate_hint("default") == "run `manage.py migrate`"
     assert migrate_hint("jobs") == "run `manage.py migrate --database=jobs`"
 
 
+@pytest.mark.db_independent  # no database: once per Django
 def test_the_warning_about_atomic_is_silenced_as_usual():
     def check_output() -> str:
         out = StringIO()

@@ -11,6 +11,8 @@ import pytest
 from django_jobs.management.commands.runworker import Command
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
 UNITS = ROOT / "deploy" / "systemd"
 SERVICE = UNITS / "django-jobs-worker@.service"
 

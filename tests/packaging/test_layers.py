@@ -30,8 +30,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import django_jobs
 from tests.importgraph import cycle_through, cyclic_edges, import_graph
+
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
 
 ROOT = Path(django_jobs.__file__).parent
 

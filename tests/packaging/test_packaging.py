@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
 DIST_NAME = "django_db_jobs"  # the PyPI name, django-db-jobs, as file names spell it
 
 

@@ -4,12 +4,16 @@ delivered outcome wakes it."""
 import threading
 import uuid
 
+import pytest
+
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.states import Outcome
 from django_jobs.models import Job
 from django_jobs.worker.deadlines import Running
 from django_jobs.worker.outbox import Outbox
 from django_jobs.worker.slots import Inbox
+
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
 
 
 def held(*ids: int) -> dict[int, Running]:

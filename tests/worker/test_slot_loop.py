@@ -17,6 +17,8 @@ from django_jobs.worker.execution import QueryThread
 from django_jobs.worker.slot_loop import SlotLoop
 from tests.json_strategies import json_values
 
+pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
 paths = pytest.mark.parametrize("per_slot", [True, False], ids=["loop-per-slot", "loop-per-job"])
 seen_var: contextvars.ContextVar[str] = contextvars.ContextVar("seen_var", default="unset")
 

@@ -24,6 +24,7 @@ def manage(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 @pytest.mark.parametrize("args, message", [
     (["runworker", "--concurrency", "0"], "argument --concurrency: must be at least 1, not 0"),
     (["runworker", "--concurency", "3"], "unrecognized arguments: --concurency 3"),
@@ -43,6 +44,7 @@ def test_a_bad_option_prints_usage_and_one_line(args, message):
     assert f" {args[0]}" in last and ": error: " in last and message in last
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 def test_runworker_help_shows_each_default():
     result = manage("runworker", "--help")
     assert result.returncode == 0
@@ -65,6 +67,7 @@ def assert_one_line_about_migrate(result: subprocess.CompletedProcess) -> None:
     assert lines[0].endswith("run `manage.py migrate`")
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 @pytest.mark.parametrize("args", COMMANDS)
 def test_an_empty_sqlite_file_is_one_line(args, tmp_path):
     database = tmp_path / "empty.sqlite3"
@@ -73,6 +76,7 @@ def test_an_empty_sqlite_file_is_one_line(args, tmp_path):
     assert_one_line_about_migrate(result)
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 def test_the_system_check_warns_and_migrate_still_runs(tmp_path):
     env = {"JOBS_DB_NAME": str(tmp_path / "fresh.sqlite3"), "DJANGO_JOBS_TEST_DB": "sqlite"}
     check = manage("check", "--database", "default", env=env)
@@ -84,6 +88,7 @@ def test_the_system_check_warns_and_migrate_still_runs(tmp_path):
     assert manage("jobs", "list", env=env).stdout == "no jobs\n"
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 def test_the_warning_says_run_migrate_once(tmp_path):
     env = {"JOBS_DB_NAME": str(tmp_path / "fresh.sqlite3"), "DJANGO_JOBS_TEST_DB": "sqlite"}
     check = manage("check", "--database", "default", env=env)
@@ -91,6 +96,7 @@ def test_the_warning_says_run_migrate_once(tmp_path):
     assert "HINT: run `manage.py migrate`" in check.stderr
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 def test_the_example_projects_first_migrate_prints_no_warning(tmp_path):
     """``manage.py migrate`` of the example project on a fresh SQLite file, as a newcomer runs
     it: the migrations are applied and the not-migrated check, which migrate runs first, is
@@ -135,6 +141,7 @@ def test_an_empty_postgres_database_is_one_line(args, empty_postgres_database):
     assert_one_line_about_migrate(result)
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 def test_a_database_that_cannot_be_reached_is_one_line():
     result = manage("jobs", "counts", env={"DJANGO_JOBS_TEST_DB": "postgres", "PGPORT": "1",
                                            "JOBS_DB_NAME": "anything"})
@@ -143,6 +150,7 @@ def test_a_database_that_cannot_be_reached_is_one_line():
     assert len(lines) == 1 and lines[0].startswith("CommandError: cannot read database 'default'")
 
 
+@pytest.mark.db_independent  # its own databases, whatever the run's: once per Django
 def test_runworker_refuses_an_unsupported_backend_in_one_line():
     env = {"DJANGO_JOBS_TEST_DB": "unsupported"}
     checked = manage("runworker", "--burst", env=env)  # Django's checks before the command

@@ -5,9 +5,12 @@ from django.conf import settings
 from django.core import checks
 from django.test import override_settings
 
-pytestmark = pytest.mark.skipif(
-    not settings.HAS_TASKS_FRAMEWORK, reason="needs django.tasks or the django-tasks backport"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not settings.HAS_TASKS_FRAMEWORK, reason="needs django.tasks or the django-tasks backport"
+    ),
+    pytest.mark.db_independent,  # no database: once per Django in the whole suite
+]
 
 BACKEND = "django_jobs.backends.DatabaseBackend"
 
