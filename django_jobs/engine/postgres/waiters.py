@@ -74,6 +74,12 @@ def claim_marking(claim: str) -> str:
     return f"WITH claimed AS (\n{claim}\n), {MARKING}\nSELECT * FROM claimed"
 
 
+# ``MARK`` alone, after a claim made on the ORM's path (a feature admits its candidates): the
+# claim's rows stand in as a count (parameter: the jobs it took), then ``MARK``'s parameters. A
+# data-modifying CTE runs whether or not the query reads it.
+MARK_AFTER = f"WITH claimed AS (SELECT generate_series(1, %s::integer)), {MARKING}\nSELECT 1"
+
+
 def mark_params(waiting: Waiting, queues: Sequence[str] | None, skips: Sequence[str]
                 ) -> list[object]:
     """``MARK``'s parameters: the listening session, the worker's queues (None: every queue),
