@@ -1,0 +1,68 @@
+"""On PostgreSQL, an enqueue wakes only waiters whose session is still there.
+
+A worker killed (SIGKILL, out of memory, the host gone) leaves its row in
+``django_jobs_waiter``, waiting: its listener never removed it. Without this migration, the
+next enqueue would take that row, oldest first, and notify a channel nobody listens on; the job
+then waited for another worker's poll. ``django_jobs_wake`` now takes only rows whose process id
+is a live server process (``pg_stat_get_backend_idset``: the server's own list of its sessions,
+read once per transaction), so a dead worker's row is passed over from the moment its session
+ends. The rows themselves are removed by the workers' heartbeats
+(``engine/postgres/waiters.py``, ``forget_gone``).
+"""
+
+from django.db import migrations
+
+# The rows of live sessions only (see the module's docstring); empty to go back to 0018's.
+LIVE = """
+                AND pid IN (SELECT pg_stat_get_backend_pid(b) FROM pg_stat_get_backend_idset() AS b)"""
+
+# Migration 0018's function, with LIVE in both of its selections (at ``--LIVE``).
+WAKE = """
+CREATE OR REPLACE FUNCTION django_jobs_wake(q text, n bigint) RETURNS void AS $$
+DECLARE
+    taken integer[] := '{}';
+    waiter integer;
+BEGIN
+    FOR waiter IN
+        UPDATE django_jobs_waiter SET waiting = NULL, woken = clock_timestamp() WHERE pid IN (
+            SELECT pid FROM django_jobs_waiter
+            WHERE waiting IS NOT NULL AND (queues IS NULL OR q = ANY(queues))
+                AND NOT (q = ANY(skips))--LIVE
+            ORDER BY holding, waiting, pid LIMIT n FOR UPDATE SKIP LOCKED)
+        RETURNING pid
+    LOOP
+        PERFORM pg_notify('django_jobs_' || waiter, q);
+        taken := taken || waiter;
+    END LOOP;
+    IF cardinality(taken) < n THEN
+        FOR waiter IN
+            SELECT pid FROM django_jobs_waiter
+            WHERE (queues IS NULL OR q = ANY(queues)) AND NOT (q = ANY(skips))
+                AND pid <> ALL(taken)--LIVE
+            ORDER BY woken DESC NULLS LAST, pid LIMIT n - cardinality(taken)
+        LOOP
+            PERFORM pg_notify('django_jobs_' || waiter, q);
+            taken := taken || waiter;
+        END LOOP;
+    END IF;
+    IF cardinality(taken) < n THEN
+        PERFORM pg_notify('django_jobs', q);
+    END IF;
+END;
+$$ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan;
+"""
+
+
+def forwards(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(WAKE.replace("--LIVE", LIVE))
+
+
+def backwards(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(WAKE.replace("--LIVE", ""))
+
+
+class Migration(migrations.Migration):
+    dependencies = [("django_jobs", "0020_stats")]
+    operations = [migrations.RunPython(forwards, backwards)]
