@@ -16,7 +16,13 @@ from django.db import migrations
 LIVE = """
                 AND pid IN (SELECT pg_stat_get_backend_pid(b) FROM pg_stat_get_backend_idset() AS b)"""
 
-# Migration 0018's function, with LIVE in both of its selections (at ``--LIVE``).
+# Which waiter first: idle before holding jobs, then the one that began waiting last (still
+# on a CPU, or the latest to leave it), as NEWEST; 0018 took the one that waited longest.
+NEWEST = "holding, waiting DESC, pid"
+OLDEST = "holding, waiting, pid"
+
+# Migration 0018's function, with LIVE in both of its selections (at ``--LIVE``) and the
+# waiters' order at ``--ORDER``.
 WAKE = """
 CREATE OR REPLACE FUNCTION django_jobs_wake(q text, n bigint) RETURNS void AS $$
 DECLARE
@@ -28,7 +34,7 @@ BEGIN
             SELECT pid FROM django_jobs_waiter
             WHERE waiting IS NOT NULL AND (queues IS NULL OR q = ANY(queues))
                 AND NOT (q = ANY(skips))--LIVE
-            ORDER BY holding, waiting, pid LIMIT n FOR UPDATE SKIP LOCKED)
+            ORDER BY --ORDER LIMIT n FOR UPDATE SKIP LOCKED)
         RETURNING pid
     LOOP
         PERFORM pg_notify('django_jobs_' || waiter, q);
@@ -53,14 +59,19 @@ $$ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan;
 """
 
 
+def wake(live: str, order: str) -> str:
+    """``django_jobs_wake`` taking the waiters ``live`` admits (LIVE or every row) in ``order``."""
+    return WAKE.replace("--LIVE", live).replace("--ORDER", order)
+
+
 def forwards(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(WAKE.replace("--LIVE", LIVE))
+        schema_editor.execute(wake(LIVE, NEWEST))
 
 
 def backwards(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(WAKE.replace("--LIVE", ""))
+        schema_editor.execute(wake("", OLDEST))
 
 
 class Migration(migrations.Migration):
