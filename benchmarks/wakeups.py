@@ -7,10 +7,9 @@ producer processes (``--producers``) then enqueue no-op jobs one at a time (``Jo
 each its own transaction), paced to ``--rate`` jobs per second between them, for
 ``--seconds``. Each set-up runs once per repeat, in an order that alternates:
 
-- ``one``: as shipped, an enqueue wakes one waiting worker per job, the idle one that waited
-  longest (migrations 0018 and 0024);
-- ``newest``: the same, but the idle worker that began waiting last is woken (the likeliest to
-  be still on a CPU; ``NEWEST`` in migration 0024, put in for this set-up);
+- ``one``: as shipped, an enqueue wakes one waiting worker per job, the one that began waiting
+  last (migrations 0018 and 0024);
+- ``oldest``: the same, but the worker that waited longest is woken (migration 0018's order);
 - ``all``: the workers never register as waiting, so each enqueue finds no waiter and wakes
   every worker (``BENCH_WAKE_ALL=1``, ``benchmarks/wakeups_app``): migration 0002's behaviour;
 - ``alone``: the producers with no worker running, the rate this machine allows them;
@@ -58,8 +57,8 @@ import psycopg  # noqa: E402
 
 from benchmarks.throughput import DB_NAME, bench_database, dsn, reset, write_json  # noqa: E402
 
-SETUPS = ("one", "newest", "all", "alone", "raw")
-WOKEN = ("one", "newest", "all")  # the set-ups with workers
+SETUPS = ("one", "oldest", "all", "alone", "raw")
+WOKEN = ("one", "oldest", "all")  # the set-ups with workers
 
 
 def produce(rate: float, seconds: float, raw: bool = False) -> None:
@@ -103,7 +102,7 @@ def run_setup(name: str, args: argparse.Namespace, control: psycopg.Connection) 
     env = {**os.environ, "BENCH_COUNTS_DIR": str(counts),
            "BENCH_WAKE_ALL": "1" if name == "all" else "0"}
     live = importlib.import_module("django_jobs.migrations.0024_live_waiters")
-    control.execute(live.wake(live.LIVE, live.NEWEST if name == "newest" else live.OLDEST))
+    control.execute(live.wake(live.LIVE, live.OLDEST if name == "oldest" else live.NEWEST))
     logs = ROOT / "benchmarks" / "results"
     workers = [subprocess.Popen(
         [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings_wakeups",
@@ -118,7 +117,7 @@ def run_setup(name: str, args: argparse.Namespace, control: psycopg.Connection) 
                 raise RuntimeError("the workers did not start; see benchmarks/results")
             time.sleep(0.05)
         time.sleep(4.0)  # the listeners' test notifications (PROBE_SECONDS) are settled
-        if name in ("one", "newest"):
+        if name in ("one", "oldest"):
             waiting = control.execute(
                 "SELECT count(*) FROM django_jobs_waiter WHERE waiting IS NOT NULL").fetchone()[0]
             assert waiting == args.workers, f"{waiting} of {args.workers} workers wait"
@@ -144,7 +143,7 @@ def run_setup(name: str, args: argparse.Namespace, control: psycopg.Connection) 
             worker.terminate()
         for worker in workers:
             worker.wait(timeout=60)
-        control.execute(live.wake(live.LIVE, live.OLDEST))
+        control.execute(live.wake(live.LIVE, live.NEWEST))
     turns = {"statements": 0, "no_job": 0, "empty": 0, "jobs": 0, "told_all": 0}
     for path in counts.glob("*.json"):
         for key, value in json.loads(path.read_text()).items():
@@ -287,8 +286,8 @@ def run_all(args: argparse.Namespace) -> None:
                              ("all", "raw", "producers_rate"), ("alone", "raw", "producers_rate"),
                              ("one", "all", "worker_cpu_us_per_job"),
                              ("one", "all", "wait_p50_ms"), ("one", "all", "wait_p95_ms"),
-                             ("newest", "one", "wait_p50_ms"), ("newest", "one", "wait_p95_ms"),
-                             ("newest", "one", "after_commit_p50_ms"),
+                             ("one", "oldest", "wait_p50_ms"), ("one", "oldest", "wait_p95_ms"),
+                             ("one", "oldest", "after_commit_p50_ms"),
                              ("one", "all", "after_commit_p50_ms")):
         ratios[f"{key} {top}/{bottom}"] = ratio = spread(
             [run[top][key] / run[bottom][key] for run in runs])

@@ -16,11 +16,10 @@ from django.db import migrations
 LIVE = """
                 AND pid IN (SELECT pg_stat_get_backend_pid(b) FROM pg_stat_get_backend_idset() AS b)"""
 
-# Which waiter first: idle before holding jobs, then the one that waited longest (0018's
-# order, kept). NEWEST, the one that began waiting last (likelier to be still on a CPU), is
-# what ``benchmarks/wakeups.py`` sets against it.
-OLDEST = "holding, waiting, pid"
+# Which waiter first: idle before holding jobs, then the one that began waiting last (still
+# on a CPU, or the latest to leave it), as NEWEST; 0018 took the one that waited longest.
 NEWEST = "holding, waiting DESC, pid"
+OLDEST = "holding, waiting, pid"
 
 # Migration 0018's function, with LIVE in both of its selections (at ``--LIVE``) and the
 # waiters' order at ``--ORDER``.
@@ -67,7 +66,7 @@ def wake(live: str, order: str) -> str:
 
 def forwards(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(wake(LIVE, OLDEST))
+        schema_editor.execute(wake(LIVE, NEWEST))
 
 
 def backwards(apps, schema_editor):

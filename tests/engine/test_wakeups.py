@@ -1,7 +1,8 @@
-"""Which workers an enqueue wakes on PostgreSQL (migrations 0018 and 0024,
-``engine/postgres/waiters.py``): one waiting worker per ready job, oldest waiter first, told on
-its own channel, and only if its session is still there; every worker of the queue when there
-are fewer waiters than jobs; nobody for a rolled-back enqueue or a job that is not due. The waiters are real LISTEN sessions, registered by real claims."""
+"""Which workers an enqueue wakes on PostgreSQL (migration 0018, ``engine/postgres/waiters.py``):
+one waiting worker per ready job, the one that began waiting last first, told on its own
+channel, and only if its session is still there; every worker of
+the queue when there are fewer waiters than jobs; nobody for a rolled-back enqueue or a job
+that is not due. The waiters are real LISTEN sessions, registered by real claims."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def waiters():
     def make(count: int = 1, queues: list[str] | None = None) -> list[Waiter]:
         new = [Waiter(queues) for _ in range(count)]
         for waiter in new:
-            assert waiter.claim() == []  # short: registered as waiting, oldest first
+            assert waiter.claim() == []  # short: registered as waiting, in this order
         made.extend(new)
         return new
 
@@ -95,18 +96,18 @@ def test_a_short_claim_registers_its_worker_and_a_full_one_unregisters_it(waiter
     assert waiter.waiting() is not None
 
 
-def test_one_job_wakes_the_oldest_waiter_alone(waiters):
+def test_one_job_wakes_the_waiter_that_began_waiting_last_alone(waiters):
     first, second, third = waiters(3)
-    waited = [second.waiting(), third.waiting()]
+    waited = [first.waiting(), second.waiting()]
     Job.enqueue("echo")
-    assert first.heard() == [(first.channel, "default")]
-    assert second.heard() == [] and third.heard() == []
-    assert first.waiting() is None  # taken: its claim registers it again
-    assert [second.waiting(), third.waiting()] == waited
+    assert third.heard() == [(third.channel, "default")]
+    assert first.heard() == [] and second.heard() == []
+    assert third.waiting() is None  # taken: its claim registers it again
+    assert [first.waiting(), second.waiting()] == waited
 
 
 def test_the_row_of_a_session_that_is_gone_is_passed_over(waiters):
-    gone, alive = waiters(2)
+    alive, gone = waiters(2)
     gone.close()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [gone.pid])
@@ -169,8 +170,8 @@ def test_a_job_pending_again_wakes_one_waiter(waiters):
     assert held.pk == job.pk
     first, second = waiters(2)
     Job.objects.release([held])
-    assert first.heard() == [(first.channel, "default")]
-    assert second.heard() == []
+    assert second.heard() == [(second.channel, "default")]
+    assert first.heard() == []
 
 
 def test_waiters_of_other_queues_and_paused_ones_are_left_alone(waiters):
@@ -215,12 +216,12 @@ def wait_until_gone(pid: int) -> None:
 def test_with_no_waiter_left_the_worker_woken_last_is_told_alone(waiters):
     first, second = waiters(2)
     Job.enqueue("echo")
-    assert first.heard() == [(first.channel, "default")]  # taken, busy until it claims
+    assert second.heard() == [(second.channel, "default")]  # taken, busy until it claims
     Job.enqueue("echo")
-    assert second.heard() == [(second.channel, "default")]
+    assert first.heard() == [(first.channel, "default")]
     Job.enqueue("echo")  # nobody waits: the one woken last claims again, nobody else is told
-    assert second.heard() == [(second.channel, "default")]
-    assert first.heard() == []
+    assert first.heard() == [(first.channel, "default")]
+    assert second.heard() == []
 
 
 def test_a_waiting_worker_claims_only_what_it_was_told_of_until_its_poll():

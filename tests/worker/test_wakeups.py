@@ -1,5 +1,5 @@
-"""Real ``runworker`` processes woken on PostgreSQL: an enqueue wakes the one worker that waited
-longest, with concurrency and rate limits registered too; a killed worker's row is passed over
+"""Real ``runworker`` processes woken on PostgreSQL: an enqueue wakes the one worker that began
+waiting last, with concurrency and rate limits registered too; a killed worker's row is passed over
 and then removed by another worker's heartbeat; a worker that stops removes its waiting row
 (migrations 0018 and 0024, ``engine/postgres/waiters.py``)."""
 
@@ -54,15 +54,15 @@ def start_waiting(start_worker, name: str, *options: str, env: dict | None = Non
     return worker, pid
 
 
-def test_an_enqueue_wakes_the_worker_that_waited_longest_alone(start_worker):
+def test_an_enqueue_wakes_the_worker_that_began_waiting_last_alone(start_worker):
     first, first_pid = start_waiting(start_worker, "first", *ASLEEP)
     second, second_pid = start_waiting(start_worker, "second", *ASLEEP)
-    since = rows()[second_pid]
+    since = rows()[first_pid]
     job = Job.enqueue("echo")
     wait_for(lambda: Job.objects.get(pk=job.pk).status == S.COMPLETED, timeout=60)
-    assert Job.objects.get(pk=job.pk).worker_id == "first"
-    wait_for(lambda: first_pid in waiting(), timeout=60)  # its next claim: waiting again
-    assert rows()[second_pid] == since  # never taken
+    assert Job.objects.get(pk=job.pk).worker_id == "second"
+    wait_for(lambda: second_pid in waiting(), timeout=60)  # its next claim: waiting again
+    assert rows()[first_pid] == since  # never taken
     for worker in (first, second):
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0, worker.output()
@@ -103,25 +103,25 @@ def test_with_limits_registered_an_enqueue_wakes_one_idle_worker(start_worker, l
     since = rows()
     jobs = []
     heard = told(pids, lambda: jobs.append(Job.enqueue("capped")))
-    assert heard == [(f"django_jobs_{pids[0]}", "default")]  # the longest waiting, alone
+    assert heard == [(f"django_jobs_{pids[-1]}", "default")]  # the last to wait, alone
     wait_for(lambda: Job.objects.get(pk=jobs[0].pk).status == S.COMPLETED, timeout=60)
-    assert Job.objects.get(pk=jobs[0].pk).worker_id == "limited-0"
-    wait_for(lambda: pids[0] in waiting(), timeout=60)  # its next claim: waiting again
-    assert {pid: rows()[pid] for pid in pids[1:]} == {pid: since[pid] for pid in pids[1:]}
+    assert Job.objects.get(pk=jobs[0].pk).worker_id == "limited-3"
+    wait_for(lambda: pids[-1] in waiting(), timeout=60)  # its next claim: waiting again
+    assert {pid: rows()[pid] for pid in pids[:-1]} == {pid: since[pid] for pid in pids[:-1]}
     for worker, _ in started:
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0, worker.output()
 
 
 def test_a_killed_workers_row_is_passed_over(start_worker):
-    doomed, doomed_pid = start_waiting(start_worker, "doomed", *ASLEEP)
     alive, alive_pid = start_waiting(start_worker, "alive", *ASLEEP)
+    doomed, doomed_pid = start_waiting(start_worker, "doomed", *ASLEEP)
     doomed.signal(signal.SIGKILL)
     assert doomed.wait() == -signal.SIGKILL
     wait_for(lambda: not session_exists(doomed_pid), timeout=60)
     jobs = []
     heard = told([doomed_pid, alive_pid], lambda: jobs.append(Job.enqueue("echo")))
-    # The row that waited longest is the dead worker's: passed over, still waiting.
+    # The row that began waiting last is the dead worker's: passed over, still waiting.
     assert heard == [(f"django_jobs_{alive_pid}", "default")]
     assert rows()[doomed_pid] is not None
     wait_for(lambda: Job.objects.get(pk=jobs[0].pk).status == S.COMPLETED, timeout=60)

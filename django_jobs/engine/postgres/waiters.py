@@ -6,10 +6,10 @@ listening session's process id. A claim that takes fewer jobs than the worker ha
 queue ran dry) marks the worker waiting in ``django_jobs_waiter``, in the claim's own statement
 (``MARK``; after a claim on the ORM's path, which limits take, in one of its own: ``MARK_AFTER``),
 and says whether it still holds jobs; a claim that fills its room marks it busy. The enqueue's
-trigger takes waiters of live sessions, one per ready job, idle ones first, oldest first, and
-notifies each on its own channel, ``django_jobs_<pid>``; with fewer waiters than jobs it
-notifies the workers woken last (they are claiming, or claim at their next turn), and with
-fewer workers than jobs every worker of the queue on ``django_jobs``.
+trigger takes waiters of live sessions, one per ready job, idle ones first, the one that began
+waiting last first, and notifies each on its own channel, ``django_jobs_<pid>``; with fewer
+waiters than jobs it notifies the workers woken last (they are claiming, or claim at their next
+turn), and with fewer workers than jobs every worker of the queue on ``django_jobs``.
 
 Nothing here waits on a lock: the row of a waiter an uncommitted enqueue is taking is skipped
 (``SKIP LOCKED``) and stays as that enqueue leaves it: taken if it commits, waiting if it rolls
