@@ -1,4 +1,5 @@
-"""On PostgreSQL, an enqueue wakes only waiters whose session is still there.
+"""On PostgreSQL, an enqueue wakes only waiters whose session is still there, the idle one that
+began waiting last first.
 
 A worker killed (SIGKILL, out of memory, the host gone) leaves its row in
 ``django_jobs_waiter``, waiting: its listener never removed it. Without this migration, the
@@ -7,14 +8,17 @@ then waited for another worker's poll. ``django_jobs_wake`` now takes only rows 
 is a live server process (``pg_stat_get_backend_idset``: the server's own list of its sessions,
 read once per transaction), so a dead worker's row is passed over from the moment its session
 ends. The rows themselves are removed by the workers' heartbeats
-(``engine/postgres/waiters.py``, ``forget_gone``).
+(``engine/postgres/waiters.py``, ``forget_gone``). Of the idle waiters, the one that began
+waiting last goes first (0018 took the one that waited longest): the likeliest to be still on a
+CPU, it starts the job sooner (``benchmarks/wakeups.py``, set-up ``oldest``).
 """
 
 from django.db import migrations
 
 # The rows of live sessions only (see the module's docstring); empty to go back to 0018's.
 LIVE = """
-                AND pid IN (SELECT pg_stat_get_backend_pid(b) FROM pg_stat_get_backend_idset() AS b)"""
+                AND pid IN (SELECT pg_stat_get_backend_pid(b)
+                    FROM pg_stat_get_backend_idset() AS b)"""
 
 # Which waiter first: idle before holding jobs, then the one that began waiting last (still
 # on a CPU, or the latest to leave it), as NEWEST; 0018 took the one that waited longest.
