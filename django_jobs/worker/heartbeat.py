@@ -4,9 +4,10 @@ queue healthy while it runs.
 It renews the leases of the jobs the worker holds (a job whose lease runs out is rescued by
 another worker) and interrupts those with a cancel request; rescues the jobs of workers that
 died; reads which queues are paused; refreshes the worker's own row and removes the rows of
-workers long silent; and runs the periodic steps (``worker/periodic.py``: the features' steps, such
-as recurring jobs and pruning, then the release of waiting jobs). Any worker may do each of
-these: the database decides.
+workers long silent (and, on PostgreSQL, the waiting rows of workers whose session is gone);
+and runs the periodic steps (``worker/periodic.py``: the features' steps, such as recurring
+jobs and pruning, then the release of waiting jobs). Any worker may do each of these: the
+database decides.
 """
 
 from __future__ import annotations
@@ -89,4 +90,6 @@ def heartbeat(worker: WorkerState) -> None:
     )
     stale = now - timedelta(seconds=lease_seconds * STALE_ROW_LEASES)
     WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
+    if worker.listener is not None:  # PostgreSQL: the waiting rows of killed workers
+        worker.listener.forget_gone()
     worker.periodic(worker.worker_id)

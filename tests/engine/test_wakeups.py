@@ -1,5 +1,6 @@
 """Which workers an enqueue wakes on PostgreSQL (migration 0018, ``engine/postgres/waiters.py``):
-one waiting worker per ready job, oldest waiter first, told on its own channel; every worker of
+one waiting worker per ready job, the one that began waiting last first, told on its own
+channel, and only if its session is still there; every worker of
 the queue when there are fewer waiters than jobs; nobody for a rolled-back enqueue or a job
 that is not due. The waiters are real LISTEN sessions, registered by real claims."""
 
@@ -14,6 +15,7 @@ from django_jobs.core.contract import ClaimRequest, Waiting
 from django_jobs.models import Job
 from tests.conftest import requires_postgres
 from tests.helpers import claim
+from tests.sched_jobs import register_limited, unregister_limited
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
 
@@ -74,7 +76,7 @@ def waiters():
     def make(count: int = 1, queues: list[str] | None = None) -> list[Waiter]:
         new = [Waiter(queues) for _ in range(count)]
         for waiter in new:
-            assert waiter.claim() == []  # short: registered as waiting, oldest first
+            assert waiter.claim() == []  # short: registered as waiting, in this order
         made.extend(new)
         return new
 
@@ -94,14 +96,46 @@ def test_a_short_claim_registers_its_worker_and_a_full_one_unregisters_it(waiter
     assert waiter.waiting() is not None
 
 
-def test_one_job_wakes_the_oldest_waiter_alone(waiters):
+def test_one_job_wakes_the_waiter_that_began_waiting_last_alone(waiters):
     first, second, third = waiters(3)
-    waited = [second.waiting(), third.waiting()]
+    waited = [first.waiting(), second.waiting()]
     Job.enqueue("echo")
-    assert first.heard() == [(first.channel, "default")]
-    assert second.heard() == [] and third.heard() == []
-    assert first.waiting() is None  # taken: its claim registers it again
-    assert [second.waiting(), third.waiting()] == waited
+    assert third.heard() == [(third.channel, "default")]
+    assert first.heard() == [] and second.heard() == []
+    assert third.waiting() is None  # taken: its claim registers it again
+    assert [first.waiting(), second.waiting()] == waited
+
+
+def test_the_row_of_a_session_that_is_gone_is_passed_over(waiters):
+    alive, gone = waiters(2)
+    gone.close()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [gone.pid])
+    wait_until_gone(gone.pid)
+    waited = gone.waiting()
+    Job.enqueue("echo")
+    assert alive.heard() == [(alive.channel, "default")]
+    assert gone.waiting() == waited  # not taken: left for forget_gone
+
+
+def test_with_limits_registered_a_claim_registers_its_worker_too():
+    """The limits' claims take the ORM's path, and mark their worker waiting or busy alike."""
+    register_limited()
+    clear_waiters()
+    waiter = Waiter()
+    try:
+        assert waiter.claim(limit=2) == []  # short: waiting
+        assert waiter.waiting() is not None
+        Job.enqueue_many("capped", [{}, {}, {}])  # at most two running
+        assert waiter.heard() == [(waiter.channel, "default"), ("django_jobs", "default")]
+        assert len(waiter.claim(limit=2)) == 2  # full: busy
+        assert waiter.waiting() is None
+        assert waiter.claim(limit=2) == []  # the third is refused: short, waiting again
+        assert waiter.waiting() is not None
+    finally:
+        waiter.close()
+        unregister_limited()
+        clear_waiters()
 
 
 def test_more_jobs_than_waiters_wake_every_waiter_and_tell_every_worker(waiters):
@@ -136,8 +170,8 @@ def test_a_job_pending_again_wakes_one_waiter(waiters):
     assert held.pk == job.pk
     first, second = waiters(2)
     Job.objects.release([held])
-    assert first.heard() == [(first.channel, "default")]
-    assert second.heard() == []
+    assert second.heard() == [(second.channel, "default")]
+    assert first.heard() == []
 
 
 def test_waiters_of_other_queues_and_paused_ones_are_left_alone(waiters):
@@ -162,25 +196,32 @@ def test_a_worker_that_stops_listening_leaves_its_row_to_the_next_listener(waite
         cursor.execute("SELECT pg_terminate_backend(%s)", [gone.pid])
     from django_jobs.engine.postgres import waiters as pgwaiters
 
+    wait_until_gone(gone.pid)
     with psycopg.connect(**connection.get_connection_params(), autocommit=True) as conn:
-        for _ in range(100):  # the session ends a moment after the socket closes
-            if not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
-                                (gone.pid,)).fetchone():
-                break
-            conn.execute("SELECT pg_sleep(0.05)")
         pgwaiters.forget_gone(conn)
     assert gone.waiting() == "no row"
+
+
+def wait_until_gone(pid: int) -> None:
+    """The session ends a moment after its socket closes."""
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as conn:
+        for _ in range(200):
+            if not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                (pid,)).fetchone():
+                return
+            conn.execute("SELECT pg_sleep(0.05)")
+    raise AssertionError(f"session {pid} is still there")
 
 
 def test_with_no_waiter_left_the_worker_woken_last_is_told_alone(waiters):
     first, second = waiters(2)
     Job.enqueue("echo")
-    assert first.heard() == [(first.channel, "default")]  # taken, busy until it claims
+    assert second.heard() == [(second.channel, "default")]  # taken, busy until it claims
     Job.enqueue("echo")
-    assert second.heard() == [(second.channel, "default")]
+    assert first.heard() == [(first.channel, "default")]
     Job.enqueue("echo")  # nobody waits: the one woken last claims again, nobody else is told
-    assert second.heard() == [(second.channel, "default")]
-    assert first.heard() == []
+    assert first.heard() == [(first.channel, "default")]
+    assert second.heard() == []
 
 
 def test_a_waiting_worker_claims_only_what_it_was_told_of_until_its_poll():

@@ -1,16 +1,19 @@
-"""Real ``runworker`` processes woken on PostgreSQL: an enqueue wakes the one worker that waited
-longest, a worker that was given a job but died is made up for by another's poll, and a worker
-that stops removes its waiting row (migration 0018, ``engine/postgres/waiters.py``)."""
+"""Real ``runworker`` processes woken on PostgreSQL: an enqueue wakes the one worker that began
+waiting last, with concurrency and rate limits registered too; a killed worker's row is passed over
+and then removed by another worker's heartbeat; a worker that stops removes its waiting row
+(migrations 0018 and 0024, ``engine/postgres/waiters.py``)."""
 
 from __future__ import annotations
 
 import signal
 
+import psycopg
 import pytest
 from django.db import connection
 
 from django_jobs.models import Job
 from tests.conftest import requires_postgres, wait_for
+from tests.sched_jobs import register_limited, unregister_limited
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True), pytest.mark.slow]
 S = Job.Status
@@ -42,43 +45,106 @@ def no_waiters():
         cursor.execute("DELETE FROM django_jobs_waiter")
 
 
-def start_waiting(start_worker, name: str, *options: str):
+def start_waiting(start_worker, name: str, *options: str, env: dict | None = None):
     """A worker that has registered as waiting; returns it and its listener's pid."""
     before = set(waiting())
-    worker = start_worker("--worker-id", name, *options)
+    worker = start_worker("--worker-id", name, *options, env=env)
     wait_for(lambda: set(waiting()) - before or worker.proc.poll() is not None, timeout=60)
     (pid,) = set(waiting()) - before
     return worker, pid
 
 
-def test_an_enqueue_wakes_the_worker_that_waited_longest_alone(start_worker):
+def test_an_enqueue_wakes_the_worker_that_began_waiting_last_alone(start_worker):
     first, first_pid = start_waiting(start_worker, "first", *ASLEEP)
     second, second_pid = start_waiting(start_worker, "second", *ASLEEP)
-    since = rows()[second_pid]
+    since = rows()[first_pid]
     job = Job.enqueue("echo")
     wait_for(lambda: Job.objects.get(pk=job.pk).status == S.COMPLETED, timeout=60)
-    assert Job.objects.get(pk=job.pk).worker_id == "first"
-    wait_for(lambda: first_pid in waiting(), timeout=60)  # its next claim: waiting again
-    assert rows()[second_pid] == since  # never taken
+    assert Job.objects.get(pk=job.pk).worker_id == "second"
+    wait_for(lambda: second_pid in waiting(), timeout=60)  # its next claim: waiting again
+    assert rows()[first_pid] == since  # never taken
     for worker in (first, second):
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0, worker.output()
     assert rows() == {}  # each removed its row on the way out
 
 
-def test_a_worker_given_a_job_that_died_is_made_up_for_by_another_workers_poll(start_worker):
+def told(pids: list[int], act) -> list[tuple[str, str]]:
+    """The notifications sent to the listeners ``pids`` and to every worker while ``act()``
+    runs, heard by a session of the test's own that listens on the same channels."""
+    end = "django_jobs_test_end"
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as conn:
+        for channel in [*(f"django_jobs_{pid}" for pid in pids), "django_jobs", end]:
+            conn.execute(f"LISTEN {channel}")
+        act()
+        with connection.cursor() as cursor:  # after act's commits: heard after its notes
+            cursor.execute("SELECT pg_notify(%s, '')", [end])
+        heard = []
+        for note in conn.notifies(timeout=30):
+            if note.channel == end:
+                return heard
+            heard.append((note.channel, note.payload))
+    raise AssertionError(f"the end marker never arrived; heard {heard}")
+
+
+@pytest.fixture
+def limited():
+    register_limited()
+    yield
+    unregister_limited()
+
+
+def test_with_limits_registered_an_enqueue_wakes_one_idle_worker(start_worker, limited):
+    """The limits' claims take the ORM's path; they register their worker as waiting too, so
+    one enqueue of a limited job tells one worker, not every worker."""
+    env = {"DJANGO_JOBS_TEST_LIMITS": "1"}
+    started = [start_waiting(start_worker, f"limited-{n}", *ASLEEP, env=env) for n in range(4)]
+    pids = [pid for _, pid in started]
+    since = rows()
+    jobs = []
+    heard = told(pids, lambda: jobs.append(Job.enqueue("capped")))
+    assert heard == [(f"django_jobs_{pids[-1]}", "default")]  # the last to wait, alone
+    wait_for(lambda: Job.objects.get(pk=jobs[0].pk).status == S.COMPLETED, timeout=60)
+    assert Job.objects.get(pk=jobs[0].pk).worker_id == "limited-3"
+    wait_for(lambda: pids[-1] in waiting(), timeout=60)  # its next claim: waiting again
+    assert {pid: rows()[pid] for pid in pids[:-1]} == {pid: since[pid] for pid in pids[:-1]}
+    for worker, _ in started:
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0, worker.output()
+
+
+def test_a_killed_workers_row_is_passed_over(start_worker):
+    alive, alive_pid = start_waiting(start_worker, "alive", *ASLEEP)
     doomed, doomed_pid = start_waiting(start_worker, "doomed", *ASLEEP)
-    polling, polling_pid = start_waiting(start_worker, "polling", "--poll-interval", "0.5")
     doomed.signal(signal.SIGKILL)
     assert doomed.wait() == -signal.SIGKILL
-    job = Job.enqueue("echo")
-    # The trigger gave the job to the worker that waited longest, which is gone.
-    assert rows()[doomed_pid] is None
-    assert polling_pid in waiting()
-    wait_for(lambda: Job.objects.get(pk=job.pk).status == S.COMPLETED, timeout=60)
-    assert Job.objects.get(pk=job.pk).worker_id == "polling"
-    polling.signal(signal.SIGTERM)
-    assert polling.wait() == 0, polling.output()
+    wait_for(lambda: not session_exists(doomed_pid), timeout=60)
+    jobs = []
+    heard = told([doomed_pid, alive_pid], lambda: jobs.append(Job.enqueue("echo")))
+    # The row that began waiting last is the dead worker's: passed over, still waiting.
+    assert heard == [(f"django_jobs_{alive_pid}", "default")]
+    assert rows()[doomed_pid] is not None
+    wait_for(lambda: Job.objects.get(pk=jobs[0].pk).status == S.COMPLETED, timeout=60)
+    assert Job.objects.get(pk=jobs[0].pk).worker_id == "alive"
+    alive.signal(signal.SIGTERM)
+    assert alive.wait() == 0, alive.output()
+
+
+def test_a_killed_workers_row_is_removed_by_another_workers_heartbeat(start_worker):
+    doomed, doomed_pid = start_waiting(start_worker, "doomed", *ASLEEP)
+    beating, _ = start_waiting(start_worker, "beating", "--poll-interval", "120",
+                               "--heartbeat", "0.5", "--lease", "300")
+    doomed.signal(signal.SIGKILL)
+    assert doomed.wait() == -signal.SIGKILL
+    wait_for(lambda: doomed_pid not in rows(), timeout=60)
+    beating.signal(signal.SIGTERM)
+    assert beating.wait() == 0, beating.output()
+
+
+def session_exists(pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = %s)", [pid])
+        return cursor.fetchone()[0]
 
 
 def test_a_job_not_yet_due_runs_once_due(start_worker):

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 class PostgresEngine(RowLockEngine):
     """The ORM's verbs, with the hot ones as single statements. A claim that a feature admits
     (concurrency and rate limits need the locked candidates first) and a finish with a snooze
-    take the ORM's path."""
+    take the ORM's path; such a claim then marks its worker waiting or busy in a statement of
+    its own, in the claim's transaction when it is a turn's."""
 
     def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         """The ready rows read as the plain claim reads them, in the ready index's order
@@ -75,8 +76,14 @@ class PostgresEngine(RowLockEngine):
     def claim(self, request: ClaimRequest) -> list[Job]:
         """One statement; with ``request.after``, a second from the ready index's start if
         the first found nothing after the key (``ClaimRequest``)."""
-        if request.limit < 1 or hooks.limits_claims():
-            return super().claim(request)
+        if request.limit < 1:
+            return []
+        if hooks.limits_claims():  # the ORM's claim, admitted; then the worker marked
+            jobs = super().claim(request)
+            waiter = _waiter(request)
+            if waiter is not None:
+                run(connections[self.db], waiters.MARK_AFTER, [len(jobs), *waiter])
+            return jobs
         now = clock.now(self.db)
         jobs = claim(
             self.jobs.model, ready_states=READY_STATES, now=now, queues=request.queues,

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from django_jobs.engine import hooks
 from django_jobs.engine.postgres import waiters
 from django_jobs.engine.postgres.pooler import note_notifications
 
@@ -136,8 +137,13 @@ class Listener(threading.Thread):
         worker came, or if the poll is due. Every job that became ready since the last claim
         was given by the trigger to one waiting worker, or to one woken last, or announced to
         every worker; so a claim of more would take another worker's job from under it, and a
-        job due later, or a notification lost, is the poll's."""
-        if self.pid is None or self.waiting_since is None:
+        job due later, or a notification lost, is the poll's.
+
+        Also None while concurrency or rate limits are registered (``hooks.limits_claims``): a
+        finish frees a limit's room with no enqueue to tell of it, and a claim of one job reads
+        one candidate, which may be a job its limit refuses, so the job it was told of would
+        wait for the poll behind it."""
+        if self.pid is None or self.waiting_since is None or hooks.limits_claims():
             return None
         if time.monotonic() - self.claimed_at >= POLL_SLACK * self.poll_interval:
             return None
@@ -182,6 +188,15 @@ class Listener(threading.Thread):
         )
         conn.execute(f"UNLISTEN {own}")  # the server connection the pooler lent us
         self.stopped.set()
+
+    def forget_gone(self) -> None:
+        """Remove the waiting rows of sessions that are gone (a worker killed leaves its row;
+        enqueues pass over it already, migration 0024), over the caller's own connection: the
+        worker's heartbeat calls it."""
+        if self.pid is None:  # not listening: the rows are not this worker's business
+            return
+        with self.db_wrapper.cursor() as cursor:
+            cursor.execute(waiters.FORGET_GONE)
 
     def stop(self) -> None:
         """Stop listening; the worker's claims no longer register it as waiting. Its row is

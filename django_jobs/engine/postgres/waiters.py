@@ -1,18 +1,22 @@
-"""Idle workers as waiters, so that an enqueue wakes one worker per ready job (migration 0018).
+"""Idle workers as waiters, so that an enqueue wakes one worker per ready job (migrations 0018
+and 0024).
 
 A worker whose listener hears notifications (``engine/postgres/listener.py``) claims with its
 listening session's process id. A claim that takes fewer jobs than the worker has room for (the
-queue ran dry) marks the worker waiting in ``django_jobs_waiter``, in the claim's own statement,
+queue ran dry) marks the worker waiting in ``django_jobs_waiter``, in the claim's own statement
+(``MARK``; after a claim on the ORM's path, which limits take, in one of its own: ``MARK_AFTER``),
 and says whether it still holds jobs; a claim that fills its room marks it busy. The enqueue's
-trigger takes waiters, one per ready job, idle ones first, oldest first, and notifies each on
-its own channel, ``django_jobs_<pid>``; with fewer waiters than jobs it notifies the workers
-woken last (they are claiming, or claim at their next turn), and with fewer workers than jobs
-every worker of the queue on ``django_jobs``.
+trigger takes waiters of live sessions, one per ready job, idle ones first, the one that began
+waiting last first, and notifies each on its own channel, ``django_jobs_<pid>``; with fewer
+waiters than jobs it notifies the workers woken last (they are claiming, or claim at their next
+turn), and with fewer workers than jobs every worker of the queue on ``django_jobs``.
 
 Nothing here waits on a lock: the row of a waiter an uncommitted enqueue is taking is skipped
 (``SKIP LOCKED``) and stays as that enqueue leaves it: taken if it commits, waiting if it rolls
-back. A waiter that never hears its notification (its listener died) is caught by the poll:
-every worker still claims every ``POLL_INTERVAL`` seconds.
+back. The row of a worker killed stays, but is passed over once its session has ended, and the
+workers' heartbeats remove it (``FORGET_GONE``). A waiter that never hears its notification
+(its process died between the enqueue's commit and its claim) is caught by the poll: every
+worker still claims every ``POLL_INTERVAL`` seconds.
 """
 
 from __future__ import annotations
@@ -72,6 +76,12 @@ MARKING = MARK.format(table=TABLE)
 def claim_marking(claim: str) -> str:
     """A claim statement that also marks its worker waiting or busy; its rows are the claim's."""
     return f"WITH claimed AS (\n{claim}\n), {MARKING}\nSELECT * FROM claimed"
+
+
+# ``MARK`` alone, after a claim made on the ORM's path (a feature admits its candidates): the
+# claim's rows stand in as a count (parameter: the jobs it took), then ``MARK``'s parameters. A
+# data-modifying CTE runs whether or not the query reads it.
+MARK_AFTER = f"WITH claimed AS (SELECT generate_series(1, %s::integer)), {MARKING}\nSELECT 1"
 
 
 def mark_params(waiting: Waiting, queues: Sequence[str] | None, skips: Sequence[str]
