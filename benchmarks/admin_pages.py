@@ -42,7 +42,8 @@ from benchmarks.scratch import recreate_database  # noqa: E402
 
 # The mix, per hundred rows: 90 finished (85 completed, 3 dead, 2 canceled), 10 open (4 pending
 # and due, 2 pending and scheduled later, 2 failed and waiting to be retried, 2 processing).
-# At 10M rows: 9M finished, 1M open. Forty types and twelve queues, spread across the states.
+# At 10M rows: 9M finished, 1M open. Forty types spread across the states, each in one of
+# twelve queues (as a handler names its queue).
 STATUS_SQL = """CASE WHEN mod(g, 100) < 85 THEN 'completed' WHEN mod(g, 100) < 88 THEN 'dead'
     WHEN mod(g, 100) < 90 THEN 'canceled' WHEN mod(g, 100) < 96 THEN 'pending'
     WHEN mod(g, 100) < 98 THEN 'failed' ELSE 'processing' END"""
@@ -59,7 +60,7 @@ SELECT 'j-' || lpad(to_hex(g), 20, '0'),
         || CASE WHEN mod(g / 7, {TYPES}) < 5 THEN '' ELSE '_' || mod(g / 7, {TYPES}) / 5 END,
     jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
     s.status, (ARRAY[-10, 0, 0, 0, 10])[1 + mod(g, 5)],
-    (ARRAY{list(QUEUES)})[1 + mod(g / 3, {len(QUEUES)})],
+    (ARRAY{list(QUEUES)})[1 + mod(mod(g / 7, {TYPES}), {len(QUEUES)})],
     CASE WHEN mod(g, 100) BETWEEN 94 AND 97 THEN now() + mod(g, 1440) * interval '1 minute'
         ELSE t.created + interval '1 second' END,
     1, 3,

@@ -23,7 +23,7 @@ from django_jobs.models import Job
 M = TypeVar("M", bound=Model)
 
 # Newest jobs a free-text search reads when no period is chosen.
-SEARCH_WINDOW = 100_000
+SEARCH_WINDOW = 10_000
 DATE_FIELD = "created_at"
 
 

@@ -32,6 +32,17 @@ def analyze() -> None:
             cursor.execute("ANALYZE django_jobs_job")
 
 
+@pytest.fixture(autouse=True)
+def analyzed_empty_after():
+    yield
+    # ANALYZE writes the table's size to pg_class in place, which the test's rollback leaves:
+    # analyzed again without the rows, the tests after this one plan for an empty table.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM django_jobs_job")
+            cursor.execute("ANALYZE django_jobs_job")
+
+
 def test_below_the_sample_the_overview_is_exact_and_says_no_about(viewer):
     for _ in range(3):
         make_job("dead")
