@@ -10,7 +10,7 @@ A state with more is counted from its newest ``SAMPLE`` jobs: its total is the p
 estimate (``models/counts.py``), shared out among queues and types as among those jobs, and
 every figure of it is shown as "about" (``Cell``). A row's oldest ready job is shown where
 its ready states were counted exactly; the oldest ready job of all is always exact, one
-probe of the ready index per priority (``oldest_ready``).
+few probes of the ready index (``oldest_ready``).
 
 The list's strip counts dead, processing and ready jobs the same way: exact up to
 ``COUNT_CAP``, then the planner's estimate, shown as "about".
@@ -110,9 +110,18 @@ def status_query(status: str) -> str:
 
 
 def oldest_ready(jobs: QuerySet[Job], now: datetime) -> datetime | None:
-    """The earliest ``run_at`` of the ready jobs due by ``now``: for each priority, highest
-    first, the first due entry of the ready index (which orders by priority, then run_at),
-    one ``LIMIT 1`` probe each, rather than a ``MIN`` that reads every ready row."""
+    """The earliest ``run_at`` of the ready jobs due by ``now``, from a few ``LIMIT 1`` probes
+    of the ready index rather than a ``MIN`` that reads every ready row.
+
+    PostgreSQL's ready index orders by priority, then run_at: one probe per priority, highest
+    first, finds each priority's earliest due job. MariaDB's (``status, run_at``) orders by
+    run_at within a status: one probe per ready state.
+    """
+    if connections[jobs.db].vendor == "mysql":
+        found = [jobs.filter(status=status).order_by("run_at").values_list("run_at", flat=True)
+                 .first() for status in READY_STATES]
+        due = [run_at for run_at in found if run_at is not None and run_at <= now]
+        return min(due, default=None)
     ready = jobs.filter(status__in=READY_STATES, run_at__lte=now).order_by("-priority", "run_at")
     oldest, priority = None, None
     for _ in range(PRIORITIES_PROBED):
