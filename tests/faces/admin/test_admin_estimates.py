@@ -99,3 +99,27 @@ def test_the_oldest_ready_job_by_priority_probes_is_the_plain_minimum(jobs):
                            run_at=now + timedelta(seconds=offset))
     ready = Job.objects.filter(status__in=("pending", "failed"), run_at__lte=now)
     assert stats.oldest_ready(Job.objects.all(), now) == ready.aggregate(m=Min("run_at"))["m"]
+
+
+def test_a_type_the_planner_expects_few_of_is_looked_for_among_the_newest_jobs(
+        viewer, monkeypatch):
+    from django_jobs.admin.job_admin import JobAdmin
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL: no index serves a type or queue filter there")
+    monkeypatch.setattr(JobAdmin, "search_window", 100)
+    now = timezone.now()
+    Job.objects.bulk_create(Job(type="echo", status="completed", created_at=now - timedelta(
+        seconds=n)) for n in range(1000))
+    make_job("dead", type="rare", created_at=now - timedelta(days=3))  # older than the window
+    analyze()
+    rare = viewer.get(LIST, {"type": "rare"})
+    shown = [str(m) for m in rare.context["messages"]]
+    assert any("looked for among the newest 100 jobs" in m for m in shown), shown
+    assert list(rare.context["cl"].result_list) == []  # outside the window
+    common = viewer.get(LIST, {"type": "echo"})
+    assert not [m for m in common.context["messages"] if "newest" in str(m)]
+    assert len(common.context["cl"].result_list) == 50
+    period = viewer.get(LIST, {"type": "rare", "created_at__gte": (
+        now - timedelta(days=7)).isoformat()})
+    assert [j.type for j in period.context["cl"].result_list] == ["rare"]  # a period: all of it
