@@ -172,7 +172,11 @@ def _state_rows(jobs: QuerySet[Job], status: str,
         of_state = of_state.filter(created_at__gte=now - RECENT)
     # The newest SAMPLE + 1 jobs of the state, in the order of the index that holds it,
     # grouped in one statement (a derived table: MariaDB takes no LIMIT in ``IN (...)``).
-    order = ("leased_until",) if status == PROCESSING else ("-created_at",)
+    # PostgreSQL's status index leaves processing out: its lease index holds them. MariaDB's
+    # status index holds every state (its lease index, not partial, starts with every other
+    # job's NULL).
+    postgres = connections[jobs.db].vendor == "postgresql"
+    order = ("leased_until",) if status == PROCESSING and postgres else ("-created_at",)
     newest = of_state.order_by(*order).values("queue", "type", "run_at")[: SAMPLE + 1]
     inner, params = newest.query.sql_with_params()
     connection = connections[jobs.db]
