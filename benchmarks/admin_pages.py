@@ -40,27 +40,43 @@ import django  # noqa: E402
 from benchmarks import admin_mariadb  # noqa: E402
 from benchmarks.scratch import recreate_database  # noqa: E402
 
-STATUS_SQL = """CASE WHEN mod(g, 100) < 90 THEN 'completed' WHEN mod(g, 100) < 95 THEN 'dead'
-    WHEN mod(g, 100) < 97 THEN 'failed' WHEN mod(g, 100) < 99 THEN 'pending' ELSE 'canceled' END"""
+# The mix, per hundred rows: 90 finished (85 completed, 3 dead, 2 canceled), 10 open (4 pending
+# and due, 2 pending and scheduled later, 2 failed and waiting to be retried, 2 processing).
+# At 10M rows: 9M finished, 1M open. Forty types spread across the states, each in one of
+# twelve queues (as a handler names its queue).
+STATUS_SQL = """CASE WHEN mod(g, 100) < 85 THEN 'completed' WHEN mod(g, 100) < 88 THEN 'dead'
+    WHEN mod(g, 100) < 90 THEN 'canceled' WHEN mod(g, 100) < 96 THEN 'pending'
+    WHEN mod(g, 100) < 98 THEN 'failed' ELSE 'processing' END"""
+BASE_TYPES = ("email_send", "invoice_pdf", "resize_image", "sync_crm", "webhook")
+TYPES = 40  # the five above, and seven variants of each (``webhook_3``)
+QUEUES = ("default", "mail", "media", "billing", "search", "sync", "export", "import",
+          "notify", "thumbs", "ml", "audit")
 FILL_SQL = f"""
 INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at, attempt,
     max_attempts, result, error, created_at, updated_at, started_at, finished_at, worker_id,
-    cancel_requested, callback_url, has_dependents, crashes)
+    lease_token, leased_until, cancel_requested, callback_url, has_dependents, crashes)
 SELECT 'j-' || lpad(to_hex(g), 20, '0'),
-    (ARRAY['email_send', 'invoice_pdf', 'resize_image', 'sync_crm', 'webhook'])[1 + mod(g, 5)],
+    (ARRAY{list(BASE_TYPES)})[1 + mod(g / 7, 5)]
+        || CASE WHEN mod(g / 7, {TYPES}) < 5 THEN '' ELSE '_' || mod(g / 7, {TYPES}) / 5 END,
     jsonb_build_object('n', g, 'to', 'user' || g || '@example.com'),
     s.status, (ARRAY[-10, 0, 0, 0, 10])[1 + mod(g, 5)],
-    (ARRAY['default', 'mail', 'media'])[1 + mod(g, 3)],
-    t.created + interval '1 second', 1, 3,
+    (ARRAY{list(QUEUES)})[1 + mod(mod(g / 7, {TYPES}), {len(QUEUES)})],
+    CASE WHEN mod(g, 100) BETWEEN 94 AND 97 THEN now() + mod(g, 1440) * interval '1 minute'
+        ELSE t.created + interval '1 second' END,
+    1, 3,
     CASE WHEN s.status = 'completed' THEN '{{"ok": true}}'::jsonb END,
     CASE WHEN s.status IN ('dead', 'failed') THEN jsonb_build_object(
         'type', 'SMTPError', 'message', 'mailbox unavailable for user' || g,
         'traceback', 'Traceback (most recent call last):\n  File "jobs.py"\nSMTPError: 550',
         'details', '{{}}'::jsonb) END,
-    t.created, t.created + interval '2 seconds', t.created + interval '1 second',
+    t.created, t.created + interval '2 seconds',
+    CASE WHEN s.status <> 'pending' THEN t.created + interval '1 second' END,
     CASE WHEN s.status IN ('completed', 'dead', 'canceled') THEN t.created
         + interval '2 seconds' END,
-    'bench-worker', false, '', false, 0
+    CASE WHEN s.status = 'pending' THEN '' ELSE 'bench-worker-' || mod(g, 8) END,
+    CASE WHEN s.status = 'processing' THEN gen_random_uuid() END,
+    CASE WHEN s.status = 'processing' THEN now() + interval '5 minutes' END,
+    false, '', false, 0
 FROM generate_series(%(start)s, %(stop)s) AS g,
     LATERAL (SELECT {STATUS_SQL} AS status) AS s,
     LATERAL (SELECT now() - (%(stop)s - g) * interval '2 seconds' AS created) AS t
@@ -71,6 +87,20 @@ INSERT INTO django_jobs_jobattempt (job_id, number, worker_id, started_at, finis
 SELECT id, 1, 'bench-worker', started_at, started_at + interval '1 second',
     CASE status WHEN 'dead' THEN 'dead' ELSE 'failed' END, error, 0.01, 52428800
 FROM django_jobs_job WHERE status IN ('dead', 'failed') AND id > %(after)s
+"""
+# What the engine would have counted as it finished the jobs of the last day (``JobStat``):
+# hour rows for the last 25 hours and minute rows for the last 61 minutes, from the jobs
+# themselves, through the created index. The overview's charts read these.
+STATS_SQL = """
+INSERT INTO django_jobs_jobstat (span, bucket, worker_id, queue, type, outcome, count,
+    wait_sum_us, run_sum_us, wait_le_0, wait_le_1, wait_le_2, wait_le_3, wait_le_4, wait_le_5,
+    wait_le_6, wait_le_7, wait_le_8, wait_le_9, wait_le_10, wait_le_11)
+SELECT %(span)s, date_trunc(%(unit)s, finished_at), worker_id, queue, type, status, count(*),
+    0, count(*) * 1000000, count(*), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+FROM django_jobs_job
+WHERE created_at >= now() - %(back)s * interval '1 minute'
+    AND status IN ('completed', 'dead', 'canceled')
+GROUP BY 2, 3, 4, 5, 6
 """
 
 
@@ -83,6 +113,9 @@ def fill(start: int, stop: int) -> None:
         last = cursor.execute("SELECT coalesce(max(id), 0) FROM django_jobs_job").fetchone()[0]
         cursor.execute(FILL_SQL, {"start": start, "stop": stop})
         cursor.execute(ATTEMPTS_SQL, {"after": last})
+        cursor.execute("DELETE FROM django_jobs_jobstat")
+        cursor.execute(STATS_SQL, {"span": 60, "unit": "hour", "back": 25 * 60})
+        cursor.execute(STATS_SQL, {"span": 1, "unit": "minute", "back": 61})
     # What autovacuum would have done on a table this size: statistics and the visibility map.
     connection.ensure_connection()
     with connection.cursor() as cursor:
@@ -149,16 +182,53 @@ def _week_ago() -> str:
     return quote((timezone.now() - timedelta(days=7)).isoformat())
 
 
-def recreate() -> None:
-    """Drop and re-create the scratch database ``DB_NAME`` and migrate it."""
+def recreate(reuse: bool = False) -> int:
+    """Drop and re-create the scratch database ``DB_NAME`` and migrate it; the jobs it holds.
+
+    With ``reuse``, a database that already holds jobs is kept as it is (migrated), so that
+    one long fill serves several runs: ``--fill-only`` once, then ``--reuse``.
+    """
     from django.core.management import call_command
     from django.db import connection
 
+    if reuse:
+        held = filled_rows()
+        if held:
+            call_command("migrate", verbosity=0)
+            return held
     if connection.vendor == "mysql":
         admin_mariadb.recreate_database(DB_NAME)
     else:
         recreate_database(DB_NAME)
     call_command("migrate", verbosity=0)
+    return 0
+
+
+def filled_rows() -> int:
+    """The jobs the scratch database holds (the fill numbers them 1..N); 0 if none or none yet."""
+    from django.db import DatabaseError, connection
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT max(id) FROM django_jobs_job")
+            return int(cursor.fetchone()[0] or 0)
+    except DatabaseError:
+        connection.close()
+        return 0
+
+
+def grow(filled: int, rows: int) -> int:
+    """Fill the jobs ``filled + 1`` to ``rows`` (none if the table holds them already)."""
+    if rows > filled:
+        t0 = time.perf_counter()
+        fill(filled + 1, rows)
+        print(f"filled {rows:,} rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return max(rows, filled)
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 minutes), for the figures' record."""
+    return " ".join(f"{n:.2f}" for n in os.getloadavg())
 
 
 def raw_page() -> None:
@@ -170,40 +240,38 @@ def raw_page() -> None:
         cursor.fetchall()
 
 
-def run(rows_list: list[int], repeat: int) -> list[dict]:
+def run(rows_list: list[int], repeat: int, reuse: bool = False,
+        naive: bool = True) -> list[dict]:
     from django.contrib.auth.models import Group, User
     from django.db import connection
     from django.test import Client
     from django.test.utils import override_settings
 
-    recreate()
-    user = User.objects.create_superuser("bench", "bench@example.com", "pw")
+    filled = recreate(reuse)
+    user = User.objects.filter(username="bench").first() or User.objects.create_superuser(
+        "bench", "bench@example.com", "pw")
     for name in ("ops", "support", "billing"):
-        Group.objects.create(name=name)
+        Group.objects.get_or_create(name=name)
     client = Client()
     client.force_login(user)
     results: list[dict] = []
-    filled = 0
     with override_settings(ROOT_URLCONF="benchmarks.admin_urls", DEBUG=False):
         for rows in rows_list:
-            t0 = time.perf_counter()
-            fill(filled + 1, rows)
-            filled = rows
-            print(f"filled {rows:,} rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-
+            filled = grow(filled, rows)
+            rows = filled
             _, raw, _ = measure(raw_page, repeat)
             group_q, group, _ = measure(lambda: client.get("/admin/auth/group/"), repeat)
             results.append({"rows": rows, "page": "baseline: raw page SELECT", "queries": 1,
                             "seconds": raw})
             results.append({"rows": rows, "page": "baseline: auth.Group changelist",
-                            "queries": group_q, "seconds": group})
+                            "queries": group_q, "seconds": group, "load": load()})
             with connection.cursor() as cursor:
                 cursor.execute("SELECT id FROM django_jobs_job WHERE status = 'dead' "
                                "ORDER BY id DESC LIMIT 1")
                 job_id = cursor.fetchone()[0]
             for name, url in pages(job_id).items():
                 for site in ("admin", "naive"):
-                    if site == "naive" and name in ("job page", "overview"):
+                    if site == "naive" and (not naive or name in ("job page", "overview")):
                         continue
                     target = url if site == "admin" else url.replace("/admin/", "/naive/")
                     response = client.get(target)
@@ -234,16 +302,28 @@ def main() -> None:
     parser.add_argument("--rows", default="10000,1000000",
                         help="comma-separated table sizes, ascending")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the scratch database's jobs if it has some (see --fill-only)")
+    parser.add_argument("--no-naive", action="store_true",
+                        help="skip the plain ModelAdmin's pages (seconds each at 10M rows)")
+    parser.add_argument("--fill-only", action="store_true",
+                        help="fill the scratch database to the largest --rows and stop")
     args = parser.parse_args()
     django.setup()
+    rows_list = [int(n) for n in args.rows.split(",")]
+    if args.fill_only:
+        grow(recreate(args.reuse), rows_list[-1])
+        return
     from django.test.utils import setup_test_environment
 
     setup_test_environment()  # the test client's host, in-memory email; nothing else
-    results = run([int(n) for n in args.rows.split(",")], args.repeat)
+    results = run(rows_list, args.repeat, args.reuse, naive=not args.no_naive)
     print(table(results))
+    print(f"load average at the end: {load()}")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
-    (out / "admin_pages.json").write_text(json.dumps(results, indent=2))
+    vendor = os.environ["DJANGO_JOBS_TEST_DB"]
+    (out / f"admin_pages_{vendor}.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

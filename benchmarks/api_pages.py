@@ -38,6 +38,7 @@ from benchmarks import admin_pages  # noqa: E402  sets up the settings module an
 FILTERS: dict[str, dict[str, str]] = {
     "": {},
     "?status=failed": {"status": "failed"},
+    "?status=failed&since=an hour ago": {"status": "failed", "since": "HOUR_AGO"},
     "?status=dead&since=a day ago": {"status": "dead", "since": "DAY_AGO"},
     "?type=webhook": {"type": "webhook"},
     # A type and a queue with no job: a page that walks the created index reads it all.
@@ -69,10 +70,12 @@ def urls() -> dict[str, str]:
     """Each page's path and query; the deep pages reached through ``next`` and ``previous``."""
     from django.utils import timezone
 
-    day_ago = (timezone.now() - timedelta(days=1)).isoformat()
+    now = timezone.now()
+    ago = {"DAY_AGO": (now - timedelta(days=1)).isoformat(),
+           "HOUR_AGO": (now - timedelta(hours=1)).isoformat()}
     pages: dict[str, str] = {}
     for name, params in FILTERS.items():
-        query = {k: day_ago if v == "DAY_AGO" else v for k, v in params.items()}
+        query = {k: ago.get(v, v) for k, v in params.items()}
         pages[f"first page{' ' + name if name else ''}"] = "/api/jobs?" + urlencode(query)
     for name in DEEP:
         url = pages[f"first page{' ' + name if name else ''}"]
@@ -88,6 +91,9 @@ def urls() -> dict[str, str]:
     pages["page from half way down (next)"] = "/api/jobs?" + urlencode({"cursor": middle})
     pages["page from half way down (previous)"] = "/api/jobs?" + urlencode(
         {"cursor": "n" + middle[1:]})
+    pages["/metrics/jobs (JSON)"] = "/api/metrics/jobs"
+    pages["/metrics/jobs?format=prometheus"] = "/api/metrics/jobs?format=prometheus"
+    pages["/metrics/jobs?window=1h"] = "/api/metrics/jobs?window=1h"
     return pages
 
 
@@ -118,37 +124,52 @@ def _get(url: str):  # type: ignore[no-untyped-def]
     return response
 
 
-def run(rows_list: list[int], repeat: int) -> list[dict]:
+def _results(url: str) -> int | str:
+    """The jobs a list page holds; ``-`` for the metrics."""
+    response = _get(url)
+    if "/metrics/" in url:
+        return "-"
+    return len(response.json()["results"])
+
+
+def run(rows_list: list[int], repeat: int, reuse: bool = False) -> list[dict]:
     global _client
+    from django.contrib.auth.models import Group, User
     from django.test import Client
     from django.test.utils import override_settings
 
     from django_jobs.models import ApiToken
 
-    admin_pages.recreate()
+    filled = admin_pages.recreate(reuse)
     token, raw = ApiToken.generate("bench", ["read"])
     token.save()
     _client = Client()
     _headers["Authorization"] = f"Bearer {raw}"
+    staff = Client()
+    staff.force_login(User.objects.filter(username="bench").first()
+                      or User.objects.create_superuser("bench", "bench@example.com", "pw"))
+    for name in ("ops", "support", "billing"):
+        Group.objects.get_or_create(name=name)
     results: list[dict] = []
     first: dict[str, float] = {}
-    filled = 0
     with override_settings(ROOT_URLCONF="tests.urls", DEBUG=False):
         for rows in rows_list:
-            t0 = time.perf_counter()
-            admin_pages.fill(filled + 1, rows)
-            filled = rows
-            print(f"filled {rows:,} rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            filled = admin_pages.grow(filled, rows)
+            rows = filled
             _, raw_seconds, _ = timed(admin_pages.raw_page, repeat)
             results.append({"rows": rows, "page": "baseline: raw page SELECT", "queries": 1,
                              "seconds": raw_seconds})
+            group_q, group, _ = timed(lambda: staff.get("/admin/auth/group/"), repeat)
+            results.append({"rows": rows, "page": "baseline: auth.Group changelist",
+                            "queries": group_q, "seconds": group, "load": admin_pages.load()})
             for name, url in urls().items():
                 queries, seconds, log = timed(lambda u=url: _get(u), repeat)
                 first.setdefault(name, seconds)
                 results.append({
                     "rows": rows, "page": name, "url": url, "queries": queries,
-                    "results": len(_get(url).json()["results"]), "seconds": seconds,
-                    "x_raw": seconds / raw_seconds, "x_first_size": seconds / first[name],
+                    "results": _results(url), "seconds": seconds,
+                    "x_raw": seconds / raw_seconds, "x_group": seconds / group,
+                    "x_first_size": seconds / first[name],
                     "slowest": [(round(t * 1000, 1), sql[:300]) for t, sql in
                                 sorted(log, reverse=True)[:3]],
                 })
@@ -156,10 +177,11 @@ def run(rows_list: list[int], repeat: int) -> list[dict]:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| rows | page | queries | results | ms per page | x raw SELECT | x smallest |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| rows | page | queries | results | ms per page | x raw SELECT | x Group list "
+             "| x smallest |", "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
-        ratios = (f"{r['x_raw']:.1f} | {r['x_first_size']:.2f}" if "x_raw" in r else "- | -")
+        ratios = (f"{r['x_raw']:.1f} | {r['x_group']:.1f} | {r['x_first_size']:.2f}"
+                  if "x_raw" in r else "- | - | -")
         lines.append(f"| {r['rows']:,} | {r['page']} | {r['queries']} | {r.get('results', '-')} "
                      f"| {r['seconds'] * 1000:.1f} | {ratios} |")
     return "\n".join(lines)
@@ -170,14 +192,17 @@ def main() -> None:
     parser.add_argument("--rows", default="10000,1000000",
                         help="comma-separated table sizes, ascending")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the scratch database's jobs if it has some")
     args = parser.parse_args()
     import django
     from django.test.utils import setup_test_environment
 
     django.setup()
     setup_test_environment()  # the test client's host; nothing else
-    results = run([int(n) for n in args.rows.split(",")], args.repeat)
+    results = run([int(n) for n in args.rows.split(",")], args.repeat, args.reuse)
     print(table(results))
+    print(f"load average at the end: {admin_pages.load()}")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
     vendor = os.environ["DJANGO_JOBS_TEST_DB"]

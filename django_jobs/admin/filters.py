@@ -7,9 +7,10 @@ the workers already know instead; any other value still works from the URL or th
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
+from django_jobs.admin import display, search
 from django_jobs.admin.reads import list_database
 from django_jobs.core.registry import get_handler, registered_types
 from django_jobs.core.settings import jobs_settings
@@ -34,9 +35,17 @@ class HasErrorFilter(admin.SimpleListFilter):
 
 
 class _KnownValuesFilter(admin.SimpleListFilter):
-    """Choices from a cheap source, plus the value in the URL if it is not among them."""
+    """Choices from a cheap source, plus the value in the URL if it is not among them.
+
+    A value the planner expects few jobs of is looked for among the newest jobs only, unless
+    a period is chosen (``search.bounded_if_rare``), and the page says so.
+    """
 
     field = ""
+
+    def __init__(self, request, params, model, model_admin):
+        super().__init__(request, params, model, model_admin)
+        self.model_admin = model_admin
 
     def known(self, using: str) -> list[str]:
         """The choices, read from database ``using`` where they need a query."""
@@ -50,9 +59,17 @@ class _KnownValuesFilter(admin.SimpleListFilter):
         return [(value, value) for value in sorted(values)]
 
     def queryset(self, request, queryset):
-        if self.value():
-            return queryset.filter(**{self.field: self.value()})
-        return queryset
+        if not self.value():
+            return queryset
+        window = getattr(self.model_admin, "search_window", search.SEARCH_WINDOW)
+        filtered, start = search.bounded_if_rare(
+            request, queryset.filter(**{self.field: self.value()}), window)
+        if start is not None:
+            self.model_admin.message_user(request, (
+                f"Few jobs have this {self.field}: looked for among the newest {window:,} jobs, "
+                f"created since {display.when(start)}. To look further back, choose a period "
+                f"in the date drill-down above the list."), messages.INFO)
+        return filtered
 
 
 class TypeFilter(_KnownValuesFilter):

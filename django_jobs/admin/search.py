@@ -15,15 +15,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TypeVar
 
+from django.db import connections
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from django_jobs.models import Job
+from django_jobs.models.counts import planner_estimate
 
 M = TypeVar("M", bound=Model)
 
 # Newest jobs a free-text search reads when no period is chosen.
-SEARCH_WINDOW = 100_000
+SEARCH_WINDOW = 10_000
 DATE_FIELD = "created_at"
 
 
@@ -49,3 +51,23 @@ def bounded(request: HttpRequest, queryset: QuerySet[M],
     if start is None:
         return queryset, None
     return queryset.filter(**{f"{DATE_FIELD}__gte": start}), start
+
+
+# A filter the planner expects to match fewer jobs than this is "rare" (see ``bounded_if_rare``).
+RARE_BELOW = 500
+
+
+def bounded_if_rare(request: HttpRequest, queryset: QuerySet[M],
+                    window: int = SEARCH_WINDOW) -> tuple[QuerySet[M], datetime | None]:
+    """``queryset`` (filtered by a type or a queue) limited to the newest ``window`` jobs when
+    the planner expects it to match fewer than ``RARE_BELOW`` of them, on PostgreSQL, where no
+    index serves those filters: a page of such a filter walks the ``created_at`` index until
+    50 rows match, which for a type with no job reads the whole table (seconds at 10M rows).
+    MariaDB has an index for each (``engine/mariadb/schema.py``); SQLite tables are small.
+    Unchanged, and None, when a period is chosen, as for a search."""
+    if connections[queryset.db].vendor != "postgresql" or period_chosen(request):
+        return queryset, None
+    estimate = planner_estimate(queryset)
+    if estimate is None or estimate.rows >= RARE_BELOW:
+        return queryset, None
+    return bounded(request, queryset, window)

@@ -1,13 +1,19 @@
 """The numbers staff look at first: counts by status, the oldest ready job, the workers, and
 on PostgreSQL what holds back vacuum when it has for longer than ``HORIZON_WARNING_SECONDS``.
 
-Every query here reads through an index. Completed jobs are the bulk of a busy table, so they
-are counted only for the last day (the ``created_at`` index serves that range); their total is
-counted exactly while that is cheap and estimated once it is not, by the rule the job list's
-paginator follows. Everything else is counted exactly: the open jobs the status index holds
-(pending, failed, dead, canceled) through it, and the processing ones, which it leaves out,
-through the lease index, which holds only them. One count of all open states at once would
-match neither partial index and read the whole table.
+No page reads more than a bounded part of the jobs table, whatever its size. Each open state
+(and the completed jobs of the last day) is read on its own, through the index that holds it
+(the status index; processing through the lease index; the day's completed through the
+created index): one query of all open states at once would match no partial index and read
+the whole table. A state with at most ``SAMPLE`` jobs is counted exactly, per queue and type.
+A state with more is counted from its newest ``SAMPLE`` jobs: its total is the planner's
+estimate (``models/counts.py``), shared out among queues and types as among those jobs, and
+every figure of it is shown as "about" (``Cell``). A row's oldest ready job is shown where
+its ready states were counted exactly; the oldest ready job of all is always exact, one
+few probes of the ready index (``oldest_ready``).
+
+The list's strip counts dead, processing and ready jobs the same way: exact up to
+``COUNT_CAP``, then the planner's estimate, shown as "about".
 
 The counts read ``using``, the alias the page reads (a replica when the site names one,
 ``models/reads.py``); the time they are judged by and what holds back vacuum are the
@@ -21,9 +27,10 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Count, Min, Q
+from django.db import connections
+from django.db.models import Count, Min, Q, QuerySet
 
-from django_jobs.admin.paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS, planner_estimate
+from django_jobs.admin.paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS
 from django_jobs.core import clock
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import (
@@ -37,6 +44,7 @@ from django_jobs.core.states import (
 )
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, QueueState, Worker
+from django_jobs.models.counts import COUNT_CAP, capped_count, planner_estimate
 from django_jobs.models.schema import jobs_database
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
@@ -45,6 +53,30 @@ INDEXED_OPEN_STATES = (PENDING, FAILED, DEAD, CANCELED)
 SCHEDULED = "scheduled"  # a column, not a state: pending jobs due later
 COLUMNS = (PENDING, SCHEDULED, PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
 RECENT = timedelta(hours=24)
+# Jobs of one state the overview reads for its per-queue and per-type counts.
+SAMPLE = 2_000
+# The most priorities ``oldest_ready`` probes (priorities are a handful of small numbers).
+PRIORITIES_PROBED = 50
+
+
+def compact(n: int) -> str:
+    """``1.2M``, ``35K``, ``940``: an estimate's figure, to the precision it has."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 10_000:
+        return f"{round(n / 1000)}K"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One figure of a table: exact, or estimated and shown as "about"."""
+
+    n: int
+    estimated: bool = False
+
+    def __str__(self) -> str:
+        return f"about {compact(self.n)}" if self.estimated else str(self.n)
 
 
 @dataclass
@@ -55,6 +87,7 @@ class Row:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COLUMNS, 0))
     oldest_ready: datetime | None = None
     paused: bool = False
+    estimated: set[str] = field(default_factory=set)  # columns whose counts are estimates
 
     def add(self, status: str, n: int, due: int, oldest: datetime | None) -> None:
         if status == PENDING:
@@ -67,8 +100,8 @@ class Row:
         ):
             self.oldest_ready = oldest
 
-    def cells(self) -> list[int]:
-        return [self.counts[c] for c in COLUMNS]
+    def cells(self) -> list[Cell]:
+        return [Cell(self.counts[c], c in self.estimated) for c in COLUMNS]
 
 
 def status_query(status: str) -> str:
@@ -76,27 +109,96 @@ def status_query(status: str) -> str:
     return urlencode({"status__exact": status})
 
 
+def oldest_ready(jobs: QuerySet[Job], now: datetime) -> datetime | None:
+    """The earliest ``run_at`` of the ready jobs due by ``now``, from a few ``LIMIT 1`` probes
+    of the ready index rather than a ``MIN`` that reads every ready row.
+
+    PostgreSQL's ready index orders by priority, then run_at: one probe per priority, highest
+    first, finds each priority's earliest due job. MariaDB's (``status, run_at``) orders by
+    run_at within a status: one probe per ready state.
+    """
+    if connections[jobs.db].vendor == "mysql":
+        found = [jobs.filter(status=status).order_by("run_at").values_list("run_at", flat=True)
+                 .first() for status in READY_STATES]
+        due = [run_at for run_at in found if run_at is not None and run_at <= now]
+        return min(due, default=None)
+    ready = jobs.filter(status__in=READY_STATES, run_at__lte=now).order_by("-priority", "run_at")
+    oldest, priority = None, None
+    for _ in range(PRIORITIES_PROBED):
+        following = ready if priority is None else ready.filter(priority__lt=priority)
+        first = following.values_list("priority", "run_at").first()
+        if first is None:
+            break
+        priority, run_at = first
+        if oldest is None or run_at < oldest:
+            oldest = run_at
+    return oldest
+
+
 def summary(now: datetime | None = None, using: str | None = None) -> dict[str, Any]:
     """Dead, processing and ready counts and the oldest ready job, for the list's strip.
 
     Three small queries rather than one: each is answered from an index alone (the status
     index, the partial lease index, the partial ready index), while one query with three
-    filtered counts would read every open row of the table.
+    filtered counts would read every open row of the table. Each counts up to
+    ``COUNT_CAP`` jobs, then gives the planner's estimate (``*_estimated``).
     """
     jobs = Job.objects.using(using or jobs_database())
     now = now or clock.now(jobs_database())
-    ready = jobs.filter(status__in=READY_STATES, run_at__lte=now).aggregate(
-        n=Count("pk"), oldest=Min("run_at")
-    )
+    dead = capped_count(jobs.filter(status=DEAD), COUNT_CAP)
+    processing = capped_count(jobs.filter(status=PROCESSING), COUNT_CAP)
+    ready = capped_count(jobs.filter(status__in=READY_STATES, run_at__lte=now), COUNT_CAP)
+    oldest = oldest_ready(jobs, now)
     return {
-        "dead": jobs.filter(status=DEAD).count(),
-        "processing": jobs.filter(status=PROCESSING).count(),
+        "dead": dead.rows,
+        "dead_estimated": dead.estimated,
+        "processing": processing.rows,
+        "processing_estimated": processing.estimated,
         "dead_query": status_query(DEAD),
         "processing_query": status_query(PROCESSING),
-        "ready": ready["n"],
-        "oldest": ready["oldest"],
-        "oldest_age": now - ready["oldest"] if ready["oldest"] else None,
+        "ready": ready.rows,
+        "ready_estimated": ready.estimated,
+        "oldest": oldest,
+        "oldest_age": now - oldest if oldest else None,
     }
+
+
+def _state_rows(jobs: QuerySet[Job], status: str,
+                now: datetime) -> tuple[list[dict[str, Any]], bool]:
+    """Per queue and type, the jobs of ``status`` (``n``), those due (``due``) and the oldest
+    due; and whether these are estimates from the newest ``SAMPLE`` jobs."""
+    of_state = jobs.filter(status=status)
+    if status == COMPLETED:
+        of_state = of_state.filter(created_at__gte=now - RECENT)
+    # The newest SAMPLE + 1 jobs of the state, in the order of the index that holds it,
+    # grouped in one statement (a derived table: MariaDB takes no LIMIT in ``IN (...)``).
+    # PostgreSQL's status index leaves processing out: its lease index holds them. MariaDB's
+    # status index holds every state (its lease index, not partial, starts with every other
+    # job's NULL).
+    postgres = connections[jobs.db].vendor == "postgresql"
+    order = ("leased_until",) if status == PROCESSING and postgres else ("-created_at",)
+    newest = of_state.order_by(*order).values("queue", "type", "run_at")[: SAMPLE + 1]
+    inner, params = newest.query.sql_with_params()
+    connection = connections[jobs.db]
+    # The inner SQL is the ORM's own, its values bound as parameters.
+    sql = (f"SELECT newest.queue, newest.type, COUNT(*), "  # noqa: S608
+           f"SUM(CASE WHEN newest.run_at <= %s THEN 1 ELSE 0 END) "
+           f"FROM ({inner}) newest GROUP BY newest.queue, newest.type")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [connection.ops.adapt_datetimefield_value(now), *params])
+        sample = [{"queue": q, "type": t, "n": int(n), "due": int(due or 0), "oldest": None}
+                  for q, t, n, due in cursor.fetchall()]
+    read = sum(g["n"] for g in sample)
+    if read <= SAMPLE:  # all of them: counted exactly, with the oldest due per row
+        grouped = of_state.values("queue", "type").annotate(
+            n=Count("pk"), due=Count("pk", filter=Q(run_at__lte=now)),
+            oldest=Min("run_at", filter=Q(run_at__lte=now))).order_by()
+        return [dict(g) for g in grouped], False
+    estimate = planner_estimate(of_state)
+    total = max(estimate.rows if estimate is not None else of_state.count(), read)
+    for g in sample:
+        g["n"], g["due"] = round(g["n"] * total / read), round(g["due"] * total / read)
+    return sample, True
 
 
 def overview(now: datetime | None = None, using: str | None = None) -> dict[str, Any]:
@@ -112,45 +214,34 @@ def overview(now: datetime | None = None, using: str | None = None) -> dict[str,
             table[name] = Row(name)
         return table[name]
 
-    grouped = (
-        jobs.filter(status__in=INDEXED_OPEN_STATES)
-        .values("queue", "type", "status")
-        .annotate(
-            n=Count("pk"),
-            due=Count("pk", filter=Q(run_at__lte=now)),
-            oldest=Min("run_at", filter=Q(run_at__lte=now)),
-        )
-        .order_by()
-    )
-    for g in grouped:
-        for table, name in ((queues, g["queue"]), (types, g["type"])):
-            row(table, name).add(g["status"], g["n"], g["due"], g["oldest"])
-    processing = (
-        jobs.filter(status=PROCESSING).values("queue", "type").annotate(n=Count("pk")).order_by()
-    )
-    for p in processing:
-        for table, name in ((queues, p["queue"]), (types, p["type"])):
-            row(table, name).add(PROCESSING, p["n"], 0, None)
-    recent = (
-        jobs.filter(status=COMPLETED, created_at__gte=now - RECENT)
-        .values("queue", "type")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    for done in recent:
-        row(queues, done["queue"]).counts[COMPLETED] += done["n"]
-        row(types, done["type"]).counts[COMPLETED] += done["n"]
+    estimated: set[str] = set()
+    for status in (*INDEXED_OPEN_STATES, PROCESSING, COMPLETED):
+        groups, is_estimate = _state_rows(jobs, status, now)
+        if is_estimate:
+            estimated.update((PENDING, SCHEDULED) if status == PENDING else (status,))
+        for g in groups:
+            for table, name in ((queues, g["queue"]), (types, g["type"])):
+                if status == COMPLETED:
+                    row(table, name).counts[COMPLETED] += g["n"]
+                else:
+                    row(table, name).add(status, g["n"], g["due"], g["oldest"])
     row(queues, jobs_settings.DEFAULT_QUEUE)
     for state in QueueState.objects.using(using):
         row(queues, state.name).paused = state.paused
-    oldest = min((r.oldest_ready for r in queues.values() if r.oldest_ready), default=None)
+    for table in (queues, types):
+        for r in table.values():
+            r.estimated = set(estimated)
+    oldest = oldest_ready(jobs, now)
     return {
         "columns": COLUMNS,
         "queues": sorted(queues.values(), key=lambda r: r.name),
         "types": sorted(types.values(), key=lambda r: r.name),
         "oldest_ready": oldest,
         "oldest_ready_age": now - oldest if oldest else None,
+        "estimated": sorted(estimated),
+        "sample": f"{SAMPLE:,}",
         "dead": sum(r.counts[DEAD] for r in queues.values()),
+        "dead_estimated": DEAD in estimated,
         "dead_query": status_query(DEAD),
         "completed_total": completed_total(using),
         "workers": workers(now, using),

@@ -1,12 +1,24 @@
 """Job metrics: counts by status, timings per type, queue age, the xmin horizon; as JSON or
-Prometheus text.
+Prometheus text. No figure reads more than a bounded part of the jobs table.
 
-A ``window`` limits every figure to jobs submitted within it, except the age of the oldest
-ready job, which always looks at the whole queue (a stuck job must not hide behind a window).
+Counts by status (and ``total_jobs``, their sum) are exact up to ``COUNT_CAP`` jobs of a
+status, each counted through the index that holds that status (the status index, the lease
+index for processing; completed jobs, most of the table, among the newest); above the cap
+the figure is the planner's estimate (``models/counts.py``), and its name is listed in
+``estimated`` (``total_jobs`` too when any part of it is). SQLite counts exactly. A
+``window`` limits the counts to jobs submitted within it.
 
-The histograms of run time and wait time per type are counted in the same two grouped
-queries as the per-type counts and means (one conditional count per bucket), so they cost no
-scan of their own: a window bounds them as it bounds every other figure.
+Finished figures (the mean times, and per type: attempts by outcome, mean run time, error
+rate, run and wait histograms) come from the counts the engine keeps as it writes outcomes
+(``JobStat``, ``engine/stats.py``), never from the jobs table: the minute rows for a window
+under two hours, the hour rows otherwise, so a window is rounded out to the minute or the
+hour it starts in; without a window, every hour the stats keep (``STATS_RETENTION``, two
+days by default). The run histogram has the one ``+Inf`` bucket (the engine keeps the sum
+and count of run times, not their spread); the wait histogram has the engine's bounds
+(``WAIT_BOUNDS``), from due (``run_at``) to the start of the attempt.
+
+The age of the oldest ready job always looks at the whole queue (a stuck job must not hide
+behind a window), through the ready index.
 
 The horizon (PostgreSQL) is read from the database's catalogs at each request
 (``engine/postgres/horizon.py``, a cheap read): how long and how many transactions vacuum is
@@ -18,71 +30,39 @@ the clock they are judged by and the horizon are the jobs' database's (the prima
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import (
-    Avg,
-    Count,
-    DurationField,
-    ExpressionWrapper,
-    F,
-    Min,
-    Q,
-    QuerySet,
-    Sum,
-)
+from django.db.models import Min, Sum
 
 from django_jobs.core import clock
 from django_jobs.core.states import Outcome
 from django_jobs.engine.postgres import horizon
-from django_jobs.models import Job, JobAttempt
+from django_jobs.models import Job, JobStat
+from django_jobs.models.counts import COUNT_CAP, capped_count
 from django_jobs.models.reads import read_database
 from django_jobs.models.schema import jobs_database
+from django_jobs.models.stats import HOUR, MINUTE, WAIT_BOUNDS, WAIT_FIELDS
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONObject, JSONValue
 
+__all__ = ["COUNT_CAP", "OUTCOMES", "STATUSES", "job_metrics", "prometheus_text"]
+
 STATUSES = list(Job.Status.values)
-# Attempt outcomes that count against the error rate.
-ERRORED = (Outcome.FAILED, Outcome.DEAD, Outcome.LOST)
-COUNTED = (*ERRORED, Outcome.COMPLETED)  # canceled and released attempts are neither
-# Upper bounds (seconds) of the histogram buckets, from a fast handler to an hour's wait.
-BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-           900.0, 3600.0)
+# The outcomes the engine counts (JobStat), and those that count against the error rate.
+OUTCOMES = (Outcome.COMPLETED, Outcome.FAILED, Outcome.DEAD, Outcome.CANCELED)
+ERRORED = (Outcome.FAILED, Outcome.DEAD)
+# A window shorter than this is read from the minute rows, a longer one from the hour rows.
+MINUTE_ROWS_BELOW = timedelta(hours=2)
 
 
-def _duration(start: str, end: str) -> ExpressionWrapper:
-    return ExpressionWrapper(F(end) - F(start), output_field=DurationField())
+def _ms(us: int, n: int) -> float | None:
+    return None if not n else round(us / n / 1000, 3)
 
 
-def _ms(value: timedelta | None) -> float | None:
-    return None if value is None else round(value.total_seconds() * 1000, 3)
-
-
-def _seconds(value: timedelta | None) -> float:
-    """Seconds to the microsecond, without float noise; 0.0 for an empty sum."""
-    return 0.0 if value is None else round(value.total_seconds(), 6)
-
-
-def _bucket_counts(prefix: str, start: str, end: str, only: Q) -> dict[str, Count]:
-    """One conditional count per bucket: rows of ``only`` with ``end - start <= le``."""
-    return {
-        f"{prefix}_le_{i}": Count(
-            "pk", filter=only & Q(**{f"{end}__lte": F(start) + timedelta(seconds=le)}))
-        for i, le in enumerate(BUCKETS)
-    }
-
-
-def _histogram(row: Mapping[str, JSONValue] | None, prefix: str) -> JSONObject:
-    """``buckets`` as cumulative ``[le, count]`` pairs, ending with ``["+Inf", count]``."""
-    count = row[f"{prefix}_count"] if row else 0
-    buckets: list[list[JSONValue]] = [
-        [le, row[f"{prefix}_le_{i}"] if row else 0] for i, le in enumerate(BUCKETS)]
-    buckets.append(["+Inf", count])
-    return {"buckets": buckets, "sum": _seconds(row[f"{prefix}_sum"] if row else None),
-            "count": count}
+def _seconds(us: int) -> float:
+    return round(us / 1_000_000, 6)
 
 
 def job_metrics(window: timedelta | None = None, now: datetime | None = None,
@@ -91,31 +71,79 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None,
     using = using or read_database()
     now = now or clock.now(jobs_database())
     jobs = Job.objects.using(using)
-    attempts = JobAttempt.objects.using(using).filter(finished_at__isnull=False,
-                                                      outcome__in=COUNTED)
     if window is not None:
         jobs = jobs.filter(created_at__gte=now - window)
-        attempts = attempts.filter(job__created_at__gte=now - window)
-    by_status = dict(jobs.order_by().values_list("status").annotate(n=Count("pk")))
-    completed = attempts.filter(outcome=Outcome.COMPLETED)
+    counts = {status: capped_count(jobs.filter(status=status), COUNT_CAP)
+              for status in STATUSES}
+    estimated = sorted(status for status, count in counts.items() if count.estimated)
+    if estimated:
+        estimated.append("total_jobs")
     oldest = Job.objects.using(using).ready(now=now).aggregate(oldest=Min("run_at"))["oldest"]
+    types = _finished(window, now, using)
+    completed = [t["sums"][Outcome.COMPLETED] for t in types.values()]
+    done = sum(c["count"] for c in completed)
     return {
-        "total_jobs": sum(by_status.values()),
-        **{status: by_status.get(status, 0) for status in STATUSES},
-        "avg_processing_time_ms": _ms(
-            completed.aggregate(v=Avg(_duration("started_at", "finished_at")))["v"]
-        ),
+        "total_jobs": sum(count.rows for count in counts.values()),
+        **{status: count.rows for status, count in counts.items()},
+        "estimated": estimated,
+        "avg_processing_time_ms": _ms(sum(c["run_sum_us"] for c in completed), done),
         "avg_time_to_complete_ms": _ms(
-            jobs.filter(status=Job.Status.COMPLETED, finished_at__isnull=False)
-            .aggregate(v=Avg(_duration("created_at", "finished_at")))["v"]
-        ),
+            sum(c["run_sum_us"] + c["wait_sum_us"] for c in completed), done),
         "oldest_ready_age_seconds": (
             None if oldest is None else round((now - oldest).total_seconds(), 3)
         ),
-        "job_types": _job_types(jobs, attempts),
+        "job_types": [_job_type(name, types[name]["sums"]) for name in sorted(types)],
         "horizon": _horizon(jobs_database()),
         "window_seconds": None if window is None else window.total_seconds(),
         "generated_at": now,
+    }
+
+
+def _finished(window: timedelta | None, now: datetime, using: str) -> dict[str, dict]:
+    """Per type and outcome, the engine's sums over the window (``JobStat``)."""
+    rows = JobStat.objects.using(using)
+    if window is not None and window < MINUTE_ROWS_BELOW:
+        start = (now - window).replace(second=0, microsecond=0)
+        rows = rows.filter(span=MINUTE, bucket__gte=start)
+    elif window is not None:
+        start = (now - window).replace(minute=0, second=0, microsecond=0)
+        rows = rows.filter(span=HOUR, bucket__gte=start)
+    else:
+        rows = rows.filter(span=HOUR)
+    fields = ("count", "wait_sum_us", "run_sum_us", *WAIT_FIELDS)
+    grouped = rows.order_by().values("type", "outcome").annotate(
+        **{f"s_{name}": Sum(name) for name in fields})
+    types: dict[str, dict] = {}
+    for row in grouped:
+        values: dict[str, object] = dict(row)
+        entry = types.setdefault(str(values["type"]), {"sums": {
+            outcome: dict.fromkeys(fields, 0) for outcome in OUTCOMES}})
+        if values["outcome"] in entry["sums"]:
+            entry["sums"][values["outcome"]] = {
+                name: int(values[f"s_{name}"] or 0) for name in fields}  # type: ignore[call-overload]
+    return types
+
+
+def _job_type(name: str, sums: dict[str, dict[str, int]]) -> JSONObject:
+    completed = sums[Outcome.COMPLETED]
+    judged = sum(sums[o]["count"] for o in (Outcome.COMPLETED, *ERRORED))
+    errored = sum(sums[o]["count"] for o in ERRORED)
+    cumulative = 0
+    buckets: list[list[JSONValue]] = []
+    for bound, field in zip(WAIT_BOUNDS, WAIT_FIELDS, strict=False):
+        cumulative += completed[field]
+        buckets.append([bound, cumulative])
+    buckets.append(["+Inf", completed["count"]])
+    return {
+        "type": name,
+        "count": sum(sums[o]["count"] for o in OUTCOMES),
+        **{str(o): sums[o]["count"] for o in OUTCOMES},
+        "avg_time": _ms(completed["run_sum_us"], completed["count"]),
+        "error_rate": round(errored / judged, 4) if judged else None,
+        "run_seconds": {"buckets": [["+Inf", completed["count"]]],
+                        "sum": _seconds(completed["run_sum_us"]), "count": completed["count"]},
+        "wait_seconds": {"buckets": buckets, "sum": _seconds(completed["wait_sum_us"]),
+                         "count": completed["count"]},
     }
 
 
@@ -126,44 +154,6 @@ def _horizon(using: str) -> JSONObject | None:
         return None
     return {"age_seconds": read.age_seconds, "xid_age": read.xid_age,
             "holder": read.holder.describe() if read.holder is not None else None}
-
-
-def _job_types(jobs: QuerySet[Job], attempts: QuerySet[JobAttempt]) -> list[JSONObject]:
-    # Wait: from when the job was due (run_at) to when its completing attempt started; a
-    # completed job keeps both, as the claim that started that attempt wrote them.
-    waited = Q(status=Job.Status.COMPLETED, started_at__isnull=False)
-    counts = {
-        row["type"]: row for row in jobs.order_by().values("type").annotate(
-            n=Count("pk"),
-            wait_count=Count("pk", filter=waited),
-            wait_sum=Sum(_duration("run_at", "started_at"), filter=waited),
-            **_bucket_counts("wait", "run_at", "started_at", waited),
-        )
-    }
-    completed = Q(outcome=Outcome.COMPLETED)
-    rows = (
-        attempts.order_by().values("job__type").annotate(
-            finished=Count("pk"),
-            errored=Count("pk", filter=Q(outcome__in=ERRORED)),
-            avg=Avg(_duration("started_at", "finished_at"), filter=completed),
-            run_count=Count("pk", filter=completed),
-            run_sum=Sum(_duration("started_at", "finished_at"), filter=completed),
-            **_bucket_counts("run", "started_at", "finished_at", completed),
-        )
-    )
-    stats = {row["job__type"]: row for row in rows}
-    result = []
-    for type_name in sorted(counts):
-        row = stats.get(type_name)
-        result.append({
-            "type": type_name,
-            "count": counts[type_name]["n"],
-            "avg_time": _ms(row["avg"]) if row else None,
-            "error_rate": round(row["errored"] / row["finished"], 4) if row else None,
-            "run_seconds": _histogram(row, "run"),
-            "wait_seconds": _histogram(counts[type_name], "wait"),
-        })
-    return result
 
 
 # Prometheus text exposition format, version 0.0.4.
@@ -208,11 +198,14 @@ def prometheus_text(data: JSONObject) -> str:
     def seconds(ms: float | None) -> float | None:
         return None if ms is None else ms / 1000
 
-    family("jobs", "Jobs by status.",
+    family("jobs", f"Jobs by status: exact up to {COUNT_CAP}, above it the planner's "
+           "estimate (see django_jobs_jobs_estimated).",
            [(f'{{status="{s}"}}', data[s]) for s in STATUSES])
+    family("jobs_estimated", "1 where django_jobs_jobs is the planner's estimate, 0 where it "
+           "is exact.", [(f'{{status="{s}"}}', int(s in data["estimated"])) for s in STATUSES])
     family("avg_processing_seconds", "Mean duration of completed attempts.",
            [("", seconds(data["avg_processing_time_ms"]))])
-    family("avg_time_to_complete_seconds", "Mean time from submission to completion.",
+    family("avg_time_to_complete_seconds", "Mean time from due (run_at) to completion.",
            [("", seconds(data["avg_time_to_complete_ms"]))])
     family("oldest_ready_age_seconds", "How long the oldest ready job has been due.",
            [("", data["oldest_ready_age_seconds"] or 0.0)])
@@ -226,8 +219,11 @@ def prometheus_text(data: JSONObject) -> str:
                "Transactions since the oldest xmin held by a snapshot, prepared transaction or "
                "replication slot.", [("", held["xid_age"])])
     types = data["job_types"]
-    family("type_jobs", "Jobs by type.",
+    family("type_jobs", "Attempts finished, by type (the engine's counts).",
            [(f'{{type="{_label(t["type"])}"}}', t["count"]) for t in types])
+    family("type_finished", "Attempts finished, by type and outcome (the engine's counts).",
+           [(f'{{type="{_label(t["type"])}",outcome="{o}"}}', t.get(str(o), 0))
+            for t in types for o in OUTCOMES])
     family("type_avg_processing_seconds", "Mean duration of completed attempts, by type.",
            [(f'{{type="{_label(t["type"])}"}}', seconds(t["avg_time"])) for t in types])
     family("type_error_ratio", "Share of finished attempts that raised, by type.",

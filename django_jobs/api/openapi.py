@@ -29,6 +29,7 @@ from django_jobs.core.validation import (
 )
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
+from django_jobs.models.counts import COUNT_CAP
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONObject
@@ -204,15 +205,25 @@ def _schemas() -> JSONObject:
             "type": "array", "minItems": 2, "maxItems": 2,
             "prefixItems": [{"type": ["number", "string"]}, {"type": "integer", "minimum": 0}]}},
         "sum": {"type": "number"}, "count": {"type": "integer", "minimum": 0}}}
+    outcomes = {name: {"type": "integer", "minimum": 0}
+                for name in ("completed", "failed", "dead", "canceled")}
     job_type = {"type": "object",
-                "required": ["type", "count", "avg_time", "error_rate", "run_seconds",
-                             "wait_seconds"],
+                "description": "Attempts of one type finished within the window (at most the "
+                               "engine's stats retention), by outcome, from the engine's counts",
+                "required": ["type", "count", *outcomes, "avg_time", "error_rate",
+                             "run_seconds", "wait_seconds"],
                 "properties": {"type": {"type": "string"}, "count": {"type": "integer"},
-                               "avg_time": number, "error_rate": number,
+                               **outcomes, "avg_time": number, "error_rate": number,
                                "run_seconds": histogram, "wait_seconds": histogram}}
     counts = {name: {"type": "integer", "minimum": 0} for name in ["total_jobs", *STATUS["enum"]]}
     metrics_properties = {
-        **counts, "avg_processing_time_ms": number, "avg_time_to_complete_ms": number,
+        **counts,
+        "estimated": {
+            "type": "array", "items": {"type": "string", "enum": ["total_jobs", *STATUS["enum"]]},
+            "description": "The counts that are the planner's estimate, not exact: a status "
+                           f"with more than {COUNT_CAP} jobs is counted that far and then "
+                           "estimated (SQLite always counts exactly)"},
+        "avg_processing_time_ms": number, "avg_time_to_complete_ms": number,
         "oldest_ready_age_seconds": number, "window_seconds": number, "generated_at": TIME,
         "job_types": {"type": "array", "items": _ref("JobTypeMetrics")},
         "horizon": {

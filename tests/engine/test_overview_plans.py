@@ -84,10 +84,26 @@ def test_the_overview_reads_no_more_than_indexes_of_the_jobs_table(mostly_finish
     plans = [plan(sql) for sql in statements]
     for sql, found in zip(statements, plans, strict=True):
         assert "Seq Scan" not in found, f"{sql}\n{found}"
-    assert len(statements) == 3  # open jobs, processing jobs, the last day's completed ones
-    assert "django_jobs_status_idx" in plans[0]
-    assert "django_jobs_lease_idx" in plans[1]
-    assert "django_jobs_created_idx" in plans[2]
+    named = "\n".join(plans)
+    # the open states of the status index, processing, the last day's completed ones, and the
+    # probes of the ready index for the oldest ready job
+    for index in ("django_jobs_status_idx", "django_jobs_lease_idx", "django_jobs_created_idx",
+                  "django_jobs_ready_any_idx"):
+        assert index in named
+
+
+def test_above_the_sample_the_overview_reads_its_newest_jobs_through_indexes(
+        mostly_finished, monkeypatch):
+    from django_jobs.admin import stats
+
+    monkeypatch.setattr(stats, "SAMPLE", 10)  # every state but canceled (10) holds more
+    statements = job_statements(overview)
+    for sql in statements:
+        found = plan(sql)
+        assert "Seq Scan" not in found, f"{sql}\n{found}"
+    data = overview()
+    assert set(data["estimated"]) == {"pending", "scheduled", "failed", "dead", "processing",
+                                      "completed"}
 
 
 def test_the_overview_counts_match_a_plain_count(mostly_finished):

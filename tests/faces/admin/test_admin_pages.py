@@ -190,7 +190,7 @@ def test_search_finds_jobs_by_id_type_error_message_and_payload_text(viewer, how
 
 @pytest.fixture
 def window_of_two(monkeypatch):
-    """A free-text search reads the newest two jobs, as it reads the newest 100,000 of a big
+    """A free-text search reads the newest two jobs, as it reads the newest 10,000 of a big
     table."""
     from django_jobs.admin.job_admin import JobAdmin
 
