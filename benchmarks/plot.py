@@ -22,10 +22,12 @@ MEASURES = {  # key in the JSON: label, unit
 }
 
 
-def newest_result() -> Path:
-    found = sorted((ROOT / "benchmarks" / "results").glob("throughput-*.json"))
+def newest_result(benchmark: str = "throughput") -> Path:
+    """The newest result ``benchmarks/<benchmark>.py`` wrote in benchmarks/results/."""
+    found = sorted((ROOT / "benchmarks" / "results").glob(f"{benchmark}-*.json"))
     if not found:
-        raise SystemExit("no benchmarks/results/throughput-*.json: run benchmarks/throughput.py")
+        raise SystemExit(f"no benchmarks/results/{benchmark}-*.json: "
+                         f"run benchmarks/{benchmark}.py")
     return found[-1]
 
 

@@ -12,16 +12,10 @@ import argparse
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from plot import ROOT, newest_result  # benchmarks/plot.py, beside this script
+
 JOBS, ATTEMPTS = "django_jobs_job", "django_jobs_jobattempt"
 MIB = 2**20
-
-
-def newest_result() -> Path:
-    found = sorted((ROOT / "benchmarks" / "results").glob("sustained-*.json"))
-    if not found:
-        raise SystemExit("no benchmarks/results/sustained-*.json: run benchmarks/sustained.py")
-    return found[-1]
 
 
 def plot(result: dict, out: Path) -> None:
@@ -35,6 +29,18 @@ def plot(result: dict, out: Path) -> None:
 
     def table(name: str, key: str, scale: float = 1.0) -> list[float]:
         return [s["tables"].get(name, {}).get(key, 0) / scale for s in samples]
+
+    def sizes_panel(axis, name: str, title: str) -> None:
+        for key, label in (
+            ("total_bytes", "total"),
+            ("heap_bytes", "table"),
+            ("index_bytes", "indexes"),
+        ):
+            axis.plot(minutes, table(name, key, MIB), label=label)
+        axis.set_ylabel("MiB")
+        axis.set_ylim(bottom=0)
+        axis.set_title(title)
+        axis.legend()
 
     fig, axes = plt.subplots(3, 2, figsize=(12, 10), sharex=True, layout="constrained")
     (rates, wait), (sizes, attempts), (dead, load) = axes
@@ -66,27 +72,8 @@ def plot(result: dict, out: Path) -> None:
     wait.set_title("Wait from run_at to started_at, jobs started in the interval")
     wait.legend()
 
-    for key, label in (
-        ("total_bytes", "total"),
-        ("heap_bytes", "table"),
-        ("index_bytes", "indexes"),
-    ):
-        sizes.plot(minutes, table(JOBS, key, MIB), label=label)
-    sizes.set_ylabel("MiB")
-    sizes.set_ylim(bottom=0)
-    sizes.set_title("Jobs table (django_jobs_job)")
-    sizes.legend()
-
-    for key, label in (
-        ("total_bytes", "total"),
-        ("heap_bytes", "table"),
-        ("index_bytes", "indexes"),
-    ):
-        attempts.plot(minutes, table(ATTEMPTS, key, MIB), label=label)
-    attempts.set_ylabel("MiB")
-    attempts.set_ylim(bottom=0)
-    attempts.set_title("Attempts table (django_jobs_jobattempt)")
-    attempts.legend()
+    sizes_panel(sizes, JOBS, "Jobs table (django_jobs_job)")
+    sizes_panel(attempts, ATTEMPTS, "Attempts table (django_jobs_jobattempt)")
 
     for name, label in ((JOBS, "jobs"), (ATTEMPTS, "attempts")):
         (line,) = dead.plot(minutes, table(name, "dead_tuples", 1000), label=f"{label}: dead")
@@ -132,7 +119,7 @@ def main() -> None:
     parser.add_argument("result", nargs="?", type=Path, help="a sustained-*.json")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images" / "sustained.png")
     args = parser.parse_args()
-    source = args.result or newest_result()
+    source = args.result or newest_result("sustained")
     plot(json.loads(source.read_text()), args.out)
     print(f"{source} -> {args.out}")
 

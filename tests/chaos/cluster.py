@@ -15,7 +15,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 SHARED_PORT = 5432
 
@@ -102,3 +106,21 @@ class Cluster:
             except RuntimeError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def throwaway(database: str, **settings: object) -> Iterator[Cluster]:
+    """A started cluster with ``database`` made in it, destroyed at the end; ``settings`` are
+    server settings. Skips the test where the server binaries or ``runuser`` are missing."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
+    if os.geteuid() == 0 and not shutil.which("runuser"):
+        pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
+    made = Cluster(bindir)
+    try:
+        made.start(**settings)
+        made.create_database(database)
+        yield made
+    finally:
+        made.destroy()

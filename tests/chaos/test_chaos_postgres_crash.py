@@ -11,7 +11,6 @@ recorded. It needs PostgreSQL's server binaries, and runs in the PostgreSQL run 
 """
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import pytest
 
 from django_jobs.models import Job
 from tests.chaos import remote
-from tests.chaos.cluster import Cluster, find_bindir
+from tests.chaos.cluster import throwaway
 from tests.chaos.ledger import count_runs, read_runs, verify
 from tests.chaos.scale import env_float, env_int, report
 from tests.conftest import ROOT, requires_postgres, wait_for
@@ -34,18 +33,8 @@ DATABASE = "chaos_jobs"
 
 @pytest.fixture
 def cluster():
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
-    if os.geteuid() == 0 and not shutil.which("runuser"):
-        pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
-    made = Cluster(bindir)
-    try:
-        made.start()
-        made.create_database(DATABASE)
+    with throwaway(DATABASE) as made:
         yield made
-    finally:
-        made.destroy()
 
 
 def unfinished(port: int) -> int | None:

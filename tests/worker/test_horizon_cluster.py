@@ -3,8 +3,6 @@ replication slot, on a throwaway cluster started with ``max_prepared_transaction
 ``wal_level = logical`` (tests/chaos/cluster.py; never the shared server's settings)."""
 
 import logging
-import os
-import shutil
 import time
 
 import psycopg
@@ -15,7 +13,7 @@ from django.test import override_settings
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job
 from django_jobs.worker.horizon import HorizonWatch
-from tests.chaos.cluster import Cluster, find_bindir
+from tests.chaos.cluster import Cluster, throwaway
 from tests.conftest import requires_postgres
 
 pytestmark = requires_postgres
@@ -25,19 +23,9 @@ DATABASE = "horizon_jobs"
 
 @pytest.fixture
 def cluster():
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
-    if os.geteuid() == 0 and not shutil.which("runuser"):
-        pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
-    made = Cluster(bindir)
-    try:
-        made.start(max_prepared_transactions=2, wal_level="logical", max_replication_slots=2,
-                   max_wal_senders=2)
-        made.create_database(DATABASE)
+    with throwaway(DATABASE, max_prepared_transactions=2, wal_level="logical",
+                   max_replication_slots=2, max_wal_senders=2) as made:
         yield made
-    finally:
-        made.destroy()
 
 
 @pytest.fixture
