@@ -9,7 +9,7 @@ the whole table. A state with at most ``SAMPLE`` jobs is counted exactly, per qu
 A state with more is counted from its newest ``SAMPLE`` jobs: its total is the planner's
 estimate (``models/counts.py``), shared out among queues and types as among those jobs, and
 every figure of it is shown as "about" (``Cell``). A row's oldest ready job is shown where
-its ready states were counted exactly; the oldest ready job of all is always exact, one
+its ready states were counted exactly; the oldest ready job of all is always exact, read by a
 few probes of the ready index (``oldest_ready``).
 
 The list's strip counts dead, processing and ready jobs the same way: exact up to
