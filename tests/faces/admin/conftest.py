@@ -1,8 +1,11 @@
-"""Fixtures of the admin's tests: a real headless Chromium for the browser tests."""
+"""Fixtures of the admin's tests: a staff client that may view jobs, and a real headless
+Chromium for the browser tests."""
 
 import os
 
 import pytest
+
+from tests.admin_helpers import staff
 
 CHROMIUM = os.environ.get("DJANGO_JOBS_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("DJANGO_JOBS_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -21,6 +24,13 @@ missing = [
         (f"{CHROMEDRIVER} (apt-get install chromium-driver)", not os.path.exists(CHROMEDRIVER)),
     ) if absent
 ]
+
+
+@pytest.fixture
+def viewer(client):
+    """The test client, logged in as staff with only the view permission on jobs."""
+    client.force_login(staff("viewer", "view_job"))
+    return client
 
 
 @pytest.fixture

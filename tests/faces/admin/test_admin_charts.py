@@ -18,16 +18,9 @@ from django_jobs.core import clock
 from django_jobs.engine import stats
 from django_jobs.models import Job, JobStat
 from django_jobs.models.stats import WAIT_BOUNDS, WAIT_FIELDS
-from tests.admin_helpers import staff
 from tests.helpers import run_burst
 
 OVERVIEW = "/admin/django_jobs/job/overview/"
-
-
-@pytest.fixture
-def viewer(client):
-    client.force_login(staff("viewer", "view_job"))
-    return client
 
 
 def bars(html: str, chart: str) -> dict[str, int]:

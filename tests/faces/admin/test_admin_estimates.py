@@ -12,18 +12,12 @@ from hypothesis import strategies as st
 
 from django_jobs.admin import stats
 from django_jobs.models import Job
-from tests.admin_helpers import make_job, staff
+from tests.admin_helpers import make_job
 
 LIST = "/admin/django_jobs/job/"
 OVERVIEW = "/admin/django_jobs/job/overview/"
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def viewer(client):
-    client.force_login(staff("viewer", "view_job"))
-    return client
 
 
 def analyze() -> None:

@@ -15,12 +15,6 @@ OVERVIEW = "/admin/django_jobs/job/overview/"
 QUEUES = OVERVIEW + "queues/"
 
 
-@pytest.fixture
-def viewer(client):
-    client.force_login(staff("viewer", "view_job"))
-    return client
-
-
 def rows(response, table: str) -> dict:
     return {r.name: r for r in response.context[table]}
 

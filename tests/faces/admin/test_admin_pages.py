@@ -16,12 +16,6 @@ LIST = "/admin/django_jobs/job/"
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def viewer(client):
-    client.force_login(staff("viewer", "view_job"))
-    return client
-
-
 def listed(response) -> set[str]:
     return {job.public_id for job in response.context["cl"].result_list}
 
