@@ -1,7 +1,7 @@
 """The tables and their managers, one module each, found by Django here.
 
-``jobs`` (``Job``, ``JobAttempt``, ``Worker``, ``QueueState``, ``JobDependency``), ``groups``
-(``JobGroup``, ``JobGroupMember``), ``tokens``
+``jobs`` (``Job``, ``JobAttempt``), ``workers`` (``Worker``, ``QueueState``),
+``dependencies`` (``JobDependency``), ``groups`` (``JobGroup``, ``JobGroupMember``), ``tokens``
 (the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
 ``stats`` (finished jobs counted per minute and hour, ``JobStat``),
 with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
@@ -9,20 +9,14 @@ those verbs find the engine), ``instances`` (rows made into instances without
 ``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.
 """
 
+from django_jobs.models.dependencies import JobDependency, keep_unmet_dependency
 from django_jobs.models.groups import JobGroup, JobGroupMember
-from django_jobs.models.jobs import (
-    Job,
-    JobAttempt,
-    JobDependency,
-    QueueState,
-    Worker,
-    keep_unmet_dependency,
-    new_public_id,
-)
+from django_jobs.models.jobs import Job, JobAttempt, new_public_id
 from django_jobs.models.limits import LimitLock, LimitStart
 from django_jobs.models.schedules import Schedule, ScheduleOccurrence
 from django_jobs.models.stats import JobStat
 from django_jobs.models.tokens import ApiToken, IdempotencyKey
+from django_jobs.models.workers import QueueState, Worker
 
 __all__ = [
     "ApiToken",
