@@ -20,7 +20,7 @@ and count of run times, not their spread); the wait histogram has the engine's b
 (``WAIT_BOUNDS``), from due (``run_at``) to the start of the attempt.
 
 The age of the oldest ready job always looks at the whole queue (a stuck job must not hide
-behind a window), through the ready index.
+behind a window), by a few probes of the ready index (``models/ready.py``).
 
 The horizon (PostgreSQL) is read from the database's catalogs at each request
 (``engine/postgres/horizon.py``, a cheap read): how long and how many transactions vacuum is
@@ -35,7 +35,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Min, Sum
+from django.db.models import Sum
 
 from django_jobs.core import clock
 from django_jobs.core.states import Outcome
@@ -43,6 +43,7 @@ from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, JobStat
 from django_jobs.models.counts import COUNT_CAP, ESTIMATE_FROM, capped_counts
 from django_jobs.models.reads import read_database
+from django_jobs.models.ready import oldest_ready
 from django_jobs.models.schema import jobs_database
 from django_jobs.models.stats import HOUR, MINUTE, WAIT_BOUNDS, WAIT_FIELDS
 
@@ -80,7 +81,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None,
     estimated = sorted(status for status, count in counts.items() if count.estimated)
     if estimated:
         estimated.append("total_jobs")
-    oldest = Job.objects.using(using).ready(now=now).aggregate(oldest=Min("run_at"))["oldest"]
+    oldest = oldest_ready(Job.objects.using(using), now)
     types = _finished(window, now, using)
     completed = [t["sums"][Outcome.COMPLETED] for t in types.values()]
     done = sum(c["count"] for c in completed)
