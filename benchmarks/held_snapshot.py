@@ -27,11 +27,10 @@ What is measured, per drain:
   drain runs and taken at each tenth's end. A dead entry the claim passes over counts as read:
   the figure is the walk itself, not only its result.
 
-``--from-front`` gives each worker ``--queues default,unused`` instead (no job is in ``unused``):
-a worker of two or more queues claims from the index's front always, never after its key
-(``worker/claim_cursor.py``), so the drain shows what the key saves. Its claim merges one walk
-of the queue's ready index per queue; the walk of the empty queue ends at once. The rescue is
-bounded as shipped either way.
+``--from-front`` runs the workers through ``benchmarks/from_front.py``: the same ``runworker``
+whose claim cursor never hands out a key, so every claim reads the ready index from its front
+(``worker/claim_cursor.py``) and the drain shows what the key saves. The rescue is bounded as
+shipped either way.
 
 Prints, per kind, the rate and the last tenth over the first (seconds per job, and entries per
 job), and the rate of ``held`` over ``plain`` (the median over repeats of the ratio within each);
@@ -69,8 +68,6 @@ INDEXES = {
 }
 TARGETS = {"last_over_first": 1.5, "held_over_plain": 0.8}
 SAMPLE_SECONDS = 0.25
-# A worker of two queues claims from the start always; no job is in the second.
-FROM_FRONT = ["--queues", "default,unused"]
 
 
 def fill(control: psycopg.Connection, count: int) -> None:
@@ -94,6 +91,14 @@ def fill(control: psycopg.Connection, count: int) -> None:
         (count - 1, first.pk),
     )
     control.execute(f"ANALYZE {TABLE}")
+
+
+def from_front(line: list[str], wanted: bool) -> list[str]:
+    """A worker's command line, run through ``benchmarks/from_front.py`` if ``wanted``."""
+    if not wanted:
+        return line
+    django = line.index("django")  # [python, "-m", "django", "runworker", ...]
+    return [*line[:django], "benchmarks.from_front", *line[django + 2:]]
 
 
 def index_reads(control: psycopg.Connection) -> dict[str, int]:
@@ -147,7 +152,7 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool)
             control.execute(f"LOCK TABLE {TABLE} IN EXCLUSIVE MODE")
             procs = [
                 subprocess.Popen(
-                    command("ours", i, args, dsn, options=FROM_FRONT if args.from_front else []),
+                    from_front(command("ours", i, args, dsn, options=[]), args.from_front),
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -212,7 +217,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4, help="runworker processes")
     parser.add_argument("--only", choices=("plain", "held"), help="run one kind only")
     parser.add_argument("--from-front", action="store_true",
-                        help="workers of two queues, whose every claim reads from the front")
+                        help="every claim reads the ready index from its front (no key)")
     args = parser.parse_args()
     if args.jobs < 10 or args.repeat < 1 or args.workers < 1:
         parser.error("--jobs must be at least 10, --repeat and --workers at least 1")
