@@ -1,6 +1,7 @@
 """A drain while a REPEATABLE READ session holds its snapshot open, against the same drain without.
 
     python benchmarks/held_snapshot.py [--jobs 100000] [--repeat 1] [--workers 4]
+                                        [--only plain|held] [--from-front]
 
 An open snapshot keeps vacuum from removing the row versions that every claim and every finish
 leave behind, and no scan may mark their index entries dead either. The claimed jobs' entries
@@ -25,6 +26,11 @@ What is measured, per drain:
   of the lease index that a heartbeat's rescue reads), sampled every quarter second while the
   drain runs and taken at each tenth's end. A dead entry the claim passes over counts as read:
   the figure is the walk itself, not only its result.
+
+``--from-front`` runs the workers through ``benchmarks/from_front.py``: the same ``runworker``
+whose claim cursor never hands out a key, so every claim reads the ready index from its front
+(``worker/claim_cursor.py``) and the drain shows what the key saves. The rescue is bounded as
+shipped either way.
 
 Prints, per kind, the rate and the last tenth over the first (seconds per job, and entries per
 job), and the rate of ``held`` over ``plain`` (the median over repeats of the ratio within each);
@@ -87,6 +93,14 @@ def fill(control: psycopg.Connection, count: int) -> None:
     control.execute(f"ANALYZE {TABLE}")
 
 
+def from_front(line: list[str], wanted: bool) -> list[str]:
+    """A worker's command line, run through ``benchmarks/from_front.py`` if ``wanted``."""
+    if not wanted:
+        return line
+    django = line.index("django")  # [python, "-m", "django", "runworker", ...]
+    return [*line[:django], "benchmarks.from_front", *line[django + 2:]]
+
+
 def index_reads(control: psycopg.Connection) -> dict[str, int]:
     """The entries each kind of index (``INDEXES``) has handed out to scans so far."""
     rows = dict(
@@ -138,7 +152,7 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool)
             control.execute(f"LOCK TABLE {TABLE} IN EXCLUSIVE MODE")
             procs = [
                 subprocess.Popen(
-                    command("ours", i, args, dsn, options=[]),
+                    from_front(command("ours", i, args, dsn, options=[]), args.from_front),
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -202,6 +216,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1, help="repeats; medians are reported")
     parser.add_argument("--workers", type=int, default=4, help="runworker processes")
     parser.add_argument("--only", choices=("plain", "held"), help="run one kind only")
+    parser.add_argument("--from-front", action="store_true",
+                        help="every claim reads the ready index from its front (no key)")
     args = parser.parse_args()
     if args.jobs < 10 or args.repeat < 1 or args.workers < 1:
         parser.error("--jobs must be at least 10, --repeat and --workers at least 1")
@@ -219,8 +235,9 @@ def main() -> None:
         for index in range(args.repeat):
             for kind in kinds if index % 2 == 0 else kinds[::-1]:
                 runs[kind].append(one_drain(args, control, held=kind == "held"))
+    claims = "every claim from the index's front" if args.from_front else "as shipped"
     print(
-        f"{args.jobs:,} jobs, {args.workers} workers as shipped, {args.repeat} repeat(s); "
+        f"{args.jobs:,} jobs, {args.workers} workers {claims}, {args.repeat} repeat(s); "
         f"last tenth / first tenth"
     )
     print(

@@ -2,6 +2,7 @@
 
 import os
 import threading
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -251,6 +252,24 @@ def test_heartbeat_renews_held_leases_and_reports_cancel_requests():
     assert Job.objects.get(pk=a.pk).leased_until > timezone.now() + timedelta(seconds=50)
     stolen = {a.pk: held[a.pk], 999999: held[a.pk]}
     assert Job.objects.heartbeat(held=stolen, lease_seconds=60)[0] == {a.pk}
+
+
+def test_heartbeat_renews_a_lease_only_while_its_job_is_processing_under_its_token():
+    """The renewal is fenced on each job's own token: a wrong token, another held job's token,
+    or a job no longer processing (finished, keeping its token) is not renewed or held."""
+    for _ in range(5):
+        Job.enqueue("echo")
+    first, second = claim(limit=3, lease_seconds=1), claim(limit=2, lease_seconds=1)
+    (a, b, c), (d, e) = first, second
+    Job.objects.finish([completed(c)])
+    held = {a.pk: a.lease_token, b.pk: e.lease_token, c.pk: c.lease_token,
+            d.pk: a.lease_token, e.pk: uuid.uuid4()}
+    before = dict(Job.objects.values_list("pk", "leased_until"))
+    still, cancel = Job.objects.heartbeat(held=held, lease_seconds=60)
+    assert (still, cancel) == ({a.pk}, set())
+    after = dict(Job.objects.values_list("pk", "leased_until"))
+    assert [pk for pk in after if after[pk] != before[pk]] == [a.pk]
+    assert after[a.pk] > timezone.now() + timedelta(seconds=50)
 
 
 def test_release_hands_back_without_spending_the_attempt():
