@@ -9,6 +9,12 @@ own channel is known to work, ``pid`` is set, and the worker's claims register i
 when they come back short. Notifications are delivered only when the enqueuing transaction
 commits.
 
+Its thread connects, listens and probes; then it hands the connection to the worker's loop,
+which waits on the connection's socket and its own wake pipe in one ``poll()``
+(``worker/wake.py``) and reads the notifications itself as they arrive (``hear``): a
+notification wakes the loop with no other thread to be scheduled first. When the connection
+fails, the loop gives it back, and the thread connects again after RETRY_SECONDS.
+
 A transaction pooler (PgBouncer's ``pool_mode = transaction``) runs the ``LISTEN`` on a server
 connection it then hands to other clients, so notifications never reach the listener. On its
 first connection the listener therefore sends itself a test notification from a second
