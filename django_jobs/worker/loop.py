@@ -13,7 +13,6 @@ errors are waited out (``worker/outage.py``); a stop signal drains the worker, a
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from django_jobs.worker.process import SignalWake, install_signals, register
 from django_jobs.worker.shutdown import shut_down
 from django_jobs.worker.slots import Inbox, Slot
 from django_jobs.worker.systemd import Notifier
+from django_jobs.worker.wake import Wake
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -59,7 +59,7 @@ class Worker:
     def __init__(self, options: WorkerOptions) -> None:
         self.options = options
         self.worker_id = options.worker_id or default_worker_id()
-        self.wake = threading.Event()
+        self.wake = Wake()  # and the listener's socket: the loop waits on both (wake.py)
         self.inbox = Inbox()
         self.sizer = claim_size.ClaimSize(options.concurrency, options.prefetch)  # jobs per claim
         self.cursor = ClaimCursor(options.heartbeat_seconds, options.queues)  # claims start
@@ -127,8 +127,7 @@ class Worker:
                         break
                     if claimed and len(self.running) < self.options.concurrency:
                         continue
-                self.wake.wait(self._wait_time())
-                self.wake.clear()
+                self._wait()
         except Abort:
             logger.warning("worker %s: second signal, leaving at once", self.worker_id)
         except BaseException as exc:
@@ -201,6 +200,16 @@ class Worker:
     def _register(self) -> bool:
         register(self.worker_id, list(self.options.queues), self.options.concurrency)
         return True
+
+    def _wait(self) -> None:
+        """Wait to be woken (``wait_time``): by ``wake``, or by a notification on the
+        listener's connection, which it reads at once (``Listener.hear``)."""
+        listener = self.listener
+        fileno = listener.fileno() if listener is not None else None
+        self.wake.wait_for(self._wait_time(), fileno)
+        self.wake.clear()
+        if listener is not None:
+            listener.hear()
 
     def _out_of_budget(self) -> bool:
         return self.options.max_jobs is not None and self.claimed >= self.options.max_jobs

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.worker.deadlines import Running
     from django_jobs.worker.slots import Inbox
+    from django_jobs.worker.wake import Wake
 
 # How long finished outcomes wait for the other running jobs of their batch (see gather).
 BATCH_WINDOW_SECONDS = 0.002
@@ -30,7 +31,8 @@ class Outbox:
     ``running`` is the worker's own map of the jobs it holds, read here, never changed.
     """
 
-    def __init__(self, wake: threading.Event, inbox: Inbox, running: Mapping[int, Running]) -> None:
+    def __init__(self, wake: threading.Event | Wake, inbox: Inbox,
+                 running: Mapping[int, Running]) -> None:
         self.wake, self.inbox, self.running = wake, inbox, running
         self.outcomes: list[AttemptOutcome] = []  # under _lock
         self._lock = threading.Lock()

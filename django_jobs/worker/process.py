@@ -17,12 +17,15 @@ import socket
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
 from django_jobs.core import clock
 from django_jobs.models import Worker as WorkerRow
+
+if TYPE_CHECKING:
+    from django_jobs.worker.wake import Wake
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -99,7 +102,7 @@ class SignalWake:
     reads the other end sets the event.
     """
 
-    def __init__(self, wake: threading.Event) -> None:
+    def __init__(self, wake: threading.Event | Wake) -> None:
         self.wake = wake
         self._reader, self._writer = socket.socketpair()
         self._writer.setblocking(False)

@@ -75,6 +75,7 @@ def shut_down(worker: WorkerState) -> None:
     if worker.running:
         leave_running(worker, [held.job for held in worker.running.values()])
     worker.tally.flush()
+    worker.wake.close()  # a thread still running a job may set it: that does nothing now
     logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
 
 

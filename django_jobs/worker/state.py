@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    import threading
     import uuid
 
     from django_jobs.engine.postgres.listener import Listener
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from django_jobs.worker.process import SignalWake
     from django_jobs.worker.slots import Inbox, Slot
     from django_jobs.worker.systemd import Notifier
+    from django_jobs.worker.wake import Wake
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ class WorkerState(Protocol):
     worker_id: str  # its name in the workers table and in every log line
 
     # Its parts.
-    wake: threading.Event  # set to end the loop's wait at once
+    wake: Wake  # set to end the loop's wait at once
     inbox: Inbox  # claimed jobs waiting for a slot thread
     outbox: Outbox  # outcomes from the slot threads, waiting to be written
     slots: list[Slot]  # the slot threads that run the jobs

@@ -155,3 +155,42 @@ def test_a_job_not_yet_due_runs_once_due(start_worker):
     assert finished.started_at >= finished.run_at
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output()
+
+
+def started_within(job: Job) -> float:
+    """Seconds from the job's creation to its start, once it has completed."""
+    wait_for(lambda: Job.objects.get(pk=job.pk).status == S.COMPLETED, timeout=60)
+    done = Job.objects.get(pk=job.pk)
+    return (done.started_at - done.created_at).total_seconds()
+
+
+# A poll far off: a job that starts within WOKEN_WITHIN seconds was started by a notification.
+# The bound is generous (a loaded host), far below the poll, not a measure of speed.
+DROWSY = ["--poll-interval", "30", "--heartbeat", "60", "--lease", "300"]
+WOKEN_WITHIN = 10.0
+
+
+def test_a_notification_wakes_an_idle_worker_long_before_its_poll(start_worker):
+    worker, pid = start_waiting(start_worker, "drowsy", *DROWSY)
+    for _ in range(3):  # each time idle and waiting again, woken by its notification alone
+        wait_for(lambda: pid in waiting(), timeout=60)
+        assert started_within(Job.enqueue("echo")) < WOKEN_WITHIN
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()
+
+
+def test_a_lost_listen_connection_is_made_again_and_wakes_the_worker(start_worker):
+    """The listening session ends under the worker (a server restart, a network cut): the
+    worker polls meanwhile, listens again on a new session, registers it as waiting, and its
+    notifications wake it as before."""
+    worker, pid = start_waiting(start_worker, "relisten", *DROWSY)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    wait_for(lambda: not session_exists(pid), timeout=60)
+    wait_for(lambda: set(waiting()) - {pid}, timeout=60)
+    (new_pid,) = set(waiting()) - {pid}
+    assert session_exists(new_pid)
+    assert started_within(Job.enqueue("echo")) < WOKEN_WITHIN
+    assert worker.proc.poll() is None
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()

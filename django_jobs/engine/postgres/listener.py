@@ -9,6 +9,12 @@ own channel is known to work, ``pid`` is set, and the worker's claims register i
 when they come back short. Notifications are delivered only when the enqueuing transaction
 commits.
 
+Its thread connects, listens and probes; then it hands the connection to the worker's loop,
+which waits on the connection's socket and its own wake pipe in one ``poll()``
+(``worker/wake.py``) and reads the notifications itself as they arrive (``hear``): a
+notification wakes the loop with no other thread to be scheduled first. When the connection
+fails, the loop gives it back, and the thread connects again after RETRY_SECONDS.
+
 A transaction pooler (PgBouncer's ``pool_mode = transaction``) runs the ``LISTEN`` on a server
 connection it then hands to other clients, so notifications never reach the listener. On its
 first connection the listener therefore sends itself a test notification from a second
@@ -26,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django_jobs.engine import hooks
 from django_jobs.engine.postgres import waiters
@@ -43,13 +49,21 @@ CHANNEL = waiters.BROADCAST
 # How long the test notification may take. It travels one local round trip; the margin is for
 # a loaded host.
 PROBE_SECONDS = 3.0
+# How long after a failed LISTEN connection the next one is tried (the poll finds jobs meanwhile).
+RETRY_SECONDS = 5.0
 # A waiting worker claims at its poll whatever it heard: from this share of POLL_INTERVAL after
 # its last claim (the loop's wait ends at about the whole interval; a little early is enough).
 POLL_SLACK = 0.9
 
 
+class Wakes(Protocol):
+    """What the listener wakes the worker's loop with (``worker/wake.py``, or an Event)."""
+
+    def set(self) -> None: ...
+
+
 class Listener(threading.Thread):
-    def __init__(self, db_wrapper: BaseDatabaseWrapper, wake: threading.Event,
+    def __init__(self, db_wrapper: BaseDatabaseWrapper, wake: Wakes,
                  poll_interval: float, queues: Sequence[str] = ()) -> None:
         super().__init__(name="django-jobs-listener", daemon=True)
         self.db_wrapper, self.wake, self.poll_interval = db_wrapper, wake, poll_interval
@@ -61,13 +75,18 @@ class Listener(threading.Thread):
         self.pid: int | None = None
         self.heard = 0  # notifications on its own channel so far, each one job
         self.heard_all = 0  # notifications to every worker of its queues so far
+        # The listening connection while the loop reads it (``hear``), and its own channel;
+        # set when the loop gives the connection back to the thread.
+        self._conn: psycopg.Connection[TupleRow] | None = None
+        self._own, self._encoding = "", "utf-8"
+        self._returned = threading.Event()
         # (heard, heard_all) before the claim that left the worker waiting; when it was sent.
         self.waiting_since: tuple[int, int] | None = None
         self.claimed_at = 0.0
 
     @classmethod
     def start_for(
-        cls, db_wrapper: BaseDatabaseWrapper, wake: threading.Event, poll_interval: float,
+        cls, db_wrapper: BaseDatabaseWrapper, wake: Wakes, poll_interval: float,
         queues: Sequence[str] = (),
     ) -> Listener | None:
         if db_wrapper.vendor != "postgresql":
@@ -82,9 +101,12 @@ class Listener(threading.Thread):
                 self._listen()
             except Exception:
                 logger.debug("LISTEN connection failed; polling meanwhile", exc_info=True)
-                self.stopped.wait(5.0)
+            if not self.stopped.is_set():
+                self.stopped.wait(RETRY_SECONDS)
 
     def _listen(self) -> None:
+        """Connect, LISTEN and probe; then hand the connection to the loop, which reads it,
+        and wait until the loop gives it back (it failed, or the worker stops)."""
         params = self.db_wrapper.get_connection_params()
         conn = self._connect(params)
         try:
@@ -103,25 +125,63 @@ class Listener(threading.Thread):
                     self._give_up(conn, own)
                     return
             conn.execute(f"LISTEN {CHANNEL}")
-            self.pid = pid
-            self.wake.set()  # a claim now registers the worker as waiting
-            while not self.stopped.is_set():
-                for note in conn.notifies(timeout=1.0, stop_after=1):
-                    if note.channel == own:  # this thread alone writes the counts
-                        self.heard += 1
-                    elif self._serves(note.payload):
-                        self.heard_all += 1
-                    else:
-                        continue
-                    self.wake.set()
+            self._own, self._encoding = own, conn.info.encoding
+            self._returned.clear()
+            if self.stopped.is_set():  # stop() came before the clear
+                return
+            self._conn, self.pid = conn, pid
+            self.wake.set()  # the loop now waits on the connection too; a claim registers it
+            self._returned.wait()
         finally:
+            self._conn = None
             self.pid = None
             self.waiting_since = None
             conn.close()
 
+    # The loop's side of the connection.
+
+    def fileno(self) -> int | None:
+        """The socket the loop waits on with its wake pipe (``worker/wake.py``), while the
+        connection is the loop's; None meanwhile (connecting, probing, waiting to retry)."""
+        conn = self._conn
+        if conn is None:
+            return None
+        try:
+            return conn.pgconn.socket
+        except Exception:  # closed under us: give it back
+            self._give_back()
+            return None
+
+    def hear(self) -> None:
+        """Read what has arrived on the connection, without waiting, and count each
+        notification for this worker (the loop's next claim takes its jobs). A connection that
+        failed goes back to the thread, which connects again after RETRY_SECONDS (the poll
+        finds the jobs meanwhile). The loop's thread alone calls it, and alone reads the
+        connection."""
+        conn = self._conn
+        if conn is None:
+            return
+        pgconn = conn.pgconn
+        try:
+            pgconn.consume_input()
+            while (note := pgconn.notifies()) is not None:
+                channel = note.relname.decode(self._encoding)
+                if channel == self._own:
+                    self.heard += 1
+                elif self._serves(note.extra.decode(self._encoding)):
+                    self.heard_all += 1
+        except Exception:
+            logger.debug("LISTEN connection lost; polling until it is back", exc_info=True)
+            self._give_back()
+
+    def _give_back(self) -> None:
+        self._conn, self.pid, self.waiting_since = None, None, None
+        self._returned.set()
+
     # What the loop asks between its claims: how many jobs it was told of.
 
     def heard_so_far(self) -> tuple[int, int]:
+        self.hear()
         return self.heard, self.heard_all
 
     def claim_sent(self, heard: tuple[int, int], waiting: bool) -> None:
@@ -205,6 +265,7 @@ class Listener(threading.Thread):
         most one notification, which the poll makes up for)."""
         pid, self.pid = self.pid, None
         self.stopped.set()
+        self._give_back()
         if pid is not None:
             try:
                 with self.db_wrapper.cursor() as cursor:
