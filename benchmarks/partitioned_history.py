@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -46,251 +44,23 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.partitioned_layouts import (  # noqa: E402
+    DB,
+    JOB_COLUMNS,
+    OPEN,
+    build_partitioned,
+    day_name,
+    explain_claim,
+    fill,
+    migrate,
+    size,
+)
+from benchmarks.partitioned_upgrade import upgrade  # noqa: E402
+from benchmarks.partitioned_watch import Probe, step  # noqa: E402
 from tests.chaos.cluster import Cluster, find_bindir  # noqa: E402
 
-DB = "bench_partitioned_history"
-OPEN = "'-infinity'::date"
-READY = "('pending', 'failed')"
 RESULTS: dict = {}
 
-
-# ---------------------------------------------------------------- layouts
-
-def migrate(port: int) -> None:
-    """The plain layout, as ``migrate`` makes it."""
-    import django
-    from django.conf import settings
-
-    settings.configure(
-        DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": DB,
-                               "USER": "postgres", "HOST": "127.0.0.1", "PORT": str(port)}},
-        INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_jobs"],
-        USE_TZ=True, DEFAULT_AUTO_FIELD="django.db.models.BigAutoField")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from django.db import connections
-
-    connections.close_all()
-
-
-def index_defs(conn: psycopg.Connection, table: str) -> list[tuple[str, str]]:
-    return conn.execute(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s ORDER BY 1",
-        [table]).fetchall()
-
-
-def partitioned_index(name: str, definition: str, table: str, new_table: str) -> str:
-    """A plain index's definition for the partitioned table: unique ones gain ``shelf``."""
-    sql = definition.replace(f" ON public.{table} ", f" ON public.{new_table} ")
-    sql = sql.replace(f"INDEX {name} ", f"INDEX {name.replace(table, new_table)}_p ")
-    if "UNIQUE" in sql:
-        head, _, tail = sql.partition(") ")
-        sql = f"{head}, shelf) {tail}" if tail else f"{sql[:-1]}, shelf)"
-    return sql
-
-
-def day_name(base: str, day: date) -> str:
-    return f"{base}_{day:%Y%m%d}"
-
-
-def build_partitioned(conn: psycopg.Connection, days: list[date]) -> None:
-    """``parted_job`` and ``parted_attempt``: the plain tables' columns and indexes plus
-    ``shelf``; an open partition, one per prune day and one for jobs kept for ever."""
-    for table, plain in (("parted_job", "django_jobs_job"),
-                         ("parted_attempt", "django_jobs_jobattempt")):
-        conn.execute(f"CREATE SEQUENCE {table}_id_seq")
-        conn.execute(f"CREATE TABLE {table} (LIKE {plain} INCLUDING DEFAULTS, "
-                     f"shelf date NOT NULL DEFAULT {OPEN}) PARTITION BY RANGE (shelf)")
-        conn.execute(f"ALTER TABLE {table} ALTER id SET DEFAULT nextval('{table}_id_seq')")
-        # A unique index, not a PRIMARY KEY: an upgraded site's open partition keeps its own
-        # primary key (id), which a primary key on the parent would rebuild under lock.
-        conn.execute(f"CREATE UNIQUE INDEX {table}_id_shelf ON {table} (id, shelf)")
-        for name, definition in index_defs(conn, plain):
-            if name.endswith("_pkey"):
-                continue
-            conn.execute(partitioned_index(name, definition, plain, table))
-        conn.execute(f"CREATE TABLE {table}_open PARTITION OF {table} "
-                     f"FOR VALUES FROM (MINVALUE) TO ('2000-01-01')")
-        for day in days:
-            conn.execute(f"CREATE TABLE {day_name(table, day)} PARTITION OF {table} "
-                         f"FOR VALUES FROM ('{day}') TO ('{day + timedelta(days=1)}')")
-        conn.execute(f"CREATE TABLE {table}_kept PARTITION OF {table} "
-                     f"FOR VALUES FROM ('9999-01-01') TO (MAXVALUE)")
-
-
-JOB_COLUMNS = ("public_id, type, payload, status, priority, queue, run_at, attempt, "
-               "max_attempts, created_at, updated_at, started_at, finished_at, worker_id, "
-               "cancel_requested, callback_url, has_dependents, crashes")
-
-
-def fill(conn: psycopg.Connection, table: str, attempts: str, first: int, count: int,
-         status: str, days: int, partitioned: bool, tag: str) -> None:
-    """``count`` jobs (numbered from ``first``) of ``status``, with one attempt each if
-    finished; finished ones spread over ``days`` prune days."""
-    finished = status != "pending"
-    state = ("CASE WHEN g % 50 = 0 THEN 'dead' ELSE 'completed' END" if finished
-             else "'pending'")
-    ended = "now() - interval '1 hour'" if finished else "NULL"
-    shelf = (f", CASE WHEN {finished} THEN current_date + 1 + (g % {days}) ELSE {OPEN} END"
-             if partitioned else "")
-    columns = JOB_COLUMNS + (", shelf" if partitioned else "")
-    conn.execute(f"""
-        INSERT INTO {table} ({columns})
-        SELECT 'j-{tag}' || lpad(to_hex(g), 18, '0'), 'bench.noop', '{{}}', {state}, 0,
-            'default', now() - interval '2 hours', {int(finished)}, 3,
-            now() - interval '2 hours' + g * interval '1 microsecond', now(),
-            {ended}, {ended}, 'w', false, '', false, 0{shelf}
-        FROM generate_series({first}, {first + count - 1}) AS g""")
-    if finished:
-        conn.execute(f"""
-            INSERT INTO {attempts} (job_id, number, worker_id, started_at, finished_at,
-                outcome{', shelf' if partitioned else ''})
-            SELECT id, 1, 'w', started_at, finished_at, status{', shelf' if partitioned else ''}
-            FROM {table} WHERE public_id >= 'j-{tag}' || lpad(to_hex({first}), 18, '0')
-                AND public_id <= 'j-{tag}' || lpad(to_hex({first + count - 1}), 18, '0')
-                AND status IN ('completed', 'dead')""")
-
-
-def size(conn: psycopg.Connection, tables: list[str]) -> int:
-    """Bytes of ``tables`` with their indexes (a partitioned one: all its partitions)."""
-    total = 0
-    for table in tables:
-        total += conn.execute(
-            "SELECT COALESCE(sum(pg_total_relation_size(relid)), 0) FROM "
-            "pg_partition_tree(%s::regclass)", [table]).fetchone()[0] or conn.execute(
-            "SELECT pg_total_relation_size(%s::regclass)", [table]).fetchone()[0]
-    return int(total)
-
-
-# ---------------------------------------------------------------- the claim
-
-def claim_sql(table: str, shelf: bool) -> str:
-    """The product's claim shape (engine/postgres/statements.py, CLAIM with READY)."""
-    only_open = f" AND shelf = {OPEN}" if shelf else ""
-    return f"""UPDATE {table} SET status = 'processing', lease_token = gen_random_uuid(),
-    leased_until = now() + interval '5 minutes', worker_id = 'bench', attempt = attempt + 1,
-    started_at = now(), updated_at = now(),
-    unique_key = CASE WHEN substr(unique_key, 3, 1) = '1' THEN unique_key END
-WHERE id = ANY(ARRAY(
-    SELECT id FROM {table} WHERE status IN {READY} AND run_at <= now(){only_open}
-    ORDER BY priority DESC, run_at, id LIMIT (SELECT 10) FOR UPDATE SKIP LOCKED
-)){only_open}
-RETURNING id"""
-
-
-def explain_claim(conn: psycopg.Connection, table: str, shelf: bool = False,
-                  repeat: int = 7) -> dict:
-    """The claim's median execution and planning time and its buffers, each run rolled back."""
-    runs = []
-    for _ in range(repeat):
-        with conn.transaction(force_rollback=True):
-            plan = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {claim_sql(table, shelf)}"
-                                ).fetchone()[0][0]
-        top = plan["Plan"]
-        runs.append((plan["Execution Time"], plan["Planning Time"],
-                     top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0)))
-    return {"execution_ms": round(statistics.median(r[0] for r in runs), 3),
-            "planning_ms": round(statistics.median(r[1] for r in runs), 3),
-            "buffers": runs[-1][2]}
-
-
-# ---------------------------------------------------------------- watching a statement
-
-class Probe(threading.Thread):
-    """A claim-like read of the open rows every 10 ms on its own connection; the longest
-    one while ``window`` is open is what a worker's claim would have waited."""
-
-    def __init__(self, dsn: str, table: str) -> None:
-        super().__init__(daemon=True)
-        self.conn = psycopg.connect(dsn, autocommit=True)
-        self.table = table
-        self.longest = 0.0
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            start = time.perf_counter()
-            try:
-                self.conn.execute(f"SELECT id FROM {self.table} WHERE status IN {READY} "
-                                  "ORDER BY priority DESC, run_at, id LIMIT 1 "
-                                  "FOR UPDATE SKIP LOCKED")
-            except psycopg.Error:  # the table renamed under it: the next read finds the new one
-                pass
-            self.longest = max(self.longest, time.perf_counter() - start)
-            time.sleep(0.01)
-
-    @contextmanager
-    def window(self):
-        self.longest = 0.0
-        yield self
-        time.sleep(0.02)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.join()
-        self.conn.close()
-
-
-class Sampler(threading.Thread):
-    """The relation locks ``pid`` holds or waits for, sampled every 2 ms from another session
-    (for statements that cannot run in a transaction)."""
-
-    def __init__(self, dsn: str, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.conn = psycopg.connect(dsn, autocommit=True)
-        self.pid = pid
-        self.seen: set[tuple[str, str]] = set()
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            for relation, mode in self.conn.execute(LOCKS, [self.pid]).fetchall():
-                self.seen.add((relation, mode))
-            time.sleep(0.002)
-
-    def close(self) -> set[tuple[str, str]]:
-        self.stop.set()
-        self.join()
-        self.conn.close()
-        return self.seen
-
-
-LOCKS = """SELECT c.relname, l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-WHERE l.pid = %s AND c.relkind IN ('r', 'p') AND c.relnamespace = 'public'::regnamespace"""
-
-
-def step(conn: psycopg.Connection, probe: Probe, dsn: str, name: str, statements: list[str],
-         in_transaction: bool = True) -> dict:
-    """Run ``statements`` (one transaction unless ``in_transaction`` is false), timed, with
-    the table locks they hold and the probe's longest wait."""
-    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    with probe.window():
-        start = time.perf_counter()
-        if in_transaction:
-            with conn.transaction():
-                for statement in statements:
-                    conn.execute(statement)
-                locks = set(conn.execute(LOCKS, [pid]).fetchall())
-        else:
-            sampler = Sampler(dsn, pid)
-            sampler.start()
-            for statement in statements:
-                conn.execute(statement)
-            locks = sampler.close()
-        took = time.perf_counter() - start
-    held: dict[str, list[str]] = {}
-    for relation, mode in sorted(locks):
-        held.setdefault(relation, []).append(mode)
-    row = {"step": name, "seconds": round(took, 4), "locks": held,
-           "probe_longest_ms": round(probe.longest * 1000, 1), "sql": statements}
-    print(f"  {name:<48} {took:>8.3f} s  probe {probe.longest * 1000:>7.1f} ms  "
-          + "; ".join(f"{r}: {','.join(m)}" for r, m in held.items()))
-    return row
-
-
-# ---------------------------------------------------------------- the measures
 
 def prune_plain(conn: psycopg.Connection, batch: int) -> tuple[float, int]:
     """Batched DELETE of every finished job and its attempts, oldest first, as the product's
@@ -400,80 +170,6 @@ def moved_row_triggers(conn: psycopg.Connection) -> dict:
         conn.execute(statement)
     return {"retry of a dead job (moved to the open partition)": moved or ["nothing fired"],
             "plain INSERT through the parent": inserted}
-
-
-def upgrade(conn: psycopg.Connection, probe: Probe, dsn: str, days: list[date]) -> list[dict]:
-    """The populated plain tables made the open partitions of partitioned ones named as
-    before, statement by statement (the migration docs/explanation-history-partitions.md
-    proposes)."""
-    rows = []
-    tables = ("django_jobs_job", "django_jobs_jobattempt")
-    uniques = {t: [(n, d) for n, d in index_defs(conn, t) if "UNIQUE" in d] for t in tables}
-    plain = {t: [(n, d) for n, d in index_defs(conn, t) if "UNIQUE" not in d] for t in tables}
-    triggers = conn.execute(
-        "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger "
-        "WHERE tgrelid = 'django_jobs_job'::regclass AND NOT tgisinternal").fetchall()
-    fks = conn.execute(
-        "SELECT conrelid::regclass::text, conname FROM pg_constraint WHERE contype = 'f' "
-        "AND confrelid IN ('django_jobs_job'::regclass, 'django_jobs_jobattempt'::regclass)"
-    ).fetchall()
-    sequences = {t: conn.execute("SELECT pg_get_serial_sequence(%s, 'id')", [t]).fetchone()[0]
-                 for t in tables}
-    rows.append(step(conn, probe, dsn, "ADD COLUMN shelf (constant default)", [
-        f"ALTER TABLE {t} ADD COLUMN shelf date NOT NULL DEFAULT {OPEN}" for t in tables]))
-    rows.append(step(conn, probe, dsn, "ADD CHECK (shelf < 2000) NOT VALID", [
-        f"ALTER TABLE {t} ADD CONSTRAINT {t}_open_shelf CHECK (shelf < '2000-01-01') NOT VALID"
-        for t in tables]))
-    rows.append(step(conn, probe, dsn, "VALIDATE CONSTRAINT", [
-        f"ALTER TABLE {t} VALIDATE CONSTRAINT {t}_open_shelf" for t in tables]))
-    for table in tables:
-        for name, definition in uniques[table]:
-            sql = partitioned_index(name, definition, table, table)
-            sql = sql.replace(f"INDEX {name}_p ", f"INDEX CONCURRENTLY {name}_s ")
-            rows.append(step(conn, probe, dsn, f"CREATE UNIQUE INDEX CONCURRENTLY {name}_s",
-                             [sql], in_transaction=False))
-    if fks:
-        rows.append(step(conn, probe, dsn, "DROP the foreign keys to jobs", [
-            f"ALTER TABLE {t} DROP CONSTRAINT {c}" for t, c in fks]))
-    swap = ["SET LOCAL lock_timeout = '2s'"]
-    for table in tables:
-        part = f"{table}_open"
-        for name, _ in uniques[table]:
-            if not name.endswith("_pkey"):  # the open partition keeps its primary key (id)
-                swap.append(f"ALTER INDEX {name} RENAME TO {name}_open")
-        for name, _ in plain[table]:
-            swap.append(f"ALTER INDEX {name} RENAME TO {name}_open")
-        swap.append(f"ALTER TABLE {table} RENAME TO {part}")
-        swap.append(f"CREATE TABLE {table} (LIKE {part} INCLUDING DEFAULTS) "
-                    "PARTITION BY RANGE (shelf)")
-        swap.append(f"ALTER TABLE {table} ALTER id SET DEFAULT nextval('{sequences[table]}')")
-        for name, definition in uniques[table]:
-            if name.endswith("_pkey"):  # a PRIMARY KEY would not adopt {name}_s: rebuilt
-                swap.append(f"CREATE UNIQUE INDEX {table}_id_shelf ON {table} (id, shelf)")
-            else:
-                swap.append(partitioned_index(name, definition, table, table)
-                            .replace(f"INDEX {name}_p ", f"INDEX {name} "))
-        for _, definition in plain[table]:
-            swap.append(definition)
-        swap.append(f"ALTER TABLE {table} ATTACH PARTITION {part} "
-                    "FOR VALUES FROM (MINVALUE) TO ('2000-01-01')")
-        swap.append(f"CREATE TABLE {table}_kept PARTITION OF {table} "
-                    "FOR VALUES FROM ('9999-01-01') TO (MAXVALUE)")
-    for name, definition in triggers:
-        swap.append(f"DROP TRIGGER {name} ON django_jobs_job_open")
-        swap.append(definition)
-    rows.append(step(conn, probe, dsn, "swap: rename, parent, ATTACH the open partition",
-                     swap))
-    first, second = days[0], days[1]
-    rows.append(step(conn, probe, dsn, "CREATE TABLE ... PARTITION OF (a day ahead)", [
-        f"CREATE TABLE {day_name(t, first)} PARTITION OF {t} FOR VALUES FROM ('{first}') "
-        f"TO ('{first + timedelta(days=1)}')" for t in tables]))
-    made = [f"CREATE TABLE {day_name(t, second)} (LIKE {t} INCLUDING DEFAULTS)" for t in tables]
-    rows.append(step(conn, probe, dsn, "CREATE TABLE LIKE (a day ahead, alone)", made))
-    rows.append(step(conn, probe, dsn, "ATTACH PARTITION (that day, empty)", [
-        f"ALTER TABLE {t} ATTACH PARTITION {day_name(t, second)} FOR VALUES FROM "
-        f"('{second}') TO ('{second + timedelta(days=1)}')" for t in tables]))
-    return rows
 
 
 def timed(label: str, action: Callable[[], object]) -> float:
