@@ -1,4 +1,9 @@
-"""Small helpers shared by the tests: claiming jobs, and running in-process workers."""
+"""Small helpers shared by the tests: claiming jobs, running in-process workers, and plan
+tests' statistics."""
+
+from contextlib import contextmanager
+
+from django.db import connection
 
 from django_jobs.models import Job
 from django_jobs.worker.loop import Worker
@@ -29,3 +34,16 @@ def run_until_settled(job: Job, *, rounds: int = 10, **options) -> Job:
             return job
         Job.objects.filter(pk=job.pk).run_now()
     return job
+
+
+@contextmanager
+def analyzed_jobs():
+    """The jobs table analyzed with the rows a plan test added; on leaving, emptied and analyzed
+    again. ANALYZE writes the table's size to pg_class in place, which the test's rollback
+    leaves: without this, the tests after it would plan for the rows it added."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobs_job")
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM django_jobs_job")
+        cursor.execute("ANALYZE django_jobs_job")

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_jobs.admin.stats import OPEN_STATES, overview, summary
 from django_jobs.models import Job
+from tests.helpers import analyzed_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -48,14 +49,8 @@ def mostly_finished():
     add(100, "completed", "1 hour", "new")
     for status, count in OPEN.items():
         add(count, status, "1 minute", status[:4])
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE django_jobs_job")
-    yield
-    # ANALYZE writes the table's size to pg_class in place, which the test's rollback leaves:
-    # analyzed again without the rows, the tests after this one plan for an empty table.
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM django_jobs_job")
-        cursor.execute("ANALYZE django_jobs_job")
+    with analyzed_jobs():
+        yield
 
 
 def plan(sql: str) -> str:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django_jobs.api.views_jobs import filtered
 from django_jobs.models import Job, newest
 from django_jobs.models.counts import planner_estimate, planner_estimates
+from tests.helpers import analyzed_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -40,13 +41,8 @@ def mostly_finished():
     add(5_000, "failed", "2 days", "2 days")  # failed long ago: outside any recent since
     add(3_000, "dead", "2 days", "2 days")
     add(20, "failed", "1 minute", "1 minute")
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE django_jobs_job")
-    yield
-    # ANALYZE writes the table's size to pg_class in place, which the test's rollback leaves.
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM django_jobs_job")
-        cursor.execute("ANALYZE django_jobs_job")
+    with analyzed_jobs():
+        yield
 
 
 def list_plan(**params: str) -> str:
