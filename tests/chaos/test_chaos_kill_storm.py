@@ -112,7 +112,10 @@ def test_freeze_storm_past_the_lease_runs_every_job_once_modulo_lost_attempts(
     seed = env_int("CHAOS_SEED", random.randrange(1_000_000))
     rng = random.Random(seed)
     log = str(tmp_path / "runs.log")
-    Job.enqueue_many("chaos_record", [{"log": log, "sleep": 0.02}] * jobs)
+    # Handlers of 0.1 s: a worker spends most of its time in them, so a freeze usually lands
+    # while it holds a job. On SQLite a freeze that lands inside the worker's write transaction
+    # holds the database's one write lock until the thaw, and no rescue can run meanwhile.
+    Job.enqueue_many("chaos_record", [{"log": log, "sleep": 0.1}] * jobs)
     workers = [start_worker("--concurrency", "4", "--worker-id", f"frozen-{i}", *FAST)
                for i in range(workers_wanted)]
     began = time.monotonic()
