@@ -175,10 +175,6 @@ def component_schemas() -> JSONObject:
     page = {"type": "object", "required": ["results", "next", "previous"], "properties": {
         "results": {"type": "array", "items": ref("Job")},
         "next": {"type": ["string", "null"]}, "previous": {"type": ["string", "null"]},
-        "searched_since": {**TIME, "description": (
-            "Present when a type or queue few jobs have was looked for among the newest jobs "
-            "only (PostgreSQL): the creation time of the oldest of those. Older jobs of that "
-            "type or queue are not listed.")},
     }}
     number = {"type": ["number", "null"]}
     histogram = {"type": "object", "required": ["buckets", "sum", "count"], "properties": {

@@ -15,12 +15,11 @@ from django_jobs.api.idempotency import check_key, submit_once
 from django_jobs.api.pagination import Cursor, paginate
 from django_jobs.api.submission import enqueue_arguments, read_body
 from django_jobs.core import tracing
-from django_jobs.core.job_json import iso, job_json
+from django_jobs.core.job_json import job_json
 from django_jobs.core.outcomes import stored
 from django_jobs.core.settings import jobs_settings
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
-from django_jobs.models.newest import bounded_if_rare
 from django_jobs.models.reads import read_database
 
 LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")
@@ -69,23 +68,17 @@ def job_list(request: HttpRequest) -> HttpResponse:
     if any("\x00" in value for values in query.lists() for value in values[1]):
         raise ApiError(400, "parameters must not contain NUL characters", {"query": "NUL"})
     cursor = Cursor.decode(query["cursor"]) if "cursor" in query else None
-    jobs, searched_since = filtered(query)
-    page = paginate(jobs, cursor, _limit(query.get("limit")))
-    body = {
+    page = paginate(filtered(query), cursor, _limit(query.get("limit")))
+    return json_response({
         "results": [job_json(job, url=job_url(request, job.public_id)) for job in page.items],
         "next": _page_url(request, page.next),
         "previous": _page_url(request, page.previous),
-    }
-    if searched_since is not None:
-        body["searched_since"] = iso(searched_since)
-    return json_response(body)
+    })
 
 
-def filtered(query: QueryDict) -> tuple[QuerySet, datetime | None]:
+def filtered(query: QueryDict) -> QuerySet:
     """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``, read from
-    the replica if the site names one (``READ_REPLICA``); and, where a type or queue the planner
-    expects few jobs of is looked for among the newest jobs only (``models/newest.py``), the
-    ``created_at`` those start at, else None."""
+    the replica if the site names one (``READ_REPLICA``)."""
     jobs = Job.objects.using(read_database())
     if "status" in query:
         wanted = query.get("status", "").split(",")
@@ -100,9 +93,7 @@ def filtered(query: QueryDict) -> tuple[QuerySet, datetime | None]:
             jobs = jobs.filter(**{name: query[name]})
     if "since" in query:
         jobs = jobs.filter(updated_at__gte=_since(query.get("since", "")))
-    if "type" in query or "queue" in query:
-        return bounded_if_rare(jobs)
-    return jobs, None
+    return jobs
 
 
 @endpoint({"GET": READ})
