@@ -17,8 +17,9 @@ from .test_admin_browser import ARTIFACTS, log_in
 
 try:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.wait import WebDriverWait
 except ImportError:  # pragma: no cover - depends on the machine
-    By = None
+    By = WebDriverWait = None
 
 pytestmark = [
     pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
@@ -106,8 +107,12 @@ def test_the_list_and_the_attempts_fit_the_screen(browser, live_server,
     summaries = browser.find_elements(By.CSS_SELECTOR, "#attempts-group summary")
     assert len(summaries) == 3
     summaries[0].click()
-    (traceback,) = [pre for pre in browser.find_elements(
-        By.CSS_SELECTOR, "#attempts-group pre.dj-jobs-traceback") if pre.is_displayed()]
+    # The browser fires <details>' toggle event, which shows the traceback's row, as a task
+    # of its own after the click: wait for it.
+    tracebacks = "#attempts-group pre.dj-jobs-traceback"
+    shown = WebDriverWait(browser, 5).until(lambda driver: [
+        pre for pre in driver.find_elements(By.CSS_SELECTOR, tracebacks) if pre.is_displayed()])
+    (traceback,) = shown
     assert "TemplateMissing" in traceback.text
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", traceback)
     screenshot(browser, f"admin-attempt-traceback-{size}")
