@@ -27,8 +27,8 @@ from django_jobs.engine import hooks, stats
 from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.portable import RowLockEngine
 from django_jobs.engine.postgres import enqueue as pgenqueue
+from django_jobs.engine.postgres import prune, waiters
 from django_jobs.engine.postgres import statements as sql
-from django_jobs.engine.postgres import waiters
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
 from django_jobs.engine.transition import undone_on_error
@@ -134,6 +134,12 @@ class PostgresEngine(RowLockEngine):
         if not jobs and request.after is not None and request.limit > 0:
             jobs = self.claim(replace(request, after=None))  # nothing after the key
         return written(outcomes, changes, mine), jobs
+
+    def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
+        """The batch, its attempts and what its other relations' ``on_delete`` asks, in one
+        statement (``engine/postgres/prune.py``) where that does what Django's delete would."""
+        deleted = prune.delete_batch(jobs, limit)
+        return super().delete_batch(jobs, limit) if deleted is None else deleted
 
     @staticmethod
     def _plain_turn(outcomes: Sequence[AttemptOutcome]) -> bool:
