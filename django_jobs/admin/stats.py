@@ -45,6 +45,7 @@ from django_jobs.core.states import (
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, QueueState, Worker
 from django_jobs.models.counts import COUNT_CAP, capped_count, planner_estimate
+from django_jobs.models.ready import oldest_ready
 from django_jobs.models.schema import jobs_database
 
 OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
@@ -55,8 +56,6 @@ COLUMNS = (PENDING, SCHEDULED, PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
 RECENT = timedelta(hours=24)
 # Jobs of one state the overview reads for its per-queue and per-type counts.
 SAMPLE = 2_000
-# The most priorities ``oldest_ready`` probes (priorities are a handful of small numbers).
-PRIORITIES_PROBED = 50
 
 
 def compact(n: int) -> str:
@@ -109,30 +108,6 @@ def status_query(status: str) -> str:
     return urlencode({"status__exact": status})
 
 
-def oldest_ready(jobs: QuerySet[Job], now: datetime) -> datetime | None:
-    """The earliest ``run_at`` of the ready jobs due by ``now``, from a few ``LIMIT 1`` probes
-    of the ready index rather than a ``MIN`` that reads every ready row.
-
-    PostgreSQL's ready index orders by priority, then run_at: one probe per priority, highest
-    first, finds each priority's earliest due job. MariaDB's (``status, run_at``) orders by
-    run_at within a status: one probe per ready state.
-    """
-    if connections[jobs.db].vendor == "mysql":
-        found = [jobs.filter(status=status).order_by("run_at").values_list("run_at", flat=True)
-                 .first() for status in READY_STATES]
-        due = [run_at for run_at in found if run_at is not None and run_at <= now]
-        return min(due, default=None)
-    ready = jobs.filter(status__in=READY_STATES, run_at__lte=now).order_by("-priority", "run_at")
-    oldest, priority = None, None
-    for _ in range(PRIORITIES_PROBED):
-        following = ready if priority is None else ready.filter(priority__lt=priority)
-        first = following.values_list("priority", "run_at").first()
-        if first is None:
-            break
-        priority, run_at = first
-        if oldest is None or run_at < oldest:
-            oldest = run_at
-    return oldest
 
 
 def summary(now: datetime | None = None, using: str | None = None) -> dict[str, Any]:

@@ -5,7 +5,9 @@ Counts by status (and ``total_jobs``, their sum) are exact up to ``COUNT_CAP`` j
 status, each counted through the index that holds that status (the status index, the lease
 index for processing; completed jobs, most of the table, among the newest); above the cap
 the figure is the planner's estimate (``models/counts.py``), and its name is listed in
-``estimated`` (``total_jobs`` too when any part of it is). SQLite counts exactly. A
+``estimated`` (``total_jobs`` too when any part of it is). One plan gives the estimates of
+all the statuses; a status the planner expects ``ESTIMATE_FROM`` jobs of or more (ten times
+the cap) is not counted at all, its figure is the estimate. SQLite counts exactly. A
 ``window`` limits the counts to jobs submitted within it.
 
 Finished figures (the mean times, and per type: attempts by outcome, mean run time, error
@@ -18,7 +20,7 @@ and count of run times, not their spread); the wait histogram has the engine's b
 (``WAIT_BOUNDS``), from due (``run_at``) to the start of the attempt.
 
 The age of the oldest ready job always looks at the whole queue (a stuck job must not hide
-behind a window), through the ready index.
+behind a window), by a few probes of the ready index (``models/ready.py``).
 
 The horizon (PostgreSQL) is read from the database's catalogs at each request
 (``engine/postgres/horizon.py``, a cheap read): how long and how many transactions vacuum is
@@ -33,14 +35,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Min, Sum
+from django.db.models import Sum
 
 from django_jobs.core import clock
 from django_jobs.core.states import Outcome
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, JobStat
-from django_jobs.models.counts import COUNT_CAP, capped_count
+from django_jobs.models.counts import COUNT_CAP, ESTIMATE_FROM, capped_counts
 from django_jobs.models.reads import read_database
+from django_jobs.models.ready import oldest_ready
 from django_jobs.models.schema import jobs_database
 from django_jobs.models.stats import HOUR, MINUTE, WAIT_BOUNDS, WAIT_FIELDS
 
@@ -73,12 +76,12 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None,
     jobs = Job.objects.using(using)
     if window is not None:
         jobs = jobs.filter(created_at__gte=now - window)
-    counts = {status: capped_count(jobs.filter(status=status), COUNT_CAP)
-              for status in STATUSES}
+    counts = capped_counts({status: jobs.filter(status=status) for status in STATUSES},
+                           COUNT_CAP, ESTIMATE_FROM)
     estimated = sorted(status for status, count in counts.items() if count.estimated)
     if estimated:
         estimated.append("total_jobs")
-    oldest = Job.objects.using(using).ready(now=now).aggregate(oldest=Min("run_at"))["oldest"]
+    oldest = oldest_ready(Job.objects.using(using), now)
     types = _finished(window, now, using)
     completed = [t["sums"][Outcome.COMPLETED] for t in types.values()]
     done = sum(c["count"] for c in completed)

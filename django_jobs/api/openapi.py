@@ -94,10 +94,13 @@ def _paths() -> JSONObject:
                     _query("status", schema_of(STATUS_LIST),
                            "One status, or several separated by commas."),
                     _query("type", {"type": "string", "pattern": NO_NUL},
-                           "Only jobs of this type."),
+                           "Only jobs of this type. On PostgreSQL, a type with few jobs is "
+                           "looked for among the newest jobs only, unless since is given "
+                           "(searched_since in the response)."),
                     _query("queue", {"type": "string", "pattern": NO_NUL},
-                           "Only jobs in this queue."),
-                    _query("since", TIME, "Only jobs updated at or after this time."),
+                           "Only jobs in this queue; bounded as type is."),
+                    _query("since", TIME, "Only jobs updated at or after this time. Failed and "
+                           "dead jobs are found by an index on PostgreSQL and SQLite."),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": most},
                            "Page size."),
                     _query("cursor", schema_of(CURSOR),

@@ -172,9 +172,15 @@ def component_schemas() -> JSONObject:
     ]}
     created = {"type": "object", "required": ["job_id", "url"],
                "properties": {"job_id": JOB_ID_SCHEMA, "url": {"type": "string"}}}
-    page = {"type": "object", "required": ["results", "next", "previous"], "properties": {
+    page_fields = ["results", "next", "previous", "searched_since"]
+    page = {"type": "object", "required": page_fields, "properties": {
         "results": {"type": "array", "items": ref("Job")},
         "next": {"type": ["string", "null"]}, "previous": {"type": ["string", "null"]},
+        "searched_since": {**MAYBE_TIME, "description": (
+            "Null when the list is complete. Set when a type or queue few jobs have was looked "
+            "for among the newest jobs only (PostgreSQL, without since): the creation time of "
+            "the oldest of those. Older jobs of that type or queue are not listed; give since "
+            "to look further back.")},
     }}
     number = {"type": ["number", "null"]}
     histogram = {"type": "object", "required": ["buckets", "sum", "count"], "properties": {

@@ -16,8 +16,9 @@ read stand in for the cost there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connections
 from django.db.models import Model, QuerySet
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 
 # Rows counted exactly before the estimate is taken instead.
 COUNT_CAP = 10_000
+# Of several counts taken at once (``capped_counts``), one the planner expects this many rows of
+# or more is not counted at all: ten times the cap, so statistics off by a factor of ten still
+# leave it above the cap, where the figure would be the estimate anyway.
+ESTIMATE_FROM = 100_000
 
 
 @dataclass(frozen=True)
@@ -61,15 +66,29 @@ def planner_estimate(queryset: QuerySet[Model]) -> Estimate | None:
 
 def mariadb_estimate(queryset: QuerySet[Model]) -> Estimate:
     """MariaDB's estimate: per table of the plan, rows read and the share expected to match."""
+    return _mariadb_estimates(queryset.order_by())[0]
+
+
+def _mariadb_estimates(queryset: QuerySet[Model, Any]) -> list[Estimate]:
+    """MariaDB's estimate of each SELECT of ``queryset`` (one, or the branches of a UNION), in
+    the order of the plan's select ids."""
     connection = cast("MySQLWrapper", connections[queryset.db])  # vendor is mysql here
-    sql, params = queryset.order_by().query.sql_with_params()
+    sql, params = queryset.query.sql_with_params()
     # MariaDB gives ``filtered`` with EXTENDED (MySQL 8 always, and has no EXTENDED). Tabular
     # output, as MariaDB's JSON plan quotes conditions it copies from the query unescaped.
     extended = " EXTENDED" if connection.mysql_is_mariadb else ""
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN{extended} {sql}", params)
         names = [column[0] for column in cursor.description]
-        tables = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    selects: dict[object, list[dict]] = {}
+    for row in rows:
+        if row.get("id") is not None:  # not the UNION's own result
+            selects.setdefault(row["id"], []).append(row)
+    return [_mariadb_select(tables) for tables in selects.values()]
+
+
+def _mariadb_select(tables: list[dict]) -> Estimate:
     read, expected = 0, 1.0
     for table in tables:
         if table.get("rows") is None:  # no table read: "Impossible WHERE" and the like
@@ -91,3 +110,44 @@ def capped_count(queryset: QuerySet[Model], cap: int = COUNT_CAP) -> Count:
     if estimate is None:
         return Count(queryset.order_by().count(), estimated=False)
     return Count(max(estimate.rows, cap + 1), estimated=True)
+
+
+def planner_estimates(querysets: Sequence[QuerySet[Model]]) -> list[Estimate | None]:
+    """``planner_estimate`` of each of ``querysets`` (all on one database) from one plan: that
+    of their ``UNION ALL``, whose branches the planner estimates as it would each alone."""
+    if len(querysets) < 2 or connections[querysets[0].db].vendor not in ("postgresql", "mysql"):
+        return [planner_estimate(queryset) for queryset in querysets]
+    first, *others = [queryset.order_by().values("pk") for queryset in querysets]
+    union = first.union(*others, all=True)
+    if connections[first.db].vendor == "mysql":
+        found: list[Estimate | None] = list(_mariadb_estimates(union))
+    else:
+        import json
+
+        plan = json.loads(union.explain(format="json"))[0]["Plan"]
+        found = [Estimate(rows=int(branch["Plan Rows"]), cost=float(branch["Total Cost"]))
+                 for branch in plan.get("Plans", ())]  # the Append's, in the branches' order
+    if len(found) != len(querysets):  # a plan of another shape: one plan each
+        return [planner_estimate(queryset) for queryset in querysets]
+    return found
+
+
+def capped_counts(querysets: Mapping[str, QuerySet[Model]], cap: int = COUNT_CAP,
+                  estimate_from: int = ESTIMATE_FROM) -> dict[str, Count]:
+    """``capped_count`` of each of ``querysets`` (all on one database), with one plan for all of
+    them: one the planner expects ``estimate_from`` rows of or more is given as the estimate
+    and not counted; the others are counted up to ``cap``, as ``capped_count`` does."""
+    estimates = planner_estimates(list(querysets.values()))
+    counts: dict[str, Count] = {}
+    for (name, queryset), estimate in zip(querysets.items(), estimates, strict=True):
+        if estimate is not None and estimate.rows >= max(estimate_from, cap + 1):
+            counts[name] = Count(estimate.rows, estimated=True)
+            continue
+        counted = queryset.order_by()[: cap + 1].count()
+        if counted <= cap:
+            counts[name] = Count(counted, estimated=False)
+        elif estimate is None:
+            counts[name] = Count(queryset.order_by().count(), estimated=False)
+        else:
+            counts[name] = Count(max(estimate.rows, cap + 1), estimated=True)
+    return counts

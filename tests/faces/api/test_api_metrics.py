@@ -77,6 +77,28 @@ def test_counts_above_the_cap_are_the_planners_estimate_and_say_so(api, history,
     assert 'django_jobs_jobs_estimated{status="dead"} 0' in text
 
 
+def test_a_status_the_planner_expects_many_of_is_its_estimate_uncounted(api, history,
+                                                                        monkeypatch):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's estimates after ANALYZE are the table's exact frequencies")
+    monkeypatch.setattr(metrics, "COUNT_CAP", 1)
+    monkeypatch.setattr(metrics, "ESTIMATE_FROM", 2)  # the two completed jobs
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE django_jobs_job")
+    with CaptureQueriesContext(connection) as captured:
+        body = api.get("/api/metrics/jobs").json()
+    assert body["estimated"] == ["completed", "total_jobs"]
+    assert (body["completed"], body["dead"], body["failed"]) == (2, 1, 1)
+    reads = [q["sql"] for q in captured.captured_queries if '"django_jobs_job"' in q["sql"]]
+    plans = [sql for sql in reads if sql.startswith("EXPLAIN")]
+    assert len(plans) == 1  # one plan for every status
+    assert not [sql for sql in reads if "'completed'" in sql and sql not in plans]
+    assert [sql for sql in reads if "'dead'" in sql and sql not in plans]  # counted
+
+
 def test_the_mean_times_are_the_engines_counts_of_completed_attempts(api, history):
     body = api.get("/api/metrics/jobs").json()
     completed = JobStat.objects.filter(span=HOUR, outcome="completed").aggregate(
@@ -120,6 +142,16 @@ def test_per_type_figures_equal_the_attempts_on_a_small_table(api):
 def test_the_oldest_ready_job_age_counts_from_when_it_became_due(api, history):
     age = api.get("/api/metrics/jobs").json()["oldest_ready_age_seconds"]
     assert 60 <= age < 3600
+
+
+def test_the_oldest_ready_job_is_found_whatever_its_priority(api):
+    """Each priority's earliest due job is probed: the oldest here has the lowest priority,
+    and a job of the highest is not due yet."""
+    now = timezone.now()
+    for priority, minutes in ((10, 1), (0, 5), (-10, 30), (10, -60), (0, 2)):
+        Job.enqueue("noop", priority=priority, run_at=now - timedelta(minutes=minutes))
+    age = api.get("/api/metrics/jobs").json()["oldest_ready_age_seconds"]
+    assert 30 * 60 <= age < 31 * 60
 
 
 def test_the_oldest_ready_age_is_null_when_nothing_waits(api):
