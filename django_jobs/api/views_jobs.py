@@ -22,6 +22,7 @@ from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
 from django_jobs.models.newest import bounded_if_rare
 from django_jobs.models.reads import read_database
+from django_jobs.models.updated import updated_since
 
 LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")
 
@@ -86,7 +87,7 @@ def filtered(query: QueryDict) -> tuple[QuerySet, datetime | None]:
     expects few jobs of is looked for among the newest jobs only (``models/newest.py``), the
     ``created_at`` those start at, else None. ``since`` lifts that bound, as a period does in
     the admin: the list is then as long as the client asked for."""
-    jobs = Job.objects.using(read_database())
+    jobs, wanted = Job.objects.using(read_database()), None
     if "status" in query:
         wanted = query.get("status", "").split(",")
         bad = [s for s in wanted if s not in Job.Status.values]
@@ -99,7 +100,7 @@ def filtered(query: QueryDict) -> tuple[QuerySet, datetime | None]:
         if name in query:
             jobs = jobs.filter(**{name: query[name]})
     if "since" in query:
-        jobs = jobs.filter(updated_at__gte=_since(query.get("since", "")))
+        jobs = updated_since(jobs, _since(query.get("since", "")), wanted)
     if ("type" in query or "queue" in query) and "since" not in query:
         return bounded_if_rare(jobs)
     return jobs, None

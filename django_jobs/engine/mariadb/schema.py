@@ -127,3 +127,40 @@ def add_admin_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) 
 
 def drop_admin_indexes(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     _rebuild_admin_indexes(schema_editor, add=False)
+
+
+# The failed and dead jobs by ``updated_at``, for the lists with ``since`` (the API's ``GET
+# /jobs?status=failed&since=``), which otherwise walk every failed job's entry of the status
+# index and read its row for ``updated_at`` (0.46 s at a million rows). With no partial index
+# here, the key is a virtual column that is ``updated_at`` for a failed or dead job and NULL
+# for any other: a claim or a finish that leaves a job outside those states leaves the key
+# NULL, so InnoDB writes no entry for it; only a job entering or leaving them, or a failed one
+# written again, moves one. The column is the database's alone: the model does not know it,
+# and the lists read it through ``models/updated.py``.
+ENDED_UPDATED_INDEX = "django_jobs_updated_my"
+# ``models.jobs.UPDATED_SINCE`` as the migration writes them into the column's expression.
+ENDED_STATES = ("failed", "dead")
+
+
+def add_updated_index(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    if not is_mysql_family(schema_editor):
+        return
+    from django_jobs.models.updated import ENDED_UPDATED_COLUMN
+
+    states = ", ".join(f"'{state}'" for state in ENDED_STATES)
+    # Two statements: a virtual column is added in place at once, the index is built online
+    # (writes go on meanwhile), which one ALTER of both would not allow.
+    schema_editor.execute(
+        f"ALTER TABLE {TABLE} ADD COLUMN {ENDED_UPDATED_COLUMN} DATETIME(6) "
+        f"AS (IF(status IN ({states}), updated_at, NULL)) VIRTUAL")
+    schema_editor.execute(
+        f"ALTER TABLE {TABLE} ADD INDEX {ENDED_UPDATED_INDEX} ({ENDED_UPDATED_COLUMN})")
+
+
+def drop_updated_index(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
+    if not is_mysql_family(schema_editor):
+        return
+    from django_jobs.models.updated import ENDED_UPDATED_COLUMN
+
+    schema_editor.execute(f"ALTER TABLE {TABLE} DROP INDEX {ENDED_UPDATED_INDEX}")
+    schema_editor.execute(f"ALTER TABLE {TABLE} DROP COLUMN {ENDED_UPDATED_COLUMN}")

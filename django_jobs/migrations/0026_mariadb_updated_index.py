@@ -1,0 +1,19 @@
+from django.db import migrations
+
+from django_jobs.engine.mariadb.schema import add_updated_index, drop_updated_index
+
+
+class Migration(migrations.Migration):
+    """On MariaDB and MySQL only: the failed and dead jobs by ``updated_at``, through a virtual
+    column, for the lists with ``since`` (engine/mariadb/schema.py). The column is added in
+    place and the index built online: writes go on while it builds."""
+
+    dependencies = [
+        ('django_jobs', '0025_updated_index'),
+    ]
+
+    operations = [
+        # Not atomic: MariaDB and MySQL cannot run DDL inside a transaction.
+        migrations.RunPython(add_updated_index, drop_updated_index, atomic=False,
+                             elidable=False),
+    ]
