@@ -183,7 +183,7 @@ QUEUE_BRANCH = """    (SELECT id, priority, run_at, status FROM {job}
 # alone, statistics that count one queue (or one with nearly every row) give it a selectivity of
 # about 1, the two walks cost alike, and the generic plan took ``django_jobs_ready_any_idx``: a
 # claim from an empty or small queue then read every other queue's ready rows
-# (``tests/engine/test_claim_plans.py``, ``one_queue_holds_every_ready_row``).
+# (``tests/engine/test_queue_plans.py``, ``one_queue_holds_every_ready_row``).
 ONE_QUEUE = (" AND queue = %s AND queue >= (SELECT %s::text)"
              " AND queue <= (SELECT %s::text)")
 
