@@ -48,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +138,15 @@ class Sampler(threading.Thread):
         return self.samples[-1][1]
 
 
-def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool) -> dict[str, Any]:
+def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool,
+              options: list[str] | None = None,
+              prepare: Callable[[], None] | None = None) -> dict[str, Any]:
+    """One drain; ``options``: the workers' options (none, as shipped); ``prepare``: run on the
+    filled table before the drain (``benchmarks/queue_count.py`` places the jobs' queues)."""
     throughput.reset(control)
     fill(control, args.jobs)
+    if prepare is not None:
+        prepare()
     dsn = control.info.dsn
     holder = psycopg.connect(dsn)  # not autocommit: its transaction stays open
     if held:
@@ -152,7 +159,8 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool)
             control.execute(f"LOCK TABLE {TABLE} IN EXCLUSIVE MODE")
             procs = [
                 subprocess.Popen(
-                    from_front(command("ours", i, args, dsn, options=[]), args.from_front),
+                    from_front(command("ours", i, args, dsn, options=options or []),
+                               args.from_front),
                     cwd=ROOT,
                     stdout=log,
                     stderr=subprocess.STDOUT,

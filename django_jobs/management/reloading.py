@@ -91,13 +91,12 @@ class ReloadingWorker:
     def _stop_signal(self, *_args: object) -> None:
         """A stop signal in the child (the main thread, which watches the files): the first
         drains the worker, a second ends the drain now, as for a plain worker. Like the
-        worker's own handler it sets attributes and pokes the loop's wake socket only."""
+        worker's own handler it sets attributes and the loop's wake only."""
         try:
             self.worker.stop()
         except Abort:
             self.worker.stop_deadline = 0.0
-            if self.worker.signal_wake is not None:
-                self.worker.signal_wake.poke()
+            self.worker.wake.set()
 
     def _work(self) -> None:
         """Django's main thread in the child."""

@@ -35,7 +35,7 @@ from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.outage import Outages
 from django_jobs.worker.outbox import Outbox
 from django_jobs.worker.periodic import Periodic
-from django_jobs.worker.process import SignalWake, install_signals, register
+from django_jobs.worker.process import install_signals, register
 from django_jobs.worker.shutdown import shut_down
 from django_jobs.worker.slots import Inbox, Slot
 from django_jobs.worker.systemd import Notifier
@@ -73,7 +73,6 @@ class Worker:
         self.exit_status = 0  # of a process the worker ends itself (state.py)
         self.stop_deadline = 0.0
         self.stop_announced = False
-        self.signal_wake: SignalWake | None = None  # from run() to shut_down
         self.claimed = 0
         self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
         self.processed = 0
@@ -93,7 +92,6 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
-        self.signal_wake = SignalWake(self.wake)
         self.previous_handlers = install_signals(self.stop)
         self.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
@@ -166,18 +164,15 @@ class Worker:
         timeout); a second one leaves at once.
 
         It runs as a signal handler, in the main thread between any two bytecodes, so it only
-        sets plain attributes and pokes ``signal_wake``: no lock, no log line (the loop logs the
-        stop in ``announce_stop``)."""
+        sets plain attributes and the wake, whose ``set`` takes no lock (``worker/process.py``):
+        no lock, no log line (the loop logs the stop in ``announce_stop``)."""
         if self.ending:  # shut_down is under way, and ends the worker whatever comes
             return
         if self.stopping:
             raise Abort
         self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
         self.stopping = True
-        if self.signal_wake is not None:
-            self.signal_wake.poke()
-        else:  # not running: no loop to wake, nor a lock it could hold
-            self.wake.set()
+        self.wake.set()
 
     def announce_stop(self) -> None:
         """Log a requested stop and tell systemd, once (from the loop, or at the shutdown if

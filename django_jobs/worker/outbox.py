@@ -31,7 +31,7 @@ class Outbox:
     ``running`` is the worker's own map of the jobs it holds, read here, never changed.
     """
 
-    def __init__(self, wake: threading.Event | Wake, inbox: Inbox,
+    def __init__(self, wake: Wake, inbox: Inbox,
                  running: Mapping[int, Running]) -> None:
         self.wake, self.inbox, self.running = wake, inbox, running
         self.outcomes: list[AttemptOutcome] = []  # under _lock

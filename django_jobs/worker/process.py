@@ -4,8 +4,12 @@ signals that stop it.
 The stop handlers belong to the worker process alone. A child that a handler forks (``os.fork``,
 ``multiprocessing`` with the fork start method) gets back, as it starts, the dispositions the
 process had before ``install_signals`` (the default ones, unless the site set its own), so a
-SIGTERM ends it (``Pool.terminate()``) instead of draining a worker it is not; and it closes its
-copies of the ``SignalWake`` sockets, which belong to the parent's loop.
+SIGTERM ends it (``Pool.terminate()``) instead of draining a worker it is not.
+
+A stop handler wakes the loop with its ``Wake`` (``worker/wake.py``): a Python signal handler
+runs in the main thread between two bytecodes, possibly inside a wait, ``set`` or ``clear`` of
+that very wake, and ``Wake.set`` takes no lock (a flag and a non-blocking write to its
+socket), so it cannot wait on one the interrupted code holds, as ``threading.Event.set`` could.
 """
 
 from __future__ import annotations
@@ -15,17 +19,13 @@ import os
 import signal
 import socket
 import threading
-import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connections
 
 from django_jobs.core import clock
 from django_jobs.models import Worker as WorkerRow
-
-if TYPE_CHECKING:
-    from django_jobs.worker.wake import Wake
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -68,15 +68,13 @@ def register(worker_id: str, queues: list[str], concurrency: int) -> None:
                 ",".join(queues) or "*", concurrency)
 
 
-# What a forked child must undo: the stop handlers installed and the handlers they replaced,
-# and the live SignalWakes of this process.
+# What a forked child must undo: the stop handlers installed and the handlers they replaced.
 _installed: dict[int, Any] = {}
-_wakes: weakref.WeakSet[SignalWake] = weakref.WeakSet()
 
 
 def _in_forked_child() -> None:
-    """In a child just forked from this process: the worker's stop handlers and wake sockets
-    are the parent's, not its own (see the module's docstring)."""
+    """In a child just forked from this process: the worker's stop handlers are the parent's,
+    not its own (see the module's docstring)."""
     previous = dict(_installed)
     _installed.clear()
     for sig, handler in previous.items():
@@ -84,60 +82,9 @@ def _in_forked_child() -> None:
             signal.signal(sig, handler)
         except (ValueError, OSError, TypeError):  # not the main thread, or a handler set in C
             pass
-    for wake in list(_wakes):
-        wake.forget()
-    _wakes.clear()
 
 
 os.register_at_fork(after_in_child=_in_forked_child)
-
-
-class SignalWake:
-    """Wakes the worker's loop on behalf of a signal handler, taking no lock in the handler.
-
-    A Python signal handler runs in the main thread between two bytecodes, which may be inside
-    ``threading.Event.wait``, ``set`` or ``clear`` while that thread holds the event's lock: a
-    handler that called ``Event.set`` itself would wait on that lock for ever. The handler
-    writes a byte to a socket instead (no lock on the Python side), and a daemon thread that
-    reads the other end sets the event.
-    """
-
-    def __init__(self, wake: threading.Event | Wake) -> None:
-        self.wake = wake
-        self._reader, self._writer = socket.socketpair()
-        self._writer.setblocking(False)
-        self._thread = threading.Thread(target=self._run, name="django-jobs-signals", daemon=True)
-        self._thread.start()
-        _wakes.add(self)
-
-    def poke(self) -> None:
-        """Safe from a signal handler: wake the loop soon."""
-        try:
-            self._writer.send(b"\0")
-        except OSError:  # the buffer is full (a wake-up is pending already) or closed
-            pass
-
-    def _run(self) -> None:
-        while True:
-            try:
-                data = self._reader.recv(64)
-            except OSError:
-                return
-            if not data:  # the writer was closed
-                return
-            self.wake.set()
-
-    def close(self) -> None:
-        _wakes.discard(self)
-        self._writer.close()
-        self._thread.join(timeout=5)
-        self._reader.close()
-
-    def forget(self) -> None:
-        """In a forked child: close this process's copies of the sockets (the parent's stay
-        open); the reader thread did not survive the fork."""
-        self._writer.close()
-        self._reader.close()
 
 
 def install_signals(stop: Callable[..., Any]) -> dict[int, Any]:

@@ -67,8 +67,6 @@ def shut_down(worker: WorkerState) -> None:
         worker.listener.stop()
     worker.safely(lambda: WorkerRow.objects.filter(pk=worker.worker_id).delete())
     restore_signals(worker.previous_handlers)
-    if worker.signal_wake is not None:
-        worker.signal_wake.close()
     worker.systemd.close()
     if worker.running:
         turn.finish_outcomes(worker)  # a handler that ended meanwhile is not still running

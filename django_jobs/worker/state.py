@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from django_jobs.worker.outage import Outages
     from django_jobs.worker.outbox import Outbox
     from django_jobs.worker.periodic import Periodic
-    from django_jobs.worker.process import SignalWake
     from django_jobs.worker.slots import Inbox, Slot
     from django_jobs.worker.systemd import Notifier
     from django_jobs.worker.wake import Wake
@@ -52,7 +51,6 @@ class WorkerState(Protocol):
     periodic: Periodic  # the heartbeat's steps: the features', then the release
     systemd: Notifier  # sd_notify under systemd; does nothing elsewhere
     listener: Listener | None  # what wakes it on an enqueue, once the loop has started it
-    signal_wake: SignalWake | None  # how a stop signal wakes the loop, while it runs
     previous_handlers: dict[int, object]  # the stop signals' handlers, restored at the end
 
     # What it holds.

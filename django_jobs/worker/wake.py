@@ -4,9 +4,11 @@ socket (``engine/postgres/listener.py``).
 
 A notification then wakes the loop itself, as its bytes arrive: no thread reads it first and
 hands it on (each hand-off is one more thread the scheduler must run before the claim is sent,
-milliseconds on a busy host). The slot threads, the signal thread (``worker/process.py``) and the
-loop's own steps wake it with ``set``, which takes no lock: it sets a flag and writes a byte to
-the pipe, only when the flag was not set already, so the pipe holds a byte or two at most.
+milliseconds on a busy host). The slot threads, the stop signals' handler (``worker/process.py``)
+and the loop's own steps wake it with ``set``, which takes no lock: it sets a flag and writes a
+byte to the pipe without blocking, only when the flag was not set already, so the pipe holds a
+byte or two at most. So a signal handler, which runs in the main thread between two bytecodes,
+even inside this wake's own ``wait``, ``set`` or ``clear``, may call it.
 """
 
 from __future__ import annotations

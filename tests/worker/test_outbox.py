@@ -1,8 +1,8 @@
 """The outbox (django_jobs/worker/outbox.py): which outcomes the worker's loop takes, and when a
 delivered outcome wakes it."""
 
-import threading
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,8 +12,17 @@ from django_jobs.models import Job
 from django_jobs.worker.deadlines import Running
 from django_jobs.worker.outbox import Outbox
 from django_jobs.worker.slots import Inbox
+from django_jobs.worker.wake import Wake
 
 pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite
+
+
+@pytest.fixture
+def wake() -> Iterator[Wake]:
+    """The loop's wake, as the worker gives the outbox."""
+    wake = Wake()
+    yield wake
+    wake.close()
 
 
 def held(*ids: int) -> dict[int, Running]:
@@ -24,9 +33,9 @@ def completed(job: Job) -> AttemptOutcome:
     return AttemptOutcome(job, Outcome.COMPLETED, 0, 1)
 
 
-def test_the_loop_takes_only_the_outcomes_of_attempts_it_still_holds():
+def test_the_loop_takes_only_the_outcomes_of_attempts_it_still_holds(wake):
     running = held(1, 2, 3)
-    outbox = Outbox(threading.Event(), Inbox(), running)
+    outbox = Outbox(wake, Inbox(), running)
     same = completed(running[1].job)
     copy = completed(Job(id=2, lease_token=running[2].job.lease_token))  # the same attempt
     newer = completed(Job(id=3, lease_token=uuid.uuid4()))  # another attempt of job 3
@@ -37,9 +46,9 @@ def test_the_loop_takes_only_the_outcomes_of_attempts_it_still_holds():
     assert outbox.take() == []
 
 
-def test_outcomes_put_back_are_taken_first_on_the_next_turn():
+def test_outcomes_put_back_are_taken_first_on_the_next_turn(wake):
     running = held(1, 2)
-    outbox = Outbox(threading.Event(), Inbox(), running)
+    outbox = Outbox(wake, Inbox(), running)
     first, second = completed(running[1].job), completed(running[2].job)
     outbox.deliver(second)
     outbox.put_back([first])
@@ -47,8 +56,8 @@ def test_outcomes_put_back_are_taken_first_on_the_next_turn():
     assert outbox.take() == [first, second]
 
 
-def test_the_first_outcome_wakes_the_loop_once_a_turn_when_no_job_waits_for_a_thread():
-    running, wake = held(1, 2, 3), threading.Event()
+def test_the_first_outcome_wakes_the_loop_once_a_turn_when_no_job_waits_for_a_thread(wake):
+    running = held(1, 2, 3)
     outbox = Outbox(wake, Inbox(), running)
     outbox.deliver(completed(running[1].job))
     assert wake.is_set()
@@ -60,8 +69,8 @@ def test_the_first_outcome_wakes_the_loop_once_a_turn_when_no_job_waits_for_a_th
     assert wake.is_set()  # a new turn
 
 
-def test_while_jobs_wait_for_a_thread_only_the_last_running_outcome_wakes_the_loop():
-    running, wake, inbox = held(1, 2), threading.Event(), Inbox()
+def test_while_jobs_wait_for_a_thread_only_the_last_running_outcome_wakes_the_loop(wake):
+    running, inbox = held(1, 2), Inbox()
     inbox.put([running[2].job])  # claimed, no thread has taken it yet
     outbox = Outbox(wake, inbox, running)
     outbox.deliver(completed(running[1].job))
@@ -70,7 +79,7 @@ def test_while_jobs_wait_for_a_thread_only_the_last_running_outcome_wakes_the_lo
     assert wake.is_set()
 
 
-def test_an_outcome_put_back_keeps_its_traceback_but_not_the_handlers_locals():
+def test_an_outcome_put_back_keeps_its_traceback_but_not_the_handlers_locals(wake):
     """Outcomes wait in the outbox through an outage: what a handler had loaded is let go."""
     import gc
     import traceback
@@ -93,7 +102,7 @@ def test_an_outcome_put_back_keeps_its_traceback_but_not_the_handlers_locals():
     outcome = AttemptOutcome(running[1].job, Outcome.FAILED, 0, 1, exception=raised)
     gc.collect()
     assert loaded[0]() is not None  # the traceback's frame holds the handler's data
-    Outbox(threading.Event(), Inbox(), running).put_back([outcome])
+    Outbox(wake, Inbox(), running).put_back([outcome])
     gc.collect()
     assert loaded[0]() is None
     stack = traceback.format_exception(outcome.exception)

@@ -10,7 +10,6 @@ import pytest
 from django_jobs.models import Job
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.options import WorkerOptions
-from django_jobs.worker.process import SignalWake
 from tests.conftest import wait_for
 
 FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
@@ -21,7 +20,6 @@ def test_a_stop_that_lands_while_the_loop_waits_returns_and_wakes_the_loop():
     wake's ``wait``. ``stop`` must return (it takes no lock the interrupted code could hold),
     and end the wait."""
     worker = Worker(WorkerOptions())
-    worker.signal_wake = SignalWake(worker.wake)
     returned = threading.Event()
 
     def stop_soon() -> None:
@@ -37,7 +35,27 @@ def test_a_stop_that_lands_while_the_loop_waits_returns_and_wakes_the_loop():
         assert returned.wait(10), "stop() did not return"
         assert worker.stopping
     finally:
-        worker.signal_wake.close()
+        worker.wake.close()
+
+
+def test_a_real_stop_signal_wakes_the_loop_waiting_on_its_wake():
+    """SIGTERM delivered while the main thread waits on the wake: the handler (``stop``) runs
+    in the main thread, inside that wait, and its ``Wake.set`` ends it."""
+    from django_jobs.worker.process import install_signals, restore_signals
+
+    worker = Worker(WorkerOptions())
+    previous = install_signals(worker.stop)
+    main = threading.main_thread().ident
+    assert main is not None
+    sender = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGTERM))
+    try:
+        sender.start()
+        assert worker.wake.wait(30), "the loop was not woken"
+        assert worker.stopping
+    finally:
+        sender.cancel()
+        restore_signals(previous)
+        worker.wake.close()
 
 
 def test_stop_outside_a_run_sets_the_wake_event():
