@@ -139,14 +139,17 @@ def test_a_finish_with_a_snooze_takes_the_orm_path_and_shelves_the_rest():
 
 def test_the_rescue_of_a_lost_job_that_goes_dead_shelves_it_and_its_attempts():
     with override_settings(DJANGO_JOBS={"ON_CRASH": "fail"}):
-        job = Job.enqueue("noop", max_attempts=1)
+        job = Job.enqueue("noop", max_attempts=2)
+        (claimed,) = claim(1)
+        finish(claimed, "failed", error=ERROR)  # an earlier attempt, on the open shelf
+        Job.objects.all().run_now()
         claim(1, lease_seconds=1)
         later = clock.now(Job.objects.db) + timedelta(seconds=5)
-        (rescued,) = Job.objects.rescue(now=later)
+        (rescued,) = Job.objects.rescue(now=later)  # the lost attempt was its last
     assert rescued.pk == job.pk and rescued.status == DEAD
     [row] = assert_shelves()
-    assert row.shelf == rescued.shelf
-    assert list(row.attempts.values_list("outcome", flat=True)) == ["lost"]
+    assert row.shelf == rescued.shelf != OPEN_SHELF
+    assert list(row.attempts.values_list("outcome", flat=True)) == ["failed", "lost"]
 
 
 def test_a_staff_cancel_shelves_the_jobs_and_the_attempts_of_a_failed_one():
