@@ -64,7 +64,9 @@ def finish(job: Job, kind: str, **options) -> Job:
     now = timezone.now()
     outcome = AttemptOutcome(job=job, kind=kind, started_at=now, finished_at=now, **options)
     assert Job.objects.finish([outcome]) == [outcome]
-    return Job.objects.get(pk=job.pk)
+    row = Job.objects.get(pk=job.pk)
+    assert job.shelf == row.shelf  # the instance holds what the row holds
+    return row
 
 
 def test_the_sentinels_and_a_prune_day_read_back_as_they_were_written():
