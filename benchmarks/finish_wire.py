@@ -84,15 +84,17 @@ def params(form, outcomes, changes, now):  # type: ignore[no-untyped-def]
     from django_jobs.engine.postgres import engine as postgres
 
     ids = "{" + ",".join(str(o.job.id) for o in outcomes) + "}"
+    named = postgres.finish_params(outcomes, changes, now)
     if form == "named":
-        return postgres.finish_params(outcomes, changes, now)
+        return named
+    shelves = named[2:5]  # the prune days of a job completed, dead, canceled now
     rows = list(values(outcomes, changes))
     if form == "positional":
-        return json.dumps(rows), now, now, ids
+        return json.dumps(rows), now, *shelves, now, ids
     columns = [list(column) for column in zip(*rows, strict=True)]
     for i in (3, 4):  # result, error: JSON text or NULL
         columns[i] = [None if v is None else json.dumps(v) for v in columns[i]]
-    return (*columns, now, now, ids)
+    return (*columns, now, *shelves, now, ids)
 
 
 def measure(rounds: int, batch: int) -> dict[str, list[float]]:

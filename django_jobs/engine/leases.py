@@ -6,8 +6,8 @@ asks for (released, or canceled when a dependency will not complete). Mixed into
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime, timedelta
 from functools import reduce
 from operator import or_
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 
 from django_jobs.core import clock
+from django_jobs.core.shelves import OPEN_SHELF, prune_day
 from django_jobs.core.states import CANCELED, PENDING, PROCESSING, WAITING
 from django_jobs.engine import hooks
 from django_jobs.engine.unique_column import keep_key_if
@@ -42,6 +43,20 @@ class LeaseVerbs:
     def fenced(self, job: Job) -> JobQuerySet:
         """The job's row, only while ``job`` still holds its lease."""
         return self.jobs.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING)
+
+    def shelve_attempts(self, jobs: Iterable[Job]) -> None:
+        """Give the earlier attempts of these jobs, just finished, their job's shelf
+        (``core/shelves.py``): a finished job's attempts are pruned with it. One UPDATE per
+        prune day among them (one, as a rule); none for jobs still open."""
+        from django_jobs.models import JobAttempt
+
+        by_shelf: dict[date, list[int]] = {}
+        for job in jobs:
+            if job.shelf != OPEN_SHELF:
+                by_shelf.setdefault(job.shelf, []).append(job.pk)
+        attempts = JobAttempt.objects.using(self.db)
+        for shelf, ids in by_shelf.items():
+            attempts.filter(job_id__in=ids).exclude(shelf=shelf).update(shelf=shelf)
 
     def write_fenced(self, job: Job, fields: UpdateFields) -> bool:
         """Update the job's row with ``fields`` if ``job`` still holds its lease."""
@@ -174,13 +189,15 @@ class LeaseVerbs:
             held = list(waiting)
             if not held:
                 return []
+            shelf = prune_day(CANCELED, now)
             self.jobs.filter(pk__in=[job.pk for job in held], status=WAITING).update(
-                status=CANCELED, error=error, updated_at=now, finished_at=now,
+                status=CANCELED, error=error, updated_at=now, finished_at=now, shelf=shelf,
                 unique_key=keep_key_if(CANCELED),
             )
             for job in held:
                 job.__dict__.update(status=CANCELED, error=error, updated_at=now,
-                                    finished_at=now)
+                                    finished_at=now, shelf=shelf)
+            self.shelve_attempts(held)
             hooks.ended(held, self.db)
         return held
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from django_jobs.core import clock
+from django_jobs.core.shelves import OPEN_SHELF, prune_day
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING
 from django_jobs.core.validation import QUEUE_RE, check_payload
 from django_jobs.engine import hooks
@@ -28,10 +29,12 @@ class StaffVerbs:
     row_locks: bool
 
     def retry(self, jobs: JobQuerySet) -> int:
-        """Dead, failed and canceled jobs become pending now, with at least one attempt left."""
+        """Dead, failed and canceled jobs become pending now, with at least one attempt left;
+        open again, with their attempts (``core/shelves.py``)."""
         retried = jobs.filter(status__in=(DEAD, FAILED, CANCELED))
         with transaction.atomic(using=jobs.db):
             hooks.reopen(retried)  # groups count their jobs that leave an end state
+            self._reopen_attempts(retried)
             return retried.update(**retry_fields(clock.now(self.db)))
 
     def retry_with_payload(self, jobs: JobQuerySet, payload: JSONValue) -> int:
@@ -43,23 +46,57 @@ class StaffVerbs:
         retried = jobs.filter(status=DEAD)
         with transaction.atomic(using=jobs.db):
             hooks.reopen(retried)
+            self._reopen_attempts(retried)
             return retried.update(payload=payload, **retry_fields(clock.now(self.db)))
 
+    def _reopen_attempts(self, retried: JobQuerySet) -> None:
+        """The attempts of the finished jobs among ``retried`` go back to the open shelf,
+        before the jobs do (read while the jobs are still finished). A job that another
+        transaction reopens in between has its attempts open all the same: open is the shelf
+        that keeps rows, never the one that loses them."""
+        from django_jobs.models import JobAttempt
+
+        finished = retried.filter(status__in=(DEAD, CANCELED)).values("pk")
+        JobAttempt.objects.using(retried.db).filter(job_id__in=finished).exclude(
+            shelf=OPEN_SHELF).update(shelf=OPEN_SHELF)
+
     def cancel(self, jobs: JobQuerySet) -> int:
-        """Pending and failed jobs become canceled; processing ones get a cancel request."""
+        """Pending, waiting and failed jobs become canceled, on their prune day's shelf with
+        their attempts (``core/shelves.py``); processing ones get a cancel request.
+
+        The jobs to cancel are read first (locked where the database can) and written by id,
+        a thousand at a time: their attempts move by the same ids, so the ids must be the rows
+        the UPDATE changes, which a caller's filter on the status could not name again once
+        they are canceled."""
+        from django_jobs.models import JobAttempt
+
         now = clock.now(self.db)
+        shelf = prune_day(CANCELED, now)
+        model = jobs.model
+        states = (*READY_STATES, WAITING)
         with transaction.atomic(using=jobs.db):
-            cancelable = jobs.filter(status__in=(*READY_STATES, WAITING))
+            cancelable = jobs.filter(status__in=states)
             hooked = hooks.hold_for_cancel(cancelable)  # read (and locked) for the features
-            waiting = cancelable.update(
-                status=CANCELED, updated_at=now, finished_at=now,
-                unique_key=keep_key_if(CANCELED),
-            )
+            listed = cancelable.order_by("pk")
+            if self.row_locks:
+                listed = listed.select_for_update()
+            ids = list(listed.values_list("pk", flat=True))
+            rows = model._default_manager.using(jobs.db)
+            attempts = JobAttempt.objects.using(jobs.db)
+            waiting = 0
+            for start in range(0, len(ids), 1000):
+                chunk = ids[start : start + 1000]
+                waiting += rows.filter(pk__in=chunk, status__in=states).update(
+                    status=CANCELED, updated_at=now, finished_at=now, shelf=shelf,
+                    unique_key=keep_key_if(CANCELED),
+                )
+                attempts.filter(job_id__in=chunk).exclude(shelf=shelf).update(shelf=shelf)
             running = jobs.filter(status=PROCESSING, cancel_requested=False).update(
                 cancel_requested=True, updated_at=now
             )
             for job in hooked:
-                job.__dict__.update(status=CANCELED, updated_at=now, finished_at=now)
+                job.__dict__.update(status=CANCELED, updated_at=now, finished_at=now,
+                                    shelf=shelf)
             hooks.ended(hooked, jobs.db)
         return waiting + running
 

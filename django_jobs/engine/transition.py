@@ -1,5 +1,6 @@
 """What an attempt's outcome does to its job: a pure function of the job's counters, the
-outcome and the retry policy, with no query and no change to the job or the outcome.
+outcome and the retry policy (and, for a job it finishes, the ``RETENTION`` setting, which
+decides its shelf: ``core/shelves.py``), with no query and no change to the job or the outcome.
 
 The write path (``engine/verbs.py``, ``engine/postgres/statements.py``) writes ``Transition.fields``
 fenced on the job's lease; only for the rows that write changed does it set the fields on the
@@ -15,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django_jobs.core.retry import Backoff, decide
+from django_jobs.core.shelves import prune_day
 from django_jobs.core.states import JobStatus, Outcome
 
 if TYPE_CHECKING:
@@ -58,10 +60,11 @@ def transition(
     if kind == Outcome.COMPLETED:
         status, outcome = JobStatus.COMPLETED, Outcome.COMPLETED
         fields = {**common, "status": status, "result": result, "error": None,
-                  "finished_at": now}
+                  "finished_at": now, "shelf": prune_day(status, now)}
     elif kind == Outcome.CANCELED:
         status, outcome = JobStatus.CANCELED, Outcome.CANCELED
-        fields = {**common, "status": status, "error": error, "finished_at": now}
+        fields = {**common, "status": status, "error": error, "finished_at": now,
+                  "shelf": prune_day(status, now)}
     elif kind == Outcome.SNOOZED:  # pending again later; the attempt is given back
         status, outcome = JobStatus.PENDING, Outcome.SNOOZED
         fields = {**common, "status": status, "attempt": attempt - 1, "started_at": None,
@@ -75,7 +78,8 @@ def transition(
                           backoff=backoff, now=now)  # type: ignore[arg-type]
         if decision.dead:
             status, outcome = JobStatus.DEAD, Outcome.DEAD
-            fields = {**common, "status": status, "error": error, "finished_at": now}
+            fields = {**common, "status": status, "error": error, "finished_at": now,
+                      "shelf": prune_day(status, now)}
         else:
             status, outcome = JobStatus.FAILED, Outcome.FAILED
             fields = {**common, "status": status, "error": error, "run_at": decision.retry_at}

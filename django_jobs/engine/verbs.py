@@ -157,7 +157,9 @@ class Engine(StaffVerbs, LeaseVerbs):
         """Write the outcomes of attempts in one transaction; returns those that were written.
 
         Every write is fenced on (id, lease_token, status=processing): a worker whose lease
-        was taken over cannot overwrite the newer attempt, and its outcome is dropped.
+        was taken over cannot overwrite the newer attempt, and its outcome is dropped. A job
+        it finishes gets its prune day as its shelf, and so do its attempts
+        (``core/shelves.py``).
         """
         from django_jobs.models import JobAttempt
 
@@ -173,6 +175,7 @@ class Engine(StaffVerbs, LeaseVerbs):
                 if self.fenced(outcome.job).update(**update_fields(change)):
                     applying(outcome, change)
                     done.append(outcome)
+            self.shelve_attempts(outcome.job for outcome in done)  # finished: their prune day
             JobAttempt.objects.using(self.db).bulk_create([attempt_row(o) for o in done])
             if waited is not None:  # the finished jobs counted (engine/stats.py)
                 stats.record(self.db, done, now, waited)

@@ -16,6 +16,7 @@ from django.db.models.functions import Greatest
 
 from django_jobs.core.registry import get_handler
 from django_jobs.core.retry import Backoff, as_backoff
+from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import COMPLETED, FAILED, PENDING, PROCESSING
 from django_jobs.engine import transition
 from django_jobs.engine.transition import Apply, Transition, apply
@@ -86,16 +87,18 @@ def claim_fields(values: ClaimValues) -> ClaimFields:
 
 
 def retry_fields(now: datetime) -> UpdateFields:
-    """A person's retry: pending now, at least one attempt left, crashes counted afresh."""
+    """A person's retry: pending now, at least one attempt left, crashes counted afresh, open
+    again (``core/shelves.py``)."""
     return {
         "status": PENDING, "run_at": now, "updated_at": now, "finished_at": None,
+        "shelf": OPEN_SHELF,
         "cancel_requested": False, "max_attempts": Greatest(F("max_attempts"), F("attempt") + 1),
         "crashes": 0,
     }
 
 
 def attempt_row(outcome: AttemptOutcome) -> JobAttempt:
-    """The attempt row of a written outcome."""
+    """The attempt row of a written outcome, on its job's new shelf."""
     from django_jobs.models import JobAttempt
 
     job = outcome.job
@@ -103,6 +106,7 @@ def attempt_row(outcome: AttemptOutcome) -> JobAttempt:
         job=job, number=job.attempt, worker_id=job.worker_id,
         started_at=outcome.started_at, finished_at=outcome.finished_at, outcome=outcome.kind,
         error=outcome.error, cpu_time=outcome.cpu_time, peak_memory=outcome.peak_memory,
+        shelf=job.shelf,
     )
 
 

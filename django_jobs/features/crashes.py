@@ -131,6 +131,7 @@ def rescue_one(engine: Engine, job: Job, *, alone: bool, now: datetime) -> bool:
         return False
     apply(outcome, change)
     job.__dict__.update(counters)
+    engine.shelve_attempts([job])  # gone dead: its attempts take its prune day
     row = engine.attempt_row(outcome)
     row.outcome = JobAttempt.Outcome.LOST
     row.save(force_insert=True, using=engine.db)

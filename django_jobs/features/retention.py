@@ -22,6 +22,7 @@ from django.db.models import Q
 from django_jobs.core import clock
 from django_jobs.core.db_errors import lock_conflict
 from django_jobs.core.settings import jobs_settings
+from django_jobs.core.shelves import as_age
 from django_jobs.core.states import JobStatus
 from django_jobs.engine import hooks
 
@@ -31,21 +32,6 @@ PRUNABLE = (JobStatus.COMPLETED, JobStatus.CANCELED, JobStatus.DEAD)
 OCCURRENCE_AGE = timedelta(days=1)
 # How long the per-minute counts of finished jobs are kept: the overview charts the last hour.
 MINUTE_ROWS_AGE = timedelta(hours=2)
-
-
-def as_age(value: object, name: str = "age") -> timedelta | None:
-    """A retention age from seconds, a timedelta or None (keep for ever)."""
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        age = value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        age = timedelta(seconds=value)
-    else:
-        raise ValueError(f"{name} must be seconds, a timedelta or None, not {value!r}")
-    if age < timedelta(0):
-        raise ValueError(f"{name} must not be negative")
-    return age
 
 
 def configured_ages() -> dict[str, timedelta | None]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Iterable
+from datetime import date
 from typing import TypeVar
 
 from django.db.models import DateField, Field
@@ -83,8 +84,8 @@ def _no_init_receivers(model: type[Model]) -> bool:
 
 @functools.cache
 def _defaults(model: type[Model]) -> tuple[dict[str, object], list[tuple[str, Field]]]:
-    """The defaults that are the same every time (None, numbers, strings), and the fields
-    whose default must be asked for each instance (callables, anything mutable)."""
+    """The defaults that are the same every time (None, numbers, strings, dates), and the
+    fields whose default must be asked for each instance (callables, anything mutable)."""
     constants: dict[str, object] = {}
     called = []
     for field in model._meta.concrete_fields:
@@ -92,7 +93,7 @@ def _defaults(model: type[Model]) -> tuple[dict[str, object], list[tuple[str, Fi
             called.append((field.attname, field))
             continue
         default = field.get_default()
-        if default is None or isinstance(default, str | int | float | bool):
+        if default is None or isinstance(default, str | int | float | bool | date):
             constants[field.attname] = default
         else:
             called.append((field.attname, field))

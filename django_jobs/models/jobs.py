@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import DependencyPolicy, JobStatus, Outcome
 from django_jobs.models.managers import JobManager, ReloadsWhereWritten, RoutedManager
 
@@ -85,6 +86,11 @@ class Job(ReloadsWhereWritten, models.Model):
     on_dependency_failure = models.CharField(  # noqa: DJ001 NULL: wait
         max_length=8, null=True, blank=True,
         choices=[(p.value, p.label) for p in DependencyPolicy if p != DependencyPolicy.WAIT])
+    # The day the finished job may be pruned, or OPEN_SHELF while it is open, KEPT_SHELF if
+    # kept for ever (core/shelves.py); written by the engine with every change of status. The
+    # database default makes an INSERT that leaves it out an open row, and lets the column be
+    # added without rewriting the table.
+    shelf = models.DateField(default=OPEN_SHELF, db_default=OPEN_SHELF, editable=False)
 
     objects = JobManager()
 
@@ -273,6 +279,8 @@ class JobAttempt(models.Model):
     error = models.JSONField(null=True, blank=True)
     cpu_time = models.FloatField(null=True, blank=True, help_text="seconds")
     peak_memory = models.BigIntegerField(null=True, blank=True, help_text="bytes")
+    # Its job's shelf (core/shelves.py): a finished job's attempts are pruned with it.
+    shelf = models.DateField(default=OPEN_SHELF, db_default=OPEN_SHELF, editable=False)
 
     objects = RoutedManager()
 

@@ -2,7 +2,7 @@
 write path applying it only to the rows its fenced write changed."""
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.db import transaction
@@ -29,14 +29,15 @@ def test_a_completion_stores_the_result_and_clears_the_error_and_the_lease():
     made = change("completed", result={"n": 1}, error=ERROR)
     assert (made.status, made.outcome) == ("completed", "completed")
     assert made.fields == {"status": "completed", "result": {"n": 1}, "error": None,
-                           "finished_at": NOW, "updated_at": NOW, "leased_until": None}
+                           "finished_at": NOW, "updated_at": NOW, "leased_until": None,
+                           "shelf": date(2026, 1, 8)}  # NOW + 7 days is a day boundary
 
 
 def test_a_cancel_keeps_its_error_and_ends_the_job():
     made = change("canceled", error=ERROR)
     assert (made.status, made.outcome) == ("canceled", "canceled")
     assert made.fields == {"status": "canceled", "error": ERROR, "finished_at": NOW,
-                           "updated_at": NOW, "leased_until": None}
+                           "updated_at": NOW, "leased_until": None, "shelf": date(2026, 1, 8)}
 
 
 def test_a_failure_with_attempts_left_is_retried_after_the_backoff():
@@ -44,12 +45,14 @@ def test_a_failure_with_attempts_left_is_retried_after_the_backoff():
     assert (made.status, made.outcome) == ("failed", "failed")
     assert made.fields["run_at"] == NOW + timedelta(seconds=10)
     assert made.fields["error"] == ERROR and "finished_at" not in made.fields
+    assert "shelf" not in made.fields  # still open
 
 
 def test_a_failure_of_the_last_attempt_goes_dead():
     made = change("failed", attempt=3, max_attempts=3, error=ERROR)
     assert (made.status, made.outcome) == ("dead", "dead")
     assert made.fields["finished_at"] == NOW and "run_at" not in made.fields
+    assert made.fields["shelf"] == date(2026, 1, 31)
 
 
 def test_a_permanent_failure_goes_dead_with_attempts_left_and_needs_no_backoff():

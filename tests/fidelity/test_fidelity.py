@@ -298,7 +298,8 @@ def test_every_value_the_insert_sends_as_it_is_is_what_get_db_prep_save_gives():
             assert isinstance(prepared, as_is) and prepared == value, field
             assert type(prepared) is as_is or type(prepared).__module__.startswith("psycopg")
     assert {name for name, as_is in kinds.items() if as_is is None} == {
-        "id", "payload", "result", "error", "progress", "lease_token", "trace_context", "group"}
+        "id", "payload", "result", "error", "progress", "lease_token", "trace_context", "group",
+        "shelf"}
 
 
 # --- One real worker per write path ----------------------------------------------------------

@@ -22,7 +22,8 @@ from django.db.models.signals import post_save, pre_save
 
 from django_jobs.core import clock
 from django_jobs.core.outcomes import micros
-from django_jobs.core.states import READY_STATES, Outcome
+from django_jobs.core.shelves import prune_day
+from django_jobs.core.states import CANCELED, COMPLETED, DEAD, READY_STATES, Outcome
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.portable import RowLockEngine
@@ -257,8 +258,10 @@ def finish_params(
     counted: bool = False,
 ) -> list[object]:
     """The finish's parameters: the outcomes as one JSON array of objects with the columns of
-    ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time twice, the ids; with
-    ``counted``, the minute and hour the finished jobs are counted in (``sql.COUNTED``)."""
+    ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time, the shelves of a job
+    completed, dead and canceled at that time (``core/shelves.py``), the time again, the ids;
+    with ``counted``, the minute and hour the finished jobs are counted in
+    (``sql.COUNTED``)."""
     last, token = None, ""  # a claim gives all its jobs one token (one object): one str()
     rows = []
     ids = []
@@ -276,7 +279,10 @@ def finish_params(
         ), strict=True)))
         ids.append(str(job.id))
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
-    params: list[object] = [json.dumps(rows), now, now, f"{{{','.join(ids)}}}"]
+    params: list[object] = [
+        json.dumps(rows), now, prune_day(COMPLETED, now), prune_day(DEAD, now),
+        prune_day(CANCELED, now), now, f"{{{','.join(ids)}}}",
+    ]
     if counted:
         params += [stats.bucket(now), stats.hour(now)]
     return params

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from django.db import connections
@@ -131,8 +131,9 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
 
 
 def _plain(value: object) -> object:
-    """A field value as JSON: JSON fields' values as they are, times and UUIDs as text."""
-    if isinstance(value, datetime):
+    """A field value as JSON: JSON fields' values as they are, times, dates and UUIDs as
+    text."""
+    if isinstance(value, date):  # a datetime too
         return value.isoformat()
     if isinstance(value, uuid.UUID):
         return str(value)

@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import JobStatus
 from django_jobs.engine.unique_column import ALL_STATES
 
@@ -73,6 +74,9 @@ FINISH_CTES = """v AS (
         error = CASE WHEN v.status = {completed} THEN NULL ELSE v.error END,
         run_at = COALESCE(v.run_at, j.run_at),
         finished_at = CASE WHEN v.status = {failed} THEN j.finished_at ELSE %s END,
+        -- the prune day of a job this finishes, from the same time (core/shelves.py)
+        shelf = CASE v.status WHEN {completed} THEN %s::date WHEN {dead} THEN %s::date
+            WHEN {canceled} THEN %s::date ELSE j.shelf END,
         updated_at = %s,
         leased_until = NULL,
         -- unique jobs: the key stays only if it guards the new state (unique.keep_key_if)
@@ -87,12 +91,19 @@ FINISH_CTES = """v AS (
     -- rows through that index and filter them by id (tests/engine/test_indexes.py).
     WHERE j.id = ANY(%s::bigint[]) AND j.id = v.id AND j.lease_token = v.token
         AND j.status = v.held
-    RETURNING j.id, j.attempt, j.worker_id{returning}
+    RETURNING j.id, j.attempt, j.worker_id, j.shelf{returning}
+), shelved AS (
+    -- the earlier attempts of the jobs finished take their shelf; found by job id (the
+    -- attempts' job index), as the finish finds its rows
+    UPDATE {attempt} AS a SET shelf = done.shelf
+    FROM done
+    WHERE a.job_id = ANY(ARRAY(SELECT id FROM done WHERE shelf <> {open_shelf}))
+        AND a.job_id = done.id AND a.shelf <> done.shelf
 ){counted}"""
 RECORD = """INSERT INTO {attempt} (job_id, number, worker_id, started_at, finished_at, outcome,
-                       error, cpu_time, peak_memory)
+                       error, cpu_time, peak_memory, shelf)
 SELECT done.id, done.attempt, done.worker_id, v.started_at, v.finished_at, v.status, v.error,
-       v.cpu_time, v.peak_memory
+       v.cpu_time, v.peak_memory, done.shelf
 FROM done JOIN v ON v.id = done.id
 RETURNING job_id"""
 FINISH = f"WITH {FINISH_CTES}\n{RECORD}"
@@ -203,7 +214,9 @@ FROM (SELECT) AS one LEFT JOIN claimed ON true"""
 # The states and other constants every statement is written with.
 NAMES = {
     "processing": literal(JobStatus.PROCESSING), "completed": literal(JobStatus.COMPLETED),
-    "failed": literal(JobStatus.FAILED), "key_states": KEY_STATES,
+    "failed": literal(JobStatus.FAILED), "dead": literal(JobStatus.DEAD),
+    "canceled": literal(JobStatus.CANCELED), "key_states": KEY_STATES,
+    "open_shelf": f"DATE '{OPEN_SHELF.isoformat()}'",
     "epoch": "TIMESTAMPTZ 'epoch'", "us": "INTERVAL '1 microsecond'",
     "outcome_columns": ", ".join(f"{name} {kind}" for name, kind in OUTCOME_COLUMNS),
 }
