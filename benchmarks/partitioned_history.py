@@ -6,7 +6,7 @@ partitioned by prune day, measured on a throwaway cluster (default server settin
 
 The plain layout is the one ``migrate`` makes (``django_jobs_job``, ``django_jobs_jobattempt``);
 the partitioned one (``parted_job``, ``parted_attempt``) has the same columns and indexes plus
-``shelf``, the partition key: ``-infinity`` while a job is open, the day it may be pruned once
+``shelf``, the partition key: 1000-01-01 while a job is open, the day it may be pruned once
 it has finished (docs/explanation-history-partitions.md). Both get the same rows: ``--open``
 pending jobs and ``--finished`` completed ones (one in fifty dead), one attempt each, spread
 over ``--days`` prune days. Measured, in this order:

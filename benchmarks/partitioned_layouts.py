@@ -10,7 +10,7 @@ from datetime import date, timedelta
 import psycopg
 
 DB = "bench_partitioned_history"
-OPEN = "'-infinity'::date"
+OPEN = "'1000-01-01'::date"  # core/shelves.py OPEN_SHELF
 READY = "('pending', 'failed')"
 
 
@@ -54,13 +54,14 @@ def day_name(base: str, day: date) -> str:
 
 
 def build_partitioned(conn: psycopg.Connection, days: list[date]) -> None:
-    """``parted_job`` and ``parted_attempt``: the plain tables' columns and indexes plus
-    ``shelf``; an open partition, one per prune day and one for jobs kept for ever."""
+    """``parted_job`` and ``parted_attempt``: the plain tables' columns (``shelf`` among them,
+    from migration 0027) and indexes; an open partition, one per prune day and one for jobs
+    kept for ever."""
     for table, plain in (("parted_job", "django_jobs_job"),
                          ("parted_attempt", "django_jobs_jobattempt")):
         conn.execute(f"CREATE SEQUENCE {table}_id_seq")
-        conn.execute(f"CREATE TABLE {table} (LIKE {plain} INCLUDING DEFAULTS, "
-                     f"shelf date NOT NULL DEFAULT {OPEN}) PARTITION BY RANGE (shelf)")
+        conn.execute(f"CREATE TABLE {table} (LIKE {plain} INCLUDING DEFAULTS) "
+                     "PARTITION BY RANGE (shelf)")
         conn.execute(f"ALTER TABLE {table} ALTER id SET DEFAULT nextval('{table}_id_seq')")
         # A unique index, not a PRIMARY KEY: an upgraded site's open partition keeps its own
         # primary key (id), which a primary key on the parent would rebuild under lock.
