@@ -19,6 +19,7 @@ from django_jobs.core import clock
 from django_jobs.core.shelves import OPEN_SHELF, prune_day
 from django_jobs.core.states import CANCELED, PENDING, PROCESSING, WAITING
 from django_jobs.engine import hooks
+from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.unique_column import keep_key_if
 from django_jobs.engine.writes import UpdateFields
 
@@ -41,8 +42,10 @@ class LeaseVerbs:
         self.jobs: JobManager = Job.objects.db_manager(using)
 
     def fenced(self, job: Job) -> JobQuerySet:
-        """The job's row, only while ``job`` still holds its lease."""
-        return self.jobs.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING)
+        """The job's row, only while ``job`` still holds its lease. A processing row is on the
+        open shelf; naming it plans the write on the open partition of a partitioned table."""
+        return self.jobs.filter(pk=job.pk, lease_token=job.lease_token, status=PROCESSING,
+                                shelf=OPEN_SHELF)
 
     def shelve_attempts(self, jobs: Iterable[Job]) -> None:
         """Give the earlier attempts of these jobs, just finished, their job's shelf
@@ -58,10 +61,12 @@ class LeaseVerbs:
         for shelf, ids in by_shelf.items():
             attempts.filter(job_id__in=ids).exclude(shelf=shelf).update(shelf=shelf)
 
+    @once_more_if_moved
     def write_fenced(self, job: Job, fields: UpdateFields) -> bool:
         """Update the job's row with ``fields`` if ``job`` still holds its lease."""
         return bool(self.fenced(job).update(**fields))
 
+    @once_more_if_moved
     def heartbeat(
         self, *, held: dict[int, uuid.UUID], lease_seconds: float
     ) -> tuple[set[int], set[int]]:
@@ -98,9 +103,10 @@ class LeaseVerbs:
         fence = reduce(or_, (Q(pk__in=pks, lease_token=token) for token, pks in by_token.items()))
         processing = Case(When(status=PROCESSING, then=Value(1)), default=Value(0))
         return self.jobs.alias(processing=processing).filter(
-            fence, pk__in=list(held), processing=1
+            fence, pk__in=list(held), processing=1, shelf=OPEN_SHELF
         )
 
+    @once_more_if_moved
     def record_progress(self, job: Job, fraction: float, message: str) -> bool:
         """Store a running job's progress, fenced on its lease (``set_progress``)."""
         progress = {"fraction": fraction, "message": message}
@@ -109,6 +115,7 @@ class LeaseVerbs:
             job.progress = progress
         return bool(changed)
 
+    @once_more_if_moved
     def rescue(self, *, limit: int = 100, now: datetime | None = None,
                since: datetime | None = None) -> list[Job]:
         """Record the lost attempts of jobs whose lease expired (their worker died): a crash,
@@ -133,6 +140,7 @@ class LeaseVerbs:
         with transaction.atomic(using=self.db):
             return hooks.rescue(self.jobs, limit=limit, now=now)
 
+    @once_more_if_moved
     def release(self, jobs: Sequence[Job], delay: float = 0.0) -> int:
         """Hand held jobs back to the queue at shutdown, without spending their attempt; they
         are due ``delay`` seconds from now (a stopping worker whose handler still runs keeps

@@ -13,6 +13,7 @@ from django_jobs.core.shelves import OPEN_SHELF, prune_day
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING
 from django_jobs.core.validation import QUEUE_RE, check_payload
 from django_jobs.engine import hooks
+from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.unique_column import keep_key_if
 from django_jobs.engine.writes import retry_fields
 from django_jobs.exceptions import InvalidJob
@@ -28,6 +29,7 @@ class StaffVerbs:
     db: str
     row_locks: bool
 
+    @once_more_if_moved
     def retry(self, jobs: JobQuerySet) -> int:
         """Dead, failed and canceled jobs become pending now, with at least one attempt left;
         open again, with their attempts (``core/shelves.py``)."""
@@ -37,6 +39,7 @@ class StaffVerbs:
             self._reopen_attempts(retried)
             return retried.update(**retry_fields(clock.now(self.db)))
 
+    @once_more_if_moved
     def retry_with_payload(self, jobs: JobQuerySet, payload: JSONValue) -> int:
         """Dead jobs get a corrected payload and are retried (as ``retry``) in one statement.
 
@@ -60,6 +63,7 @@ class StaffVerbs:
         JobAttempt.objects.using(retried.db).filter(job_id__in=finished).exclude(
             shelf=OPEN_SHELF).update(shelf=OPEN_SHELF)
 
+    @once_more_if_moved
     def cancel(self, jobs: JobQuerySet) -> int:
         """Pending, waiting and failed jobs become canceled, on their prune day's shelf with
         their attempts (``core/shelves.py``); processing ones get a cancel request.

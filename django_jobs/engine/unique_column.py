@@ -18,6 +18,7 @@ from django.db.models import Case, F, Value, When
 from django.db.models.functions import Substr
 from django.db.models.lookups import Exact
 
+from django_jobs.core.shelves import FINISHED
 from django_jobs.core.states import JobStatus
 
 # The order of the flags stored in every unique key: never reorder, only append.
@@ -25,6 +26,12 @@ ALL_STATES = (
     JobStatus.WAITING, JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.COMPLETED,
     JobStatus.FAILED, JobStatus.DEAD, JobStatus.CANCELED,
 )
+
+
+def guards_finished(key: str) -> bool:
+    """Whether the stored ``key`` is held by a completed, dead or canceled job too: it then
+    stays on a finished row, on that job's prune day (``core/shelves.py``)."""
+    return any(key[ALL_STATES.index(state)] == "1" for state in FINISHED)
 
 
 def state_flags(states: Sequence[str]) -> str:

@@ -24,10 +24,12 @@ from django.db import transaction
 
 from django_jobs.core import clock, tracing
 from django_jobs.core.contract import ClaimRequest
+from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import COMPLETED, PROCESSING
 from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.leases import LeaseVerbs
+from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.staff import StaffVerbs
 from django_jobs.engine.transition import Apply, Transition, undone_on_error
 from django_jobs.engine.writes import (
@@ -119,6 +121,14 @@ class Engine(StaffVerbs, LeaseVerbs):
         (``features/unique.py`` catches the unique key's IntegrityError in a savepoint)."""
         job.save(force_insert=True, using=self.db)
 
+    def hold_key(self, key: str) -> bool:
+        """Hold the unique ``key`` (stored form, with its flags) against every other
+        transaction's insert of it until the caller's transaction ends; True if this database
+        needs that to keep a key that guards a finished state (``features/unique.py``).
+
+        Here the unique index holds every key wherever its job is: False, nothing done."""
+        return False
+
     def bulk_insert(self, jobs: list[Job]) -> list[Job]:
         """``bulk_create``'s INSERT on every database, any field differing from job to job."""
         return self.jobs.bulk_create(jobs)
@@ -153,6 +163,7 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     # Finish
 
+    @once_more_if_moved
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
         """Write the outcomes of attempts in one transaction; returns those that were written.
 
@@ -188,7 +199,8 @@ class Engine(StaffVerbs, LeaseVerbs):
     ) -> list[AttemptOutcome]:
         """Completions without a result sharing one lease token: one UPDATE for all."""
         ids = [o.job.pk for o in group]
-        fenced = self.jobs.filter(pk__in=ids, lease_token=token, status=PROCESSING)
+        fenced = self.jobs.filter(pk__in=ids, lease_token=token, status=PROCESSING,
+                                  shelf=OPEN_SHELF)
         change = self.transition(group[0], now)  # the same for all: completed, no result
         if any(o.job.unique_key is not None for o in group):  # the key kept where it guards
             change = replace(change, keeps_key_check=True)
@@ -204,6 +216,7 @@ class Engine(StaffVerbs, LeaseVerbs):
             applying(outcome, change)
         return done
 
+    @once_more_if_moved
     def finish_and_claim(
         self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:

@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.states import JobStatus
 from django_jobs.engine import engine_for
-from django_jobs.engine.unique_column import ALL_STATES, state_flags
+from django_jobs.engine.unique_column import ALL_STATES, guards_finished, state_flags
 from django_jobs.exceptions import InvalidJob
 
 if TYPE_CHECKING:
@@ -132,6 +132,17 @@ def insert(manager: JobManager, jobs: list[Job], rule: Rule) -> list[Job]:
 
 
 def _insert_one(manager: JobManager, job: Job, tries: int = 5) -> Job:
+    """Insert ``job`` or find the job holding its key (``insert``). A key that also guards a
+    finished state is held first where the engine says the index alone cannot keep it (the
+    engine's ``hold_key``: on PostgreSQL, whose partitioned table keeps finished rows where the
+    open rows' unique index does not see them), and its holder is looked for before the
+    insert; until the caller's transaction ends no other insert of it gets past the hold."""
+    key = job.unique_key
+    if key is not None and guards_finished(key) and engine_for(manager.db).hold_key(key):
+        holder = manager.filter(unique_key=key).first()
+        if holder is not None:
+            holder.duplicate = True
+            return holder
     for _ in range(tries):
         try:
             with transaction.atomic(using=manager.db):

@@ -54,19 +54,22 @@ ONE_WALK_SELECTIONS = [(queues, excluded) for queues, excluded in SELECTIONS
 BURST = 100_000
 
 
-def add(count: int, status: str, age: str = "1 second", prefix: str = "j-p") -> None:
+def add(count: int, status: str, age: str = "1 second", prefix: str = "j-p",
+        shelved: bool = False) -> None:
     """Insert ``count`` jobs in ``status`` whose run_at is ``age`` ago, spread over
-    ``QUEUES`` in turn."""
+    ``QUEUES`` in turn; ``shelved``: on prune days, a week of them from a week on (finished
+    jobs as the engine writes them), else on the open shelf."""
     with connection.cursor() as cursor:
         cursor.execute(
             """INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue,
                    run_at, attempt, max_attempts, crashes, created_at, updated_at, worker_id,
-                   cancel_requested, callback_url, has_dependents)
+                   cancel_requested, callback_url, has_dependents, shelf)
                SELECT %s || lpad(to_hex(g), 19, '0'), 'echo', '{}', %s, 0,
                    (%s::text[])[g %% %s + 1], now() - %s::interval, 0, 3, 0, now(), now(), '',
-                   false, '', false
+                   false, '', false,
+                   CASE WHEN %s THEN CURRENT_DATE + 7 + g %% 7 ELSE DATE '1000-01-01' END
                FROM generate_series(1, %s) AS g""",
-            [prefix, status, QUEUES, len(QUEUES), age, count],
+            [prefix, status, QUEUES, len(QUEUES), age, shelved, count],
         )
 
 
@@ -102,8 +105,16 @@ def finished_behind_ready_analyzed() -> None:
     analyze()
 
 
+def shelved_behind_ready_analyzed() -> None:
+    """The finished rows on their prune days: the open shelf is then as rare in the statistics
+    as the ready states are."""
+    add(200_000, "completed", "1 day", prefix="j-h", shelved=True)
+    add(5_000, "pending")
+    analyze()
+
+
 STATES = [never_analyzed, burst_after_analyzed_empty, burst_after_analyzed_small,
-          finished_behind_ready, finished_behind_ready_analyzed]
+          finished_behind_ready, finished_behind_ready_analyzed, shelved_behind_ready_analyzed]
 
 
 def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:

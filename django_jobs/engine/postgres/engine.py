@@ -26,6 +26,7 @@ from django_jobs.core.shelves import prune_day
 from django_jobs.core.states import CANCELED, COMPLETED, DEAD, READY_STATES, Outcome
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.locked_rows import locked_in_order
+from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.portable import RowLockEngine
 from django_jobs.engine.postgres import enqueue as pgenqueue
 from django_jobs.engine.postgres import prune, waiters
@@ -42,6 +43,11 @@ if TYPE_CHECKING:
     from django_jobs.engine.transition import Transition
     from django_jobs.models import Job
     from django_jobs.models.managers import JobQuerySet
+
+
+# The first half of the advisory locks that hold unique keys (``hold_key``), the second being
+# the key's hash: "jobs" in ASCII, apart from other applications' locks of one bigint.
+KEY_LOCKS = 0x6A6F6273
 
 
 class PostgresEngine(RowLockEngine):
@@ -97,6 +103,7 @@ class PostgresEngine(RowLockEngine):
             return jobs
         return self.claim(replace(request, after=None))
 
+    @once_more_if_moved
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
         """The fenced updates and the attempt rows of a batch in one statement, in the
         worker's transaction if it has one; a snooze takes the ORM's path."""
@@ -112,6 +119,7 @@ class PostgresEngine(RowLockEngine):
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
         return done
 
+    @once_more_if_moved
     def finish_and_claim(
         self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:
@@ -135,6 +143,20 @@ class PostgresEngine(RowLockEngine):
         if not jobs and request.after is not None and request.limit > 0:
             jobs = self.claim(replace(request, after=None))  # nothing after the key
         return written(outcomes, changes, mine), jobs
+
+    def hold_key(self, key: str) -> bool:
+        """A transaction-level advisory lock on the key's hash (``KEY_LOCKS``, the hash of the
+        stored key): on a table partitioned by shelf, a key that guards a finished state stays
+        on its job's row in a day partition, where the open partition's unique index does not
+        see it, so the insert of such a key looks for its holder on the whole table under this
+        lock instead. Keys of other hashes are not held up; two keys of one hash wait for each
+        other, no more. In the caller's transaction: outside one the lock would end with the
+        statement."""
+        connection = connections[self.db]
+        if not connection.in_atomic_block:
+            raise RuntimeError("hold_key needs the caller's transaction")
+        run(connection, "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [KEY_LOCKS, key])
+        return True
 
     def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
         """The batch, its attempts and what its other relations' ``on_delete`` asks, in one

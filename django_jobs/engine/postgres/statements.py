@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from django_jobs.core.shelves import OPEN_SHELF
+from django_jobs.core.shelves import OPEN_BEFORE, OPEN_SHELF
 from django_jobs.core.states import JobStatus
 from django_jobs.engine.unique_column import ALL_STATES
 
@@ -89,8 +89,10 @@ FINISH_CTES = """v AS (
     -- status is compared with v.held, not with a literal: "status = 'processing'" matches the
     -- lease index's condition, and the prepared plan would then read every worker's processing
     -- rows through that index and filter them by id (tests/engine/test_indexes.py).
+    -- The open shelf names the open partition of a partitioned table (the only one a
+    -- processing row is on): the write is planned there alone.
     WHERE j.id = ANY(%s::bigint[]) AND j.id = v.id AND j.lease_token = v.token
-        AND j.status = v.held
+        AND j.status = v.held AND j.shelf = {open_shelf}
     RETURNING j.id, j.attempt, j.worker_id, j.shelf{returning}
 ), shelved AS (
     -- the earlier attempts of the jobs finished take their shelf; found by job id (the
@@ -146,13 +148,20 @@ CLAIM = """UPDATE {job} SET
         = '1' THEN unique_key END
 WHERE id = ANY(ARRAY(
 {ready}
-))
+)) AND shelf = {open_shelf}
 RETURNING {columns}"""
 
 # The ids to claim from all queues or from one: the first ``n`` rows of one ready index, in
 # its order, each locked as it is read.
+# Every claim names the open shelves (``core/shelves.py``: ready rows are on the open one), as
+# ``shelf < OPEN_BEFORE``, the open partition's upper bound: on a table partitioned by shelf the
+# claim is then planned on the open partition alone. On the plain table it is a filter on the
+# rows the ready index gives, which all pass it. A range, not ``shelf = OPEN_SHELF``: with no
+# statistics the planner takes an equality to keep 0.5% of the rows and a range a third, and at
+# 0.5% a sort of the few ready rows it then expects looked cheaper than the walk of the ready
+# index (``tests/engine/test_claim_plans.py``, ``never_analyzed``).
 READY = """    SELECT id FROM {job}
-    WHERE status IN ({ready}) AND run_at <= %s{where}
+    WHERE status IN ({ready}) AND shelf < {open_before} AND run_at <= %s{where}
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT {limit}) FOR UPDATE SKIP LOCKED"""
 
@@ -177,11 +186,12 @@ READY_OF_QUEUES = """    SELECT id FROM (
 {branches}
     ) AS ready
     WHERE EXISTS (SELECT FROM {job} AS free WHERE free.id = ready.id
-        AND free.status = ready.status AND free.run_at <= %s FOR UPDATE SKIP LOCKED)
+        AND free.status = ready.status AND free.shelf = {open_shelf} AND free.run_at <= %s
+        FOR UPDATE SKIP LOCKED)
     ORDER BY priority DESC, run_at, id
     LIMIT (SELECT {limit})"""
 QUEUE_BRANCH = """    (SELECT id, priority, run_at, status FROM {job}
-        WHERE status IN ({ready}) AND run_at <= %s{queue}{where}
+        WHERE status IN ({ready}) AND shelf < {open_before} AND run_at <= %s{queue}{where}
         ORDER BY priority DESC, run_at, id LIMIT (SELECT NULL::bigint))"""
 
 # One queue's rows, for a claim from one queue or a branch of ``READY_OF_QUEUES``: the queue
@@ -250,7 +260,8 @@ def claim_sql(
     """``CLAIM`` for one shape (ready states, how many queues, limit, from a key or from the
     start), built once. Its parameters are the claim's values, then those of
     ``claim_where_params``."""
-    names = {"job": quote(model._meta.db_table),
+    names = {"job": quote(model._meta.db_table), "open_shelf": NAMES["open_shelf"],
+             "open_before": f"DATE '{OPEN_BEFORE.isoformat()}'",
              "ready": ", ".join(literal(s) for s in states), "limit": int(limit)}
     where = f" AND NOT ({in_list('queue', excluded)})" if excluded else ""
     where += AFTER if after else ""
