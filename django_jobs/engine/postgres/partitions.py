@@ -32,7 +32,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
-from django.db.models import Q
+from django.db.models import Exists, Q
 
 from django_jobs.core.shelves import KEPT_FROM, KEPT_SHELF, OPEN_SHELF
 
@@ -219,8 +219,8 @@ def detach_and_drop(using: str, day: date) -> None:
             cursor.execute(f"DROP TABLE IF EXISTS {name}")
 
 
-def prune_day(using: str, day: date, kept: Q, batch_size: int) -> int:
-    """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went.
+def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int) -> dict[str, int]:
+    """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went, by status.
 
     First the dead or canceled jobs of the day matched by ``kept`` (a waiting job depends on
     them) move to the next day's partition, their attempts with them: a retry can still release
@@ -234,6 +234,9 @@ def prune_day(using: str, day: date, kept: Q, batch_size: int) -> int:
     from django_jobs.models import Job, JobAttempt
 
     nextday = day + timedelta(days=1)
+    with connections[using].cursor() as cursor:
+        if nextday not in attached_days(cursor, JOBS):
+            nextday = KEPT_SHELF
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
         held = jobs.filter(shelf=day, status__in=(DEAD, CANCELED), has_dependents=True).filter(
@@ -246,22 +249,23 @@ def prune_day(using: str, day: date, kept: Q, batch_size: int) -> int:
     name = day_name(JOBS, day)
     steps = plan(Job)
     with connections[using].cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM " + quote(name))  # noqa: S608 (a partition name)
-        count = int(cursor.fetchone()[0])
+        cursor.execute(f"SELECT status, count(*) FROM {quote(name)} GROUP BY status")  # noqa: S608
+        counts = {status: int(n) for status, n in cursor.fetchall()}
+    count = sum(counts.values())
     if steps is None:
         while jobs.filter(shelf=day).delete_batch(batch_size) >= batch_size:
             pass
     elif count and any(step.model is not JobAttempt for step in steps):
         meta = Job._meta
-        jobs_table, pk = quote(name), quote(meta.pk.column)
+        jobs_table, pk = quote(name), quote(meta.pk.column or "id")
         parts = ",\n".join(f" s{n} AS ({part(step, jobs_table, pk)})"
                             for n, step in enumerate(steps) if step.model is not JobAttempt)
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-            cursor.execute(f"WITH batch(id) AS MATERIALIZED (SELECT {pk} FROM {jobs_table}),\n"
+            cursor.execute(f"WITH batch(id) AS MATERIALIZED (SELECT {pk} FROM {jobs_table}),\n"  # noqa: S608
                            f"{parts}\nSELECT 1")
     detach_and_drop(using, day)
-    return count
+    return counts
 
 
 def passed_days(using: str, today: date) -> list[date]:
@@ -271,8 +275,8 @@ def passed_days(using: str, today: date) -> list[date]:
     return sorted(day for day in days if day <= today)
 
 
-def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q,
-           batch_size: int) -> dict[str, int] | None:
+def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q | Exists,
+           batch_size: int) -> dict[str, Any] | None:
     """Make the day partitions ahead and drop those whose day has come, in the one session
     that holds the advisory lock; None where another session holds it or the tables are not
     partitioned. Returns the days made and dropped and the jobs dropped with them."""
@@ -285,9 +289,11 @@ def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q,
             return None
     try:
         made = make_ahead(using, today, list(ages))
-        dropped = jobs = 0
+        dropped = 0
+        jobs: dict[str, int] = {}
         for day in passed_days(using, today):
-            jobs += prune_day(using, day, kept, batch_size)
+            for status, n in prune_day(using, day, kept, batch_size).items():
+                jobs[status] = jobs.get(status, 0) + n
             dropped += 1
         return {"made": made, "dropped": dropped, "jobs": jobs}
     finally:
