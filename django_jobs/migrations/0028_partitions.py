@@ -266,8 +266,54 @@ def forwards(apps, schema_editor):
 
 
 def backwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        raise NotImplementedError("0028_partitions cannot be reversed on PostgreSQL")
+    """The plain tables again, in one transaction: the rows of the day and kept partitions
+    copied into the old first partition, which takes the tables' names, indexes, triggers and
+    foreign keys back (``ACCESS EXCLUSIVE`` while it copies: a downgrade, not an upgrade)."""
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    run = Run(schema_editor)
+    kind = run.one("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [parts.JOBS])
+    if kind is None or kind[0] != "p":
+        return
+    triggers = run.all(
+        "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = %s::regclass "
+        "AND NOT tgisinternal AND tgparentid = 0 AND tgname <> 'django_jobs_moved_notify' "
+        "ORDER BY 1", [parts.JOBS])
+    statements = []
+    for table in TABLES:
+        part = f"{table}_open"
+        indexes = run.all("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                          "AND tablename = %s ORDER BY 1", [part])
+        if table == parts.JOBS:
+            statements += [f"DROP TRIGGER {name} ON {table}" for name, _ in triggers]
+            statements.append(f"DROP TRIGGER django_jobs_moved_notify ON {table}")
+        statements += [
+            f"ALTER TABLE {table} DETACH PARTITION {part}",
+            f"ALTER TABLE {part} DROP CONSTRAINT IF EXISTS {table}_below_d",
+            f"INSERT INTO {part} SELECT * FROM {table}",  # noqa: S608
+            f"DROP TABLE {table}",
+            f"ALTER TABLE {part} RENAME TO {table}",
+        ]
+        for (name,) in indexes:
+            if name.endswith("_s"):
+                statements.append(f"DROP INDEX {name}")
+            elif name.endswith("_open"):
+                statements.append(f"ALTER INDEX {name} RENAME TO {name.removesuffix('_open')}")
+        if table == parts.JOBS:
+            statements += [definition for _, definition in triggers]
+    statements += [f"DROP TABLE IF EXISTS {parts.DAYS}",
+                   "DROP FUNCTION IF EXISTS django_jobs_shelf_below()",
+                   "DROP FUNCTION IF EXISTS django_jobs_wake_moved()"]
+    run.tx(statements)
+    # The foreign keys to jobs and attempts that Django's model state holds.
+    for model in apps.get_app_config("django_jobs").get_models():
+        for field in model._meta.local_fields:
+            remote = getattr(field, "remote_field", None)
+            if (remote is not None and field.db_constraint
+                    and remote.model._meta.db_table in TABLES):
+                schema_editor.execute(schema_editor._create_fk_sql(
+                    model, field, "_fk_%(to_table)s_%(to_column)s"))
+    parts.forget()
 
 
 class PartitionTables(migrations.RunPython):
