@@ -23,12 +23,15 @@ statement its own transaction with ``lock_timeout`` set and tried again on a loc
    no table rebuilt for this migration;
 5. the swap, one transaction (``ACCESS EXCLUSIVE`` for catalog changes only): indexes and
    table renamed, the parent made with the old indexes (a unique one with ``shelf``), the old
-   table attached, the kept partition and the day partitions from ``D`` through the last day
-   made ahead, the triggers moved to the parent, plus one that wakes a worker for a dead or
-   canceled job retried out of a day partition (a row moved between partitions fires no
-   ``UPDATE`` trigger of the parent).
+   table attached, the kept partition, the triggers moved to the parent, plus one that wakes a
+   worker for a dead or canceled job retried out of a day partition (a row moved between
+   partitions fires no ``UPDATE`` trigger of the parent);
+6. the day partitions from ``D`` on, each made alone and attached (``SHARE UPDATE
+   EXCLUSIVE`` on the parent), as the workers' retention makes them later. Until a day is made,
+   the last day made (``django_jobs_shelf_days``, ``D - 1`` from step 1 on) sends a finish
+   past it to the kept shelf.
 
-``sqlmigrate`` prints the statements with ``<D>`` for the day and ``<last day>``; the index
+``sqlmigrate`` prints the statements with ``<D>`` for the day and ``<day>`` for each day; the index
 and trigger statements are read from the table's catalog as it stands.
 """
 
@@ -138,7 +141,6 @@ def forwards(apps, schema_editor):
     using = run.using
     today = run.one("SELECT (statement_timestamp() AT TIME ZONE 'UTC')::date")[0]
     setting = jobs_settings.RETENTION or {}
-    wanted = parts.wanted_last_day(today, [as_age(setting.get(s)) for s in FINISHED])
     run.tx(FUNCTIONS)
     kind = run.one("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [parts.JOBS])
     if kind is not None and kind[0] == "p":  # done before, up to the day partitions ahead
@@ -148,14 +150,19 @@ def forwards(apps, schema_editor):
 
     # 1. D, and the guard that keeps every shelf below it.
     if run.show:
-        day, last = "<D>", "<last day>"
+        day, last = "<D>", "<D - 1>"
         run.note("D: the day after the largest shelf below 9999-01-01 in jobs and attempts, "
                  "or today (UTC) if later; read when the migration runs")
     else:
         largest = max((run.one(f"SELECT max(shelf) FROM {t} WHERE shelf < DATE {KEPT}")[0]  # noqa: S608
                        for t in TABLES), key=lambda d: d or date.min)
         d_day = max(today, largest + timedelta(days=1)) if largest else today
-        day, last = d_day.isoformat(), max(wanted, d_day).isoformat()
+        day, last = d_day.isoformat(), (d_day - timedelta(days=1)).isoformat()
+    # The last day made, D - 1 until there are day partitions: a finish past it writes the
+    # kept shelf, which the guard puts back to open before the swap and the kept partition
+    # holds after it; no write ever needs a partition that is not there yet.
+    run.tx([f"DELETE FROM {parts.DAYS}",  # noqa: S608
+            f"INSERT INTO {parts.DAYS} (last_day) VALUES ('{last}')"])  # noqa: S608
     for table in TABLES:
         run.tx([f"DROP TRIGGER IF EXISTS django_jobs_shelf_below ON {table}",
                 f"CREATE TRIGGER django_jobs_shelf_below BEFORE INSERT OR UPDATE OF shelf ON "
@@ -243,26 +250,22 @@ def forwards(apps, schema_editor):
         for _, definition in triggers[table]:
             swap.append(definition)
     swap.append(WAKE_MOVED)
-    if run.show:
-        run.note("the day partitions, one per day from D through the last day made ahead "
-                 "(the longest finite RETENTION age + 2 days + 7 days from today), made in "
-                 "the swap's transaction:")
-        for table in TABLES:
-            swap.append(f"CREATE TABLE {table}_<day> PARTITION OF {table} "
-                        "FOR VALUES FROM ('<day>') TO ('<day + 1>')")
-    else:
-        d_day = date.fromisoformat(day)
-        current = d_day
-        while current <= date.fromisoformat(last):
-            for table in TABLES:
-                swap.append(f"CREATE TABLE {parts.day_name(table, current)} PARTITION OF "
-                            f"{table} FOR VALUES FROM ('{current.isoformat()}') TO "
-                            f"('{(current + timedelta(days=1)).isoformat()}')")
-            current += timedelta(days=1)
-    swap.append(f"DELETE FROM {parts.DAYS}")  # noqa: S608
-    swap.append(f"INSERT INTO {parts.DAYS} (last_day) VALUES ('{last}')")  # noqa: S608
     run.tx(swap)
     parts.forget()
+
+    # 6. The day partitions ahead, each made alone and attached (SHARE UPDATE EXCLUSIVE on
+    # the parent: claims and finishes go on), the last day made moved up after each.
+    if run.show:
+        run.note("the day partitions, one per day from D through the longest finite RETENTION "
+                 "age + 9 days from today, each its own transaction, the last day made raised "
+                 "after each:")
+        for table in TABLES:
+            run.tx([f"CREATE TABLE IF NOT EXISTS {table}_<day> (LIKE {table} INCLUDING DEFAULTS)",
+                    f"ALTER TABLE {table} ATTACH PARTITION {table}_<day> "
+                    "FOR VALUES FROM ('<day>') TO ('<day + 1>')"])
+        run.tx([f"UPDATE {parts.DAYS} SET last_day = '<day>' WHERE last_day < '<day>'"])  # noqa: S608
+    else:
+        parts.make_ahead(using, today, [as_age(setting.get(s)) for s in FINISHED])
 
 
 def backwards(apps, schema_editor):

@@ -180,7 +180,7 @@ def upgrade_db():
 def test_the_migration_on_a_populated_table_run_again_after_an_interruption(upgrade_db):
     conn = upgrade_db
     manage("migrate", "django_jobs", "0027", "-v0")
-    later = date.today() + timedelta(days=40)
+    later = date.today() + timedelta(days=20)  # D the day after; days made from D on
     conn.execute("""
         INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at,
             attempt, max_attempts, created_at, updated_at, finished_at, worker_id,

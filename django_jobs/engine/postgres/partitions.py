@@ -93,7 +93,8 @@ def last_day(using: str) -> date | None:
     if held is not None and now - held[0] < CACHE_SECONDS:
         return held[1]
     day = read_last_day(using)
-    _cache[using] = (now, day)
+    if day is not None:  # none yet (a plain table): asked again, so the first one counts
+        _cache[using] = (now, day)
     return day
 
 
