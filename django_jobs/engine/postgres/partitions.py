@@ -263,7 +263,7 @@ def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int) -> dict[
                             for n, step in enumerate(steps) if step.model is not JobAttempt)
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-            cursor.execute(f"WITH batch(id) AS MATERIALIZED (SELECT {pk} FROM {jobs_table}),\n"  # noqa: S608
+            cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT {pk} FROM {jobs_table}),\n"  # noqa: S608
                            f"{parts}\nSELECT 1")
     detach_and_drop(using, day)
     return counts
