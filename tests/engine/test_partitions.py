@@ -233,3 +233,19 @@ def test_the_migration_on_a_populated_table_run_again_after_an_interruption(upgr
     manage("migrate", "django_jobs", "0027", "--fake", "-v0")
     manage("migrate", "django_jobs", "-v0")
     assert conn.execute("SELECT count(*) FROM django_jobs_job").fetchone()[0] == 3001
+
+
+def test_a_prune_pass_makes_the_days_ahead_that_are_missing():
+    from django_jobs.features.retention import configured_ages, prune_pass
+
+    last = partitions.read_last_day("default")
+    partitions.detach_and_drop("default", last)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {partitions.DAYS} SET last_day = %s",
+                       [last - timedelta(days=1)])
+    partitions.forget()
+    prune_pass(configured_ages())
+    assert partitions.read_last_day("default") >= last
+    with connection.cursor() as cursor:
+        for table in partitions.TABLES:
+            assert last in partitions.attached_days(cursor, table)
