@@ -247,6 +247,7 @@ def forwards(apps, schema_editor):
                     f"FOR VALUES FROM (MINVALUE) TO ('{day}')")
         swap.append(f"CREATE TABLE {table}_kept PARTITION OF {table} "
                     f"FOR VALUES FROM ({KEPT}) TO (MAXVALUE)")
+        swap.append(f"ANALYZE {table}_kept")  # empty, and known to be (partitions.make_day)
         for _, definition in triggers[table]:
             swap.append(definition)
     swap.append(WAKE_MOVED)
@@ -262,7 +263,8 @@ def forwards(apps, schema_editor):
         for table in TABLES:
             run.tx([f"CREATE TABLE IF NOT EXISTS {table}_<day> (LIKE {table} INCLUDING DEFAULTS)",
                     f"ALTER TABLE {table} ATTACH PARTITION {table}_<day> "
-                    "FOR VALUES FROM ('<day>') TO ('<day + 1>')"])
+                    "FOR VALUES FROM ('<day>') TO ('<day + 1>')",
+                    f"ANALYZE {table}_<day>"])
         run.tx([f"UPDATE {parts.DAYS} SET last_day = '<day>' WHERE last_day < '<day>'"])  # noqa: S608
     else:
         parts.make_ahead(using, today, [as_age(setting.get(s)) for s in FINISHED])
