@@ -1,8 +1,6 @@
-"""The test database's jobs table partitioned by shelf, for the tests of what the engine does on
-that layout (``docs/explanation-history-partitions.md``): the plain table set aside, and in its
-place a partitioned one of the same columns with an open partition, one partition for every
-prune day and a kept one, and the unique index of keys per partition, ``(unique_key, shelf)``.
-Also the helpers of the tests that race two connections on it."""
+"""The test database's jobs table as migration ``0028_partitions`` makes it on PostgreSQL,
+partitioned by shelf (``docs/explanation-history-partitions.md``), for the tests of what the
+engine does on that layout; and the helpers of the tests that race two connections on it."""
 
 import threading
 import time
@@ -12,45 +10,25 @@ from contextlib import contextmanager
 from django.db import connection, connections, transaction
 
 from django_jobs.engine.moved_rows import MOVES_ROWS
+from django_jobs.engine.postgres import partitions
 from django_jobs.models import Job
 
 
 @contextmanager
 def partitioned_jobs_table() -> Iterator[None]:
-    """The jobs table partitioned by shelf while the block runs; the plain one after it (the
-    rows written meanwhile gone, with the rows that referenced them)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)"
-            " FROM pg_constraint WHERE confrelid = 'django_jobs_job'::regclass AND contype = 'f'"
-        )
-        keys = cursor.fetchall()
-        for table, name, _ in keys:  # no foreign key may reference a partitioned table on id
-            cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
-        cursor.execute("ALTER TABLE django_jobs_job RENAME TO django_jobs_job_plain")
-        cursor.execute(
-            "CREATE TABLE django_jobs_job (LIKE django_jobs_job_plain INCLUDING DEFAULTS"
-            " INCLUDING IDENTITY) PARTITION BY RANGE (shelf)")
-        for name, bounds in (("open", "FROM (MINVALUE) TO ('2000-01-01')"),
-                             ("days", "FROM ('2000-01-01') TO ('9999-01-01')"),
-                             ("kept", "FROM ('9999-01-01') TO (MAXVALUE)")):
-            cursor.execute(f"CREATE TABLE django_jobs_job_{name} PARTITION OF django_jobs_job"
-                           f" FOR VALUES {bounds}")
-        cursor.execute("CREATE UNIQUE INDEX django_jobs_job_key_shelf ON django_jobs_job"
-                       " (unique_key, shelf) WHERE unique_key IS NOT NULL")
-    MOVES_ROWS.add(connection.alias)  # as a statement on it that met a moved row would
+    """The partitioned jobs table, with the engine knowing that it moves rows
+    (``MOVES_ROWS``), as after a statement on it has met a moved row."""
+    assert partitions.partitioned(connection.alias), "0028 partitions the jobs table"
+    MOVES_ROWS.add(connection.alias)
     try:
         yield
     finally:
         MOVES_ROWS.discard(connection.alias)
-        for alias in connections:
-            connections[alias].close()
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE django_jobs_job")
-            cursor.execute("ALTER TABLE django_jobs_job_plain RENAME TO django_jobs_job")
-            cursor.execute("TRUNCATE {} CASCADE".format(", ".join({t for t, _, _ in keys})))
-            for table, name, definition in keys:
-                cursor.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
+
+
+def day_partition(job: Job) -> str:
+    """The day partition of ``job``'s prune day (its shelf)."""
+    return partitions.day_name(partitions.JOBS, Job.objects.get(pk=job.pk).shelf)
 
 
 def partition_of(job: Job) -> str:

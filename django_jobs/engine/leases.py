@@ -16,10 +16,11 @@ from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
 
 from django_jobs.core import clock
-from django_jobs.core.shelves import OPEN_SHELF, prune_day
+from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import CANCELED, PENDING, PROCESSING, WAITING
 from django_jobs.engine import hooks
 from django_jobs.engine.moved_rows import once_more_if_moved
+from django_jobs.engine.shelving import shelf_for
 from django_jobs.engine.unique_column import keep_key_if
 from django_jobs.engine.writes import UpdateFields
 
@@ -197,7 +198,7 @@ class LeaseVerbs:
             held = list(waiting)
             if not held:
                 return []
-            shelf = prune_day(CANCELED, now)
+            shelf = shelf_for(CANCELED, now, self.db)
             self.jobs.filter(pk__in=[job.pk for job in held], status=WAITING).update(
                 status=CANCELED, error=error, updated_at=now, finished_at=now, shelf=shelf,
                 unique_key=keep_key_if(CANCELED),

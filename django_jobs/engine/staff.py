@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from django_jobs.core import clock
-from django_jobs.core.shelves import OPEN_SHELF, prune_day
+from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PROCESSING, READY_STATES, WAITING
 from django_jobs.core.validation import QUEUE_RE, check_payload
 from django_jobs.engine import hooks
 from django_jobs.engine.moved_rows import once_more_if_moved
+from django_jobs.engine.shelving import shelf_for
 from django_jobs.engine.unique_column import keep_key_if
 from django_jobs.engine.writes import retry_fields
 from django_jobs.exceptions import InvalidJob
@@ -75,7 +76,7 @@ class StaffVerbs:
         from django_jobs.models import JobAttempt
 
         now = clock.now(self.db)
-        shelf = prune_day(CANCELED, now)
+        shelf = shelf_for(CANCELED, now, jobs.db)
         model = jobs.model
         states = (*READY_STATES, WAITING)
         with transaction.atomic(using=jobs.db):

@@ -7,9 +7,10 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, TypedDict
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Case, F
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Greatest
@@ -19,6 +20,7 @@ from django_jobs.core.retry import Backoff, as_backoff
 from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import COMPLETED, FAILED, PENDING, PROCESSING
 from django_jobs.engine import transition
+from django_jobs.engine.postgres.partitions import clamp
 from django_jobs.engine.transition import Apply, Transition, apply
 from django_jobs.engine.unique_column import keep_key_if
 
@@ -59,7 +61,11 @@ def backoff(type: str) -> Backoff:
 def transition_of(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 0) -> Transition:
     """What ``outcome`` does to its job (``engine/transition.py``); reads, changes nothing."""
     policy = backoff(outcome.job.type) if outcome.kind == FAILED else None
-    return transition.of(outcome, now, policy, extra_attempts)
+    change = transition.of(outcome, now, policy, extra_attempts)
+    shelf = change.fields.get("shelf")
+    if isinstance(shelf, date):  # no partition for its day yet: the kept shelf
+        change.fields["shelf"] = clamp(shelf, outcome.job._state.db or DEFAULT_DB_ALIAS)
+    return change
 
 
 def update_fields(change: Transition) -> UpdateFields:

@@ -11,6 +11,7 @@ also drops the counts of finished jobs: minutes after two hours, hours after
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import random
 import time
@@ -32,6 +33,8 @@ PRUNABLE = (JobStatus.COMPLETED, JobStatus.CANCELED, JobStatus.DEAD)
 OCCURRENCE_AGE = timedelta(days=1)
 # How long the per-minute counts of finished jobs are kept: the overview charts the last hour.
 MINUTE_ROWS_AGE = timedelta(hours=2)
+# How long after a day has come its partitions are dropped (PostgreSQL's partitioned table).
+DROP_GRACE = timedelta(hours=1)
 
 
 def configured_ages() -> dict[str, timedelta | None]:
@@ -116,13 +119,15 @@ def prune_pass(
 
     batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
     now = now or clock.now(Job.objects.db)
+    counts = prune_days(ages, now, batch_size)
     left = {status: prunable(status, age, now) for status, age in ages.items() if age is not None}
-    counts = dict.fromkeys(left, 0)
+    for status in left:
+        counts.setdefault(status, 0)
     rounds = 0
     while left and (max_batches is None or rounds < max_batches):
         for status, rows in list(left.items()):
             deleted = rows.delete_batch(batch_size)
-            counts[status] += deleted
+            counts[status] = counts.get(status, 0) + deleted
             if deleted < batch_size:
                 del left[status]
         rounds += 1
@@ -132,6 +137,29 @@ def prune_pass(
     prune_stats(now, batch_size)
     prune_groups(ages, now, batch_size)
     return counts, not left
+
+
+def prune_days(ages: dict[str, timedelta | None], now: datetime,
+               batch_size: int) -> dict[str, int]:
+    """On PostgreSQL's partitioned table (``engine/postgres/partitions.py``): the day
+    partitions made ahead, and those whose day has come dropped, with what Django's delete does
+    for their jobs' relations; the dead or canceled jobs a waiting job depends on move to the
+    next day instead. One worker at a time does it; elsewhere nothing. Returns the jobs dropped
+    by status."""
+    from django_jobs.engine.postgres import partitions
+    from django_jobs.features.dependencies import waited_on
+    from django_jobs.models import Job
+
+    using = Job.objects.db
+    # By the database's clock whatever ``now`` the caller prunes as of: a day's partition goes
+    # once its day has come, never earlier, and DROP_GRACE after it, not at its first instant:
+    # a finish whose prune day was reckoned just before the day came (an age of 0, a statement
+    # slow to arrive) may still be on its way to that partition.
+    db_now = clock.now(using).astimezone(dt.UTC)
+    today = min(db_now.date(), now.astimezone(dt.UTC).date())
+    done = partitions.upkeep(using, today, ages.values(), waited_on(), batch_size,
+                             drop_through=min(today, (db_now - DROP_GRACE).date()))
+    return dict(done["jobs"]) if done else {}
 
 
 def prune_groups(ages: dict[str, timedelta | None], now: datetime, batch_size: int) -> int:

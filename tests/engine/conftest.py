@@ -8,19 +8,32 @@ from django.db import connection, transaction
 
 @pytest.fixture
 def jobs_table() -> Iterator[None]:
-    """A temporary, never analyzed copy of the jobs table shadowing it in this transaction."""
+    """A temporary, never analyzed copy of the jobs table shadowing it in this transaction (and
+    of the attempts table, where it is partitioned)."""
     if connection.vendor != "postgresql":
         pytest.skip("plans are checked on PostgreSQL")
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' "
-                       "AND tablename = 'django_jobs_job'")
-        indexes = [row[0] for row in cursor.fetchall()]
-        cursor.execute(
-            "CREATE TEMPORARY TABLE django_jobs_job (LIKE public.django_jobs_job INCLUDING "
-            "DEFAULTS INCLUDING IDENTITY INCLUDING CONSTRAINTS) ON COMMIT DROP"
-        )
-        for definition in indexes:
-            cursor.execute(definition.replace(" ON public.django_jobs_job ",
-                                              " ON pg_temp.django_jobs_job "))
+        # On the partitioned tables (migration 0028), copies of their open partitions, the
+        # ones the claim and the finish's fenced writes read, with the plain table's index
+        # names (a partition's are ``<name>_open``) and without the unique indexes on
+        # ``(…, shelf)`` that only the parent's unique indexes need.
+        cursor.execute("SELECT to_regclass('public.django_jobs_job_open') IS NOT NULL")
+        parted = cursor.fetchone()[0]
+        tables = ["django_jobs_job", "django_jobs_jobattempt"] if parted else ["django_jobs_job"]
+        for table in tables:
+            source = f"{table}_open" if parted else table
+            cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = "
+                           "'public' AND tablename = %s", [source])
+            indexes = cursor.fetchall()
+            cursor.execute(
+                f"CREATE TEMPORARY TABLE {table} (LIKE public.{source} INCLUDING "
+                "DEFAULTS INCLUDING IDENTITY INCLUDING CONSTRAINTS) ON COMMIT DROP"
+            )
+            for name, definition in indexes:
+                if parted and name.endswith("_s"):
+                    continue
+                plain = name.removesuffix("_open") if parted else name
+                cursor.execute(definition.replace(f"INDEX {name} ", f"INDEX {plain} ", 1)
+                               .replace(f" ON public.{source} ", f" ON pg_temp.{table} "))
         yield
         transaction.set_rollback(True)

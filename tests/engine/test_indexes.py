@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from django_jobs.engine import engine_for
 from django_jobs.models.jobs import LISTED_BY_STATUS, Job
+from tests.helpers import seq_scans_of_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -120,8 +121,9 @@ def test_an_api_cursor_page_starts_its_index_scan_at_the_cursor(postgres, status
         db.execute("SET LOCAL enable_seqscan = off")
         db.execute(f"EXPLAIN {sql}", values)
         plan = "\n".join(row[0] for row in db.fetchall())
-    [condition] = [line for line in plan.splitlines() if "Index Cond" in line]
-    assert "created_at" in condition, plan
+    # one scan per partition of PostgreSQL's partitioned table (migration 0028)
+    conditions = [line for line in plan.splitlines() if "Index Cond" in line]
+    assert conditions and all("created_at" in condition for condition in conditions), plan
 
 
 @pytest.fixture
@@ -154,7 +156,7 @@ def test_a_list_since_a_time_reads_the_updated_index(failed_lately, status):
     jobs, _ = filtered(query)
     plan = jobs.order_by("-created_at", "-pk")[:51].explain()
     assert "django_jobs_updated_idx" in plan, plan
-    assert "Seq Scan" not in plan, plan
+    assert not seq_scans_of_rows(plan), plan
 
 
 @pytest.mark.parametrize("status", ["failed", "dead"])

@@ -22,7 +22,13 @@ from django_jobs.engine.moved_rows import MOVES_ROWS
 from django_jobs.models import Job
 from tests.conftest import requires_postgres
 from tests.helpers import claim
-from tests.partitioned import in_thread, partition_of, partitioned_jobs_table, race
+from tests.partitioned import (
+    day_partition,
+    in_thread,
+    partition_of,
+    partitioned_jobs_table,
+    race,
+)
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
 
@@ -82,7 +88,7 @@ def test_a_fenced_write_waiting_on_a_finish_that_moved_its_row_is_refused_by_its
     row = Job.objects.get(pk=job.pk)
     assert (row.status, row.progress, row.cancel_requested) == (COMPLETED, None, False)
     assert row.shelf != OPEN_SHELF
-    assert partition_of(job) == "django_jobs_job_days"
+    assert partition_of(job) == day_partition(job)
 
 
 def test_a_retry_waiting_on_a_cancel_that_moved_its_row_retries_the_canceled_job(
@@ -127,7 +133,7 @@ def test_the_claim_on_the_partitioned_table_is_planned_on_the_open_partition(par
                                            timezone.now(), timezone.now()])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "django_jobs_job_open" in plan
-    assert "django_jobs_job_days" not in plan and "django_jobs_job_kept" not in plan
+    assert "django_jobs_job_2" not in plan and "django_jobs_job_kept" not in plan  # no day
 
 
 def test_another_serialization_failure_is_raised_as_it_is():

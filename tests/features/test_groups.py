@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_jobs import InvalidJob, UnknownJobType, enqueue_group
 from django_jobs.engine import hooks
+from django_jobs.engine.postgres import partitions
 from django_jobs.features.groups import Groups
 from django_jobs.models import Job, JobGroup, JobGroupMember
 from django_jobs.worker.execution import run_job
@@ -158,6 +159,10 @@ def finish_queries(registered: bool, turn: bool) -> list[str]:
     feature = next(f for f in features if isinstance(f, Groups))
     if not registered:
         hooks.unregister(feature)
+    # The last day partitions exist for, read once in a while (engine/postgres/partitions.py),
+    # read before: it is no query of this finish.
+    partitions.forget()
+    partitions.last_day(connection.alias)
     try:
         with CaptureQueriesContext(connection) as captured:
             if turn:

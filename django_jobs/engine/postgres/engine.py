@@ -17,12 +17,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
-from django.db import connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models.signals import post_save, pre_save
 
 from django_jobs.core import clock
 from django_jobs.core.outcomes import micros
-from django_jobs.core.shelves import prune_day
 from django_jobs.core.states import CANCELED, COMPLETED, DEAD, READY_STATES, Outcome
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.locked_rows import locked_in_order
@@ -33,6 +32,7 @@ from django_jobs.engine.postgres import prune, waiters
 from django_jobs.engine.postgres import statements as sql
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
+from django_jobs.engine.shelving import shelf_for
 from django_jobs.engine.transition import undone_on_error
 from django_jobs.engine.writes import ClaimValues, claim_values, written
 from django_jobs.models.instances import varying
@@ -246,7 +246,7 @@ def finish(
     """Write each outcome with its job's transition (and count them, ``engine/stats.py``);
     return the ids written."""
     counted = stats.enabled()
-    params = finish_params(outcomes, changes, now, counted)
+    params = finish_params(outcomes, changes, now, counted, using)
     text = sql.finish_sql(model, sql.FINISH, counted)
     return {row[0] for row in run(connections[using], text, params)}
 
@@ -265,7 +265,8 @@ def finish_and_claim(
     connection = connections[using]
     claim_text, claim_params, plan = claim_statement(model, **claim)
     counted = stats.enabled()
-    params = [*finish_params(outcomes, changes, claim["now"], counted), *claim_params]
+    params = [*finish_params(outcomes, changes, claim["now"], counted, using),
+              *claim_params]
     marking = ""
     if waiter is not None:
         marking, params = waiters.MARKING, [*params, *waiter]
@@ -277,7 +278,7 @@ def finish_and_claim(
 
 def finish_params(
     outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime,
-    counted: bool = False,
+    counted: bool = False, using: str = DEFAULT_DB_ALIAS,
 ) -> list[object]:
     """The finish's parameters: the outcomes as one JSON array of objects with the columns of
     ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time, the shelves of a job
@@ -302,8 +303,8 @@ def finish_params(
         ids.append(str(job.id))
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
     params: list[object] = [
-        json.dumps(rows), now, prune_day(COMPLETED, now), prune_day(DEAD, now),
-        prune_day(CANCELED, now), now, f"{{{','.join(ids)}}}",
+        json.dumps(rows), now, shelf_for(COMPLETED, now, using), shelf_for(DEAD, now, using),
+        shelf_for(CANCELED, now, using), now, f"{{{','.join(ids)}}}",
     ]
     if counted:
         params += [stats.bucket(now), stats.hour(now)]

@@ -1,0 +1,307 @@
+"""The partitioned jobs and attempts tables on PostgreSQL: their day partitions, made ahead and
+dropped once their day has come (``docs/explanation-history-partitions.md``).
+
+Migration ``0028_partitions`` makes ``django_jobs_job`` and ``django_jobs_jobattempt``
+partitioned by range of ``shelf`` (``core/shelves.py``): the old table as the first partition
+(``..._open``, every shelf below a day ``D``: the open jobs and the history from before),
+one partition per prune day from ``D`` on (``..._YYYYMMDD``), and the kept one (``..._kept``,
+from ``9999-01-01``). MariaDB and SQLite keep the plain tables; nothing here runs there.
+
+Day partitions are made ahead, through ``LAST_DAY`` (the longest finite ``RETENTION`` age plus a
+week from today), each as ``CREATE TABLE ... (LIKE ...)`` then ``ATTACH PARTITION``, which
+takes ``SHARE UPDATE EXCLUSIVE`` on the parent: claims and finishes go on. The last day made is
+kept in the one-row table ``django_jobs_shelf_days``, written after both tables' partitions of
+the day are attached. A write that finishes a job reads it (``last_day``, cached for a while:
+it only grows, so an old value is a safe one) and puts a job whose prune day lies beyond it on
+the kept shelf (``clamp``): a finish never fails for want of a partition, and such a job is
+pruned later by ``finished_at``, with the old table's history.
+
+A day's partitions are dropped once the day has come (``prune_day``): the dead or canceled
+jobs in it that a waiting job still depends on are moved to the next day, the links and rows
+that point at the day's jobs are updated as Django's delete would do it (``prune.plan``), and
+the two partitions are detached ``CONCURRENTLY`` (``SHARE UPDATE EXCLUSIVE`` on the parent)
+and dropped. One worker does this at a time (a session advisory lock).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from datetime import date, timedelta
+from typing import Any
+
+from django.db import DatabaseError, connections, transaction
+from django.db.models import Exists, Q
+
+from django_jobs.core.shelves import KEPT_FROM, KEPT_SHELF, OPEN_SHELF
+
+logger = logging.getLogger("django_jobs.worker")
+
+JOBS = "django_jobs_job"
+ATTEMPTS = "django_jobs_jobattempt"
+TABLES = (JOBS, ATTEMPTS)
+DAYS = "django_jobs_shelf_days"
+# Days made ahead beyond the longest finite retention age.
+AHEAD = timedelta(days=7)
+# The session advisory lock one worker holds while it makes and drops partitions.
+LOCK_KEY = 7_100_028
+# How long a process trusts the last day made it read.
+CACHE_SECONDS = 30.0
+# Each catalog change's wait for its lock: past it the statement is tried again.
+LOCK_TIMEOUT = "3s"
+
+_cache: dict[str, tuple[float, date | None]] = {}
+
+
+def day_name(table: str, day: date) -> str:
+    return f"{table}_{day:%Y%m%d}"
+
+
+def partitioned(using: str) -> bool:
+    """Whether the jobs table of ``using`` is the partitioned parent."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [JOBS])
+        row = cursor.fetchone()
+    return bool(row and row[0] == "p")
+
+
+def read_last_day(using: str) -> date | None:
+    """The last day partitions exist for, from ``django_jobs_shelf_days``; None where there is
+    no such table (a plain table, or another database)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [DAYS])
+        if not cursor.fetchone()[0]:
+            return None
+        cursor.execute(f"SELECT max(last_day) FROM {DAYS}")  # noqa: S608 (a constant)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def last_day(using: str) -> date | None:
+    """``read_last_day``, cached for ``CACHE_SECONDS`` per database alias."""
+    if connections[using].vendor != "postgresql":
+        return None
+    now = time.monotonic()
+    held = _cache.get(using)
+    if held is not None and now - held[0] < CACHE_SECONDS:
+        return held[1]
+    day = read_last_day(using)
+    if day is not None:  # none yet (a plain table): asked again, so the first one counts
+        _cache[using] = (now, day)
+    return day
+
+
+def forget(using: str | None = None) -> None:
+    """Drop the cached last day (of ``using``, or of every database)."""
+    if using is None:
+        _cache.clear()
+    else:
+        _cache.pop(using, None)
+
+
+def clamp(shelf: date, using: str) -> date:
+    """``shelf`` as a write to ``using`` may store it: a prune day beyond the last day made
+    becomes the kept shelf (pruned by ``finished_at`` instead). Open and kept shelves, and every
+    shelf on a database without partitions, are left as they are."""
+    if shelf == OPEN_SHELF or shelf >= KEPT_FROM:
+        return shelf
+    last = last_day(using)
+    if last is not None and shelf > last:
+        return KEPT_SHELF
+    return shelf
+
+
+def wanted_last_day(today: date, ages: Iterable[timedelta | None]) -> date:
+    """The last day to have partitions for: the longest finite age, plus a day for the
+    rounding up to a day boundary, plus ``AHEAD``, from ``today``."""
+    finite = [age for age in ages if age is not None]
+    longest = max(finite, default=timedelta(0))
+    return today + timedelta(days=longest.days + 2) + AHEAD
+
+
+def attached_days(cursor: Any, table: str) -> dict[date, str]:
+    """The day partitions of ``table`` by their day (detach-pending ones included)."""
+    cursor.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = %s::regclass", [table])
+    days = {}
+    for (name,) in cursor.fetchall():
+        suffix = name[len(table) + 1:]
+        if len(suffix) == 8 and suffix.isdigit():
+            days[date(int(suffix[:4]), int(suffix[4:6]), int(suffix[6:]))] = name
+    return days
+
+
+def in_transaction(using: str, statements: list[str], params: list | None = None,
+                   tries: int = 20) -> None:
+    """``statements`` in one transaction, each lock waited for at most ``LOCK_TIMEOUT``; the
+    whole tried again after a lock timeout (a long transaction on the table), rather than left
+    queuing claims behind it."""
+    from psycopg import errors
+
+    for attempt in range(tries):
+        try:
+            with transaction.atomic(using=using), connections[using].cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                for sql in statements:
+                    cursor.execute(sql, params)
+            return
+        except DatabaseError as exc:
+            if not isinstance(exc.__cause__, errors.LockNotAvailable) or attempt == tries - 1:
+                raise
+            logger.info("partitions: lock not granted, trying again (%s)", statements[0])
+            time.sleep(min(0.5 * (attempt + 1), 5.0))
+
+
+def make_day(using: str, day: date) -> None:
+    """The partitions of ``day`` for jobs and attempts, each made alone and then attached
+    (``SHARE UPDATE EXCLUSIVE`` on the parent); a table made and not attached by an interrupted
+    run is attached now."""
+    upper = day + timedelta(days=1)
+    for table in TABLES:
+        name = day_name(table, day)
+        with connections[using].cursor() as cursor:
+            if day in attached_days(cursor, table):
+                continue
+        in_transaction(using, [
+            f"CREATE TABLE IF NOT EXISTS {name} (LIKE {table} INCLUDING DEFAULTS)",
+            f"ALTER TABLE {table} ATTACH PARTITION {name} "
+            f"FOR VALUES FROM ('{day.isoformat()}') TO ('{upper.isoformat()}')",
+            # Empty and analyzed: the planner counts it as empty, where a table never analyzed
+            # is taken for ten pages of rows, and a month of them would swell every estimate
+            # of the parent (the API's and the admin's counts).
+            f"ANALYZE {name}"])
+
+
+def set_last_day(using: str, day: date) -> None:
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(f"UPDATE {DAYS} SET last_day = %s WHERE last_day < %s",  # noqa: S608
+                       [day, day])
+    forget(using)
+
+
+def make_ahead(using: str, today: date, ages: Iterable[timedelta | None]) -> int:
+    """Day partitions from the last day made through ``wanted_last_day``; returns how many
+    days were made. The last day made moves up after each day, both tables attached."""
+    last = read_last_day(using)
+    if last is None:
+        return 0
+    wanted = wanted_last_day(today, ages)
+    made = 0
+    day = last + timedelta(days=1)
+    while day <= wanted:
+        make_day(using, day)
+        set_last_day(using, day)
+        day += timedelta(days=1)
+        made += 1
+    return made
+
+
+def detach_and_drop(using: str, day: date) -> None:
+    """Detach ``day``'s partitions ``CONCURRENTLY`` (claims go on) and drop them; a detach an
+    earlier pass left pending is finalized."""
+    connection = connections[using]
+    for table in TABLES:
+        name = day_name(table, day)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT i.inhdetachpending FROM pg_inherits i WHERE i.inhparent = "
+                "%s::regclass AND i.inhrelid = to_regclass(%s)", [table, name])
+            row = cursor.fetchone()
+            if row is not None:
+                # CONCURRENTLY cannot run in a transaction block: inside one, a plain
+                # DETACH (ACCESS EXCLUSIVE on the parent, for a catalog change).
+                how = ("FINALIZE" if row[0] else
+                       "" if connection.in_atomic_block else "CONCURRENTLY")
+                cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {name} {how}")
+            cursor.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int) -> dict[str, int]:
+    """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went, by status.
+
+    First the dead or canceled jobs of the day matched by ``kept`` (a waiting job depends on
+    them) move to the next day's partition, their attempts with them: a retry can still release
+    their dependents. Then what Django's delete does for the relations of the day's jobs
+    (``prune.plan``: links kept with ``deleted_status``, references set to NULL, dependent
+    rows deleted), in one statement; where the site's own relations or receivers need Django's
+    collector, the day's jobs are deleted through it in batches instead. Last, the partitions
+    are detached and dropped."""
+    from django_jobs.core.states import CANCELED, DEAD
+    from django_jobs.engine.postgres.prune import part, plan, quote
+    from django_jobs.models import Job, JobAttempt
+
+    nextday = day + timedelta(days=1)
+    with connections[using].cursor() as cursor:
+        if nextday not in attached_days(cursor, JOBS):
+            nextday = KEPT_SHELF
+    jobs = Job.objects.using(using)
+    with transaction.atomic(using=using):
+        held = jobs.filter(shelf=day, status__in=(DEAD, CANCELED), has_dependents=True).filter(
+            kept)
+        ids = list(held.select_for_update().values_list("pk", flat=True))
+        if ids:
+            JobAttempt.objects.using(using).filter(job_id__in=ids, shelf=day).update(
+                shelf=nextday)
+            jobs.filter(pk__in=ids, shelf=day).update(shelf=nextday)
+    name = day_name(JOBS, day)
+    steps = plan(Job)
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"SELECT status, count(*) FROM {quote(name)} GROUP BY status")  # noqa: S608
+        counts = {status: int(n) for status, n in cursor.fetchall()}
+    count = sum(counts.values())
+    if steps is None:
+        while jobs.filter(shelf=day).delete_batch(batch_size) >= batch_size:
+            pass
+    elif count and any(step.model is not JobAttempt for step in steps):
+        meta = Job._meta
+        jobs_table, pk = quote(name), quote(meta.pk.column or "id")
+        parts = ",\n".join(f" s{n} AS ({part(step, jobs_table, pk)})"
+                            for n, step in enumerate(steps) if step.model is not JobAttempt)
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT {pk} FROM {jobs_table}),\n"  # noqa: S608
+                           f"{parts}\nSELECT 1")
+    detach_and_drop(using, day)
+    return counts
+
+
+def passed_days(using: str, today: date) -> list[date]:
+    """The days whose partitions may be dropped: every day partition up to ``today``."""
+    with connections[using].cursor() as cursor:
+        days = set(attached_days(cursor, JOBS)) | set(attached_days(cursor, ATTEMPTS))
+    return sorted(day for day in days if day <= today)
+
+
+def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q | Exists,
+           batch_size: int, drop_through: date | None = None) -> dict[str, Any] | None:
+    """Make the day partitions ahead of ``today`` and drop those of the days through
+    ``drop_through`` (``today`` unless given), in the one session that holds the advisory lock;
+    None where another session holds it or the tables are not partitioned. Returns the days
+    made and dropped and the jobs dropped with them."""
+    if not partitioned(using):
+        return None
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return None
+    try:
+        made = make_ahead(using, today, list(ages))
+        dropped = 0
+        jobs: dict[str, int] = {}
+        for day in passed_days(using, today if drop_through is None else drop_through):
+            for status, n in prune_day(using, day, kept, batch_size).items():
+                jobs[status] = jobs.get(status, 0) + n
+            dropped += 1
+        return {"made": made, "dropped": dropped, "jobs": jobs}
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
