@@ -51,7 +51,8 @@ class LeaseVerbs:
     def shelve_attempts(self, jobs: Iterable[Job]) -> None:
         """Give the earlier attempts of these jobs, just finished, their job's shelf
         (``core/shelves.py``): a finished job's attempts are pruned with it. One UPDATE per
-        prune day among them (one, as a rule); none for jobs still open."""
+        prune day among them (one, as a rule); none for jobs still open. The attempts are
+        those on the open shelf, where every attempt of an open job is."""
         from django_jobs.models import JobAttempt
 
         by_shelf: dict[date, list[int]] = {}
@@ -60,7 +61,7 @@ class LeaseVerbs:
                 by_shelf.setdefault(job.shelf, []).append(job.pk)
         attempts = JobAttempt.objects.using(self.db)
         for shelf, ids in by_shelf.items():
-            attempts.filter(job_id__in=ids).exclude(shelf=shelf).update(shelf=shelf)
+            attempts.filter(job_id__in=ids, shelf=OPEN_SHELF).update(shelf=shelf)
 
     @once_more_if_moved
     def write_fenced(self, job: Job, fields: UpdateFields) -> bool:

@@ -96,11 +96,12 @@ FINISH_CTES = """v AS (
     RETURNING j.id, j.attempt, j.worker_id, j.shelf{returning}
 ), shelved AS (
     -- the earlier attempts of the jobs finished take their shelf; found by job id (the
-    -- attempts' job index), as the finish finds its rows
+    -- attempts' job index), as the finish finds its rows, on the open shelf, where every
+    -- attempt of an open job is (so the open partition alone is planned)
     UPDATE {attempt} AS a SET shelf = done.shelf
     FROM done
     WHERE a.job_id = ANY(ARRAY(SELECT id FROM done WHERE shelf <> {open_shelf}))
-        AND a.job_id = done.id AND a.shelf <> done.shelf
+        AND a.job_id = done.id AND a.shelf = {open_shelf}
 ){counted}"""
 RECORD = """INSERT INTO {attempt} (job_id, number, worker_id, started_at, finished_at, outcome,
                        error, cpu_time, peak_memory, shelf)
