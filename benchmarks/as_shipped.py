@@ -55,7 +55,18 @@ def fresh_database() -> None:
     with psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as conn:
         conn.execute(rawloop.CREATE_TABLE)
         for table in ("django_jobs_job", "django_jobs_jobattempt", rawloop.TABLE):
-            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            for (part,) in conn.execute(LEAVES, {"t": table}).fetchall():
+                conn.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")
+
+
+# A table's partitions that have storage, or the table itself if it is not partitioned: the
+# job tables are partitioned parents on PostgreSQL, which take no storage parameters (each
+# partition has its own autovacuum setting).
+LEAVES = """
+SELECT relid::regclass::text FROM pg_partition_tree(%(t)s::regclass) WHERE isleaf
+UNION ALL
+SELECT %(t)s::text WHERE NOT EXISTS (SELECT FROM pg_partition_tree(%(t)s::regclass))
+"""
 
 
 def one_repeat(args: argparse.Namespace, index: int) -> dict[str, float]:

@@ -75,7 +75,11 @@ def build(state: str, args: argparse.Namespace) -> float:
     start = time.perf_counter()
     with psycopg.connect(host=HOST, port=PORT, user=USER, dbname=database(state),
                          autocommit=True) as conn:
-        conn.execute("ALTER TABLE django_jobs_job SET (autovacuum_enabled = false)")
+        # The job table is a partitioned parent on PostgreSQL: autovacuum is set per partition.
+        for (part,) in conn.execute(
+                "SELECT relid::regclass::text FROM pg_partition_tree('django_jobs_job') "
+                "WHERE isleaf").fetchall() or [("django_jobs_job",)]:
+            conn.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")
         if state == "analyzed":
             add(conn, args.ready, "pending", "j-r", "1 second")
             conn.execute("ANALYZE django_jobs_job")

@@ -103,11 +103,19 @@ def from_front(line: list[str], wanted: bool) -> list[str]:
 
 
 def index_reads(control: psycopg.Connection) -> dict[str, int]:
-    """The entries each kind of index (``INDEXES``) has handed out to scans so far."""
+    """The entries each kind of index (``INDEXES``) has handed out to scans so far.
+
+    On PostgreSQL the job table is a partitioned parent: its indexes are partitioned indexes,
+    which have no statistics of their own, so each figure is the sum over the partitions'
+    indexes, named by the parent index they belong to (``pg_partition_root``). A plain table's
+    indexes are read as they are."""
     rows = dict(
         control.execute(
-            "SELECT indexrelname, idx_tup_read FROM pg_stat_user_indexes WHERE relname = %s",
-            (TABLE,),
+            "SELECT coalesce(pg_partition_root(s.indexrelid), s.indexrelid)::regclass::text, "
+            "sum(s.idx_tup_read)::bigint FROM pg_stat_user_indexes AS s "
+            "WHERE s.relid = %s::regclass "
+            "OR s.relid IN (SELECT relid FROM pg_partition_tree(%s::regclass)) GROUP BY 1",
+            (TABLE, TABLE),
         ).fetchall()
     )
     return {kind: sum(rows.get(name, 0) for name in names) for kind, names in INDEXES.items()}

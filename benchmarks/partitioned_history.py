@@ -4,7 +4,9 @@ partitioned by prune day, measured on a throwaway cluster (default server settin
     python benchmarks/partitioned_history.py                       # 20,000 finished, small
     python benchmarks/partitioned_history.py --finished 5000000 --upgrade-rows 1000000
 
-The plain layout is the one ``migrate`` makes (``django_jobs_job``, ``django_jobs_jobattempt``);
+The plain layout is the one ``migrate django_jobs 0027`` makes (``django_jobs_job``,
+``django_jobs_jobattempt`` as they were before migration 0028 partitioned them on PostgreSQL,
+and as MariaDB keeps them);
 the partitioned one (``parted_job``, ``parted_attempt``) has the same columns and indexes plus
 ``shelf``, the partition key: 1000-01-01 while a job is open, the day it may be pruned once
 it has finished (docs/explanation-history-partitions.md). Both get the same rows: ``--open``
@@ -23,7 +25,10 @@ over ``--days`` prune days. Measured, in this order:
    statement by statement: its duration, the locks it holds on the job tables (read from
    ``pg_locks`` by its own session before commit, or sampled from another session for the
    statements that cannot run in a transaction) and the longest a concurrent claim-like
-   probe waited meanwhile.
+   probe waited meanwhile;
+5. the real migration, ``migrate django_jobs 0028``, on a plain table filled the same way
+   (``--upgrade-rows`` finished jobs and ``--open`` pending ones, in a database of its own),
+   while the same probe runs: the migration's total time and the probe's longest wait.
 
 Figures go to stdout and, as JSON, to benchmarks/results/partitioned_history.json.
 """
@@ -47,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.partitioned_layouts import (  # noqa: E402
     DB,
     JOB_COLUMNS,
+    MIGRATION_DB,
     OPEN,
     build_partitioned,
     day_name,
@@ -197,6 +203,7 @@ def main() -> None:
     try:
         cluster.start()
         cluster.create_database(DB)
+        cluster.create_database(MIGRATION_DB)
         run(cluster.port, args)
     finally:
         cluster.destroy()
@@ -325,6 +332,46 @@ def run(port: int, args: argparse.Namespace) -> None:
     }
     print(f"  after: {RESULTS['after_upgrade']}")
     conn.close()
+    RESULTS["migration_0028"] = migration_0028(port, args)
+
+
+def migration_0028(port: int, args: argparse.Namespace) -> dict:
+    """``migrate django_jobs 0028`` on the plain tables of ``MIGRATION_DB`` (left at 0027 by
+    ``migrate``), filled as the upgrade's are, timed, with the probe's longest wait."""
+    from django.core.management import call_command
+    from django.db import connections
+
+    dsn = f"host=127.0.0.1 port={port} user=postgres dbname={MIGRATION_DB}"
+    print(f"migrate django_jobs 0028 with {args.upgrade_rows:,} finished jobs, "
+          f"{args.open:,} open")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        fill(conn, "django_jobs_job", "django_jobs_jobattempt", 1, args.open, "pending",
+             args.days, False, "o")
+        fill(conn, "django_jobs_job", "django_jobs_jobattempt", 1, args.upgrade_rows,
+             "completed", args.days, False, "u")
+        conn.execute("VACUUM ANALYZE django_jobs_job")
+        conn.execute("VACUUM ANALYZE django_jobs_jobattempt")
+        rows = conn.execute("SELECT count(*) FROM django_jobs_job").fetchone()[0]
+        probe = Probe(dsn, "django_jobs_job")
+        probe.start()
+        start = time.perf_counter()
+        try:
+            call_command("migrate", "django_jobs", "0028", database="migration", verbosity=0)
+        finally:
+            took = time.perf_counter() - start
+            probe.close()
+            connections.close_all()
+        after = {
+            "rows": conn.execute("SELECT count(*) FROM django_jobs_job").fetchone()[0],
+            "partitions": [r[0] for r in conn.execute(
+                "SELECT relid::text FROM pg_partition_tree('django_jobs_job') WHERE isleaf "
+                "ORDER BY 1")],
+        }
+    result = {"rows_before": rows, "seconds": round(took, 3),
+              "probe_longest_ms": round(probe.longest * 1000, 1), **after}
+    print(f"  {took:.3f} s, probe's longest wait {probe.longest * 1000:.1f} ms; "
+          f"{after['rows']:,} rows after, {len(after['partitions'])} partitions")
+    return result
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
-"""The two layouts of ``benchmarks/partitioned_history.py``: the plain tables as ``migrate``
-makes them and the partitioned design of docs/explanation-history-partitions.md beside them
-(``parted_job``, ``parted_attempt``), their rows, their sizes, and the claim statement on each."""
+"""The two layouts of ``benchmarks/partitioned_history.py``: the plain tables as
+``migrate django_jobs 0027`` makes them (the layout before migration 0028 partitions them on
+PostgreSQL, as MariaDB keeps it) and the partitioned design of
+docs/explanation-history-partitions.md beside them (``parted_job``, ``parted_attempt``), their
+rows, their sizes, and the claim statement on each."""
 
 from __future__ import annotations
 
@@ -10,24 +12,31 @@ from datetime import date, timedelta
 import psycopg
 
 DB = "bench_partitioned_history"
+MIGRATION_DB = "bench_partitioned_migration"
 OPEN = "'1000-01-01'::date"  # core/shelves.py OPEN_SHELF
 READY = "('pending', 'failed')"
 
 
 def migrate(port: int) -> None:
-    """The plain layout, as ``migrate`` makes it."""
+    """The plain layout in ``DB`` and in ``MIGRATION_DB``: ``migrate django_jobs 0027``, the
+    tables as they were before migration 0028 made them partitioned on PostgreSQL (as MariaDB
+    keeps them). ``MIGRATION_DB`` is the ``migration`` alias, for the real 0028 measured."""
     import django
     from django.conf import settings
 
+    def database(name: str) -> dict:
+        return {"ENGINE": "django.db.backends.postgresql", "NAME": name, "USER": "postgres",
+                "HOST": "127.0.0.1", "PORT": str(port)}
+
     settings.configure(
-        DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": DB,
-                               "USER": "postgres", "HOST": "127.0.0.1", "PORT": str(port)}},
+        DATABASES={"default": database(DB), "migration": database(MIGRATION_DB)},
         INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_jobs"],
         USE_TZ=True, DEFAULT_AUTO_FIELD="django.db.models.BigAutoField")
     django.setup()
     from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
+    for alias in ("default", "migration"):
+        call_command("migrate", "django_jobs", "0027", database=alias, verbosity=0)
     from django.db import connections
 
     connections.close_all()

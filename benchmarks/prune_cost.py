@@ -9,6 +9,10 @@ as a worker does, in batches of ``--batch``, twice: by Django's delete and by th
 in alternating order from repeat to repeat, refilling in between. Prints the jobs pruned per
 second of each, the pruning process's CPU per job, and the median and range of statement /
 Django (each ratio taken within one repeat); writes them as JSON to ``benchmarks/results/``.
+
+The jobs are inserted on the open shelf (the column's default): on PostgreSQL they sit in the
+open partition, which is pruned by these batched deletes; jobs that a worker finished sit in day
+partitions, pruned by dropping them (``benchmarks/partitioned_history.py`` measures that).
 """
 
 from __future__ import annotations

@@ -17,7 +17,11 @@ jobs enqueued and finished in the interval (the producers' reached rate and the 
 the wait from ``run_at`` to ``started_at`` of the jobs started in the interval (p50, p99, max),
 the jobs and attempts tables' sizes (``pg_total_relation_size``, ``pg_relation_size``,
 ``pg_indexes_size``), their live and dead tuples and vacuum counts from
-``pg_stat_user_tables``, and the machine's load average. The server is a new cluster with
+``pg_stat_user_tables``, and the machine's load average. Both tables are partitioned parents
+on PostgreSQL (no storage or vacuum of their own): each figure is the sum over the parent's
+partitions, and each partition's own figures are kept beside it (``partitions``); the line
+printed per sample names the open partition's dead tuples and autovacuums, where the claims
+and finishes leave theirs. The server is a new cluster with
 PostgreSQL's default settings (``initdb`` on a port of its own, dropped at the end), unless
 ``--shared-server`` says to use the one PGHOST and PGPORT name as it is. Writes every sample
 and the run's options and server settings as JSON to ``benchmarks/results/``
@@ -74,12 +78,27 @@ SELECT count(*) FILTER (WHERE finished_at >= %(since)s AND finished_at < %(until
 FROM django_jobs_job
 WHERE started_at >= %(since)s OR finished_at >= %(since)s
 """
+# Per table with storage: on PostgreSQL the jobs and attempts tables are partitioned parents,
+# which have no storage and no vacuum of their own, so each parent is read as its leaf
+# partitions (``pg_partition_tree``); a plain table (not partitioned) is read as itself.
 TABLE_SQL = """
-SELECT relname, pg_total_relation_size(relid), pg_relation_size(relid), pg_indexes_size(relid),
-       n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count,
-       extract(epoch FROM last_autovacuum)
-FROM pg_stat_user_tables WHERE relname = ANY(%s)
+WITH leaves AS (
+    SELECT parent, tree.relid
+    FROM unnest(%s::text[]) AS parent, pg_partition_tree(parent::regclass) AS tree
+    WHERE tree.isleaf
+    UNION ALL
+    SELECT parent, parent::regclass
+    FROM unnest(%s::text[]) AS parent
+    WHERE NOT EXISTS (SELECT FROM pg_partition_tree(parent::regclass))
+)
+SELECT leaves.parent, s.relname, pg_total_relation_size(s.relid), pg_relation_size(s.relid),
+       pg_indexes_size(s.relid), s.n_live_tup, s.n_dead_tup, s.autovacuum_count,
+       s.autoanalyze_count, extract(epoch FROM s.last_autovacuum)
+FROM leaves JOIN pg_stat_user_tables AS s ON s.relid = leaves.relid
+ORDER BY leaves.parent, s.relname
 """
+SUMMED = ("total_bytes", "heap_bytes", "index_bytes", "live_tuples", "dead_tuples",
+          "autovacuums", "autoanalyzes")
 
 
 def produce(rate: float, seconds: float) -> None:
@@ -121,11 +140,11 @@ def sample(control: psycopg.Connection, since: Any, last_id: int) -> tuple[dict[
     finished, started, p50, p99, worst = control.execute(
         INTERVAL_SQL, {"since": since, "until": until}
     ).fetchone()
-    tables = {}
-    for name, total, heap, indexes, live, dead, vacuums, analyzes, last in control.execute(
-        TABLE_SQL, [list(TABLES)]
+    tables: dict[str, dict[str, Any]] = {}
+    for parent, name, total, heap, indexes, live, dead, vacuums, analyzes, last in control.execute(
+        TABLE_SQL, [list(TABLES), list(TABLES)]
     ):
-        tables[name] = {
+        part = {
             "total_bytes": total,
             "heap_bytes": heap,
             "index_bytes": indexes,
@@ -135,6 +154,15 @@ def sample(control: psycopg.Connection, since: Any, last_id: int) -> tuple[dict[
             "autoanalyzes": analyzes,
             "last_autovacuum": last,
         }
+        table = tables.setdefault(
+            parent, {**dict.fromkeys(SUMMED, 0), "last_autovacuum": None, "partitions": {}}
+        )
+        table["partitions"][name] = part
+        for key in SUMMED:
+            table[key] += part[key]
+        if last is not None and (table["last_autovacuum"] is None
+                                 or last > table["last_autovacuum"]):
+            table["last_autovacuum"] = last
     with open("/proc/loadavg") as load:
         load1, load5, load15 = (float(x) for x in load.read().split()[:3])
     return {
@@ -261,13 +289,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def line(s: dict[str, Any]) -> str:
     jobs = s["tables"].get("django_jobs_job", {})
     attempts = s["tables"].get("django_jobs_jobattempt", {})
+    opened = jobs.get("partitions", {}).get("django_jobs_job_open", {})
     return (
         f"{s['minute']:5.1f} min  backlog {s['backlog']:6d}"
         f"  enqueued {s['enqueued_per_s']:5.0f}/s"
         f"  finished {s['finished_per_s']:5.0f}/s  wait p99 {fmt(s['wait_p99_ms'])} ms"
         f"  jobs {mib(jobs.get('total_bytes'))} MiB (heap {mib(jobs.get('heap_bytes'))},"
         f" idx {mib(jobs.get('index_bytes'))}) dead {jobs.get('dead_tuples')}"
-        f" av {jobs.get('autovacuums')}  attempts {mib(attempts.get('total_bytes'))} MiB"
+        f" av {jobs.get('autovacuums')} (open: dead {opened.get('dead_tuples')}"
+        f" av {opened.get('autovacuums')})  attempts {mib(attempts.get('total_bytes'))} MiB"
         f"  load {s['loadavg'][0]:.1f}"
     )
 
