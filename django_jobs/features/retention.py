@@ -15,7 +15,7 @@ import datetime as dt
 import logging
 import random
 import time
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db import DatabaseError
 from django.db.models import Q
@@ -35,6 +35,10 @@ OCCURRENCE_AGE = timedelta(days=1)
 MINUTE_ROWS_AGE = timedelta(hours=2)
 # How long after a day has come its partitions are dropped (PostgreSQL's partitioned table).
 DROP_GRACE = timedelta(hours=1)
+# The shortest age whose jobs the batched prune leaves to their day's drop: a shorter one
+# (minutes, hours) would keep its jobs up to a day longer than asked, so its jobs go by the
+# batched DELETE at their age, as on a plain table.
+DROPPED_FROM_AGE = timedelta(days=1)
 
 
 def configured_ages() -> dict[str, timedelta | None]:
@@ -119,8 +123,12 @@ def prune_pass(
 
     batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
     now = now or clock.now(Job.objects.db)
-    counts = prune_days(ages, now, batch_size)
+    counts, spared = prune_days(ages, now, batch_size)
     left = {status: prunable(status, age, now) for status, age in ages.items() if age is not None}
+    if spared is not None:  # jobs whose day's partitions go by tomorrow: left to the drop
+        left = {status: rows.exclude(shelf__gte=spared[0], shelf__lte=spared[1])
+                if (ages[status] or DROPPED_FROM_AGE) >= DROPPED_FROM_AGE else rows
+                for status, rows in left.items()}
     for status in left:
         counts.setdefault(status, 0)
     rounds = 0
@@ -140,12 +148,15 @@ def prune_pass(
 
 
 def prune_days(ages: dict[str, timedelta | None], now: datetime,
-               batch_size: int) -> dict[str, int]:
+               batch_size: int) -> tuple[dict[str, int], tuple[date, date] | None]:
     """On PostgreSQL's partitioned table (``engine/postgres/partitions.py``): the day
     partitions made ahead, and those whose day has come dropped, with what Django's delete does
     for their jobs' relations; the dead or canceled jobs a waiting job depends on move to the
     next day instead. One worker at a time does it; elsewhere nothing. Returns the jobs dropped
-    by status."""
+    by status, and the shelves whose partitions go by tomorrow (``partitions.dropped_soon``),
+    whose jobs the batched prune leaves to the drop: a job past its age there waits at most a
+    day and ``DROP_GRACE`` more; one further out (its age was shortened since it finished) is
+    deleted in batches now."""
     from django_jobs.engine.postgres import partitions
     from django_jobs.features.dependencies import waited_on
     from django_jobs.models import Job
@@ -159,7 +170,7 @@ def prune_days(ages: dict[str, timedelta | None], now: datetime,
     today = min(db_now.date(), now.astimezone(dt.UTC).date())
     done = partitions.upkeep(using, today, ages.values(), waited_on(), batch_size,
                              drop_through=min(today, (db_now - DROP_GRACE).date()))
-    return dict(done["jobs"]) if done else {}
+    return (dict(done["jobs"]) if done else {}), partitions.dropped_soon(using, db_now.date())
 
 
 def prune_groups(ages: dict[str, timedelta | None], now: datetime, batch_size: int) -> int:

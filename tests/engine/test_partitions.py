@@ -249,3 +249,28 @@ def test_a_prune_pass_makes_the_days_ahead_that_are_missing():
     with connection.cursor() as cursor:
         for table in partitions.TABLES:
             assert last in partitions.attached_days(cursor, table)
+
+
+def test_the_batched_prune_leaves_to_the_drop_the_jobs_whose_day_goes_by_tomorrow():
+    from django_jobs.features.retention import prune_pass
+
+    tomorrow = today() + timedelta(days=1)
+    with connection.cursor() as cursor:
+        assert tomorrow in partitions.attached_days(cursor, partitions.JOBS)
+    due, shortened = (run_until_settled(Job.enqueue("noop")) for _ in range(2))
+    old = clock.now("default") - timedelta(days=8)  # past a 7-day age
+    for job, shelf in ((due, tomorrow), (shortened, today() + timedelta(days=5))):
+        Job.objects.filter(pk=job.pk).update(shelf=shelf, finished_at=old, created_at=old)
+        JobAttempt.objects.filter(job_id=job.pk).update(shelf=shelf)
+
+    counts, _ = prune_pass({"completed": timedelta(days=7)})
+
+    # the one whose day goes by tomorrow is left to the drop; the other, whose day is further
+    # out than its age now says, goes in batches
+    assert counts["completed"] == 1
+    assert list(Job.objects.values_list("pk", flat=True)) == [due.pk]
+    assert where("django_jobs_job", due.pk) == partitions.day_name("django_jobs_job", tomorrow)
+
+    counts, _ = prune_pass({"completed": timedelta(hours=1)})  # an age under a day: batched
+
+    assert counts["completed"] == 1 and not Job.objects.exists()

@@ -280,6 +280,20 @@ def passed_days(using: str, today: date) -> list[date]:
     return sorted(day for day in days if day <= today)
 
 
+def dropped_soon(using: str, today: date) -> tuple[date, date] | None:
+    """The shelves whose day partitions a pass drops by tomorrow: from the first day partition
+    attached through tomorrow; None where the jobs table is not partitioned or has no day
+    partition. The batched prune leaves their jobs to the drop: deleting them one by one a
+    few hours earlier would leave the dead rows and the work the drop is there to save."""
+    if not partitioned(using):
+        return None
+    with connections[using].cursor() as cursor:
+        days = attached_days(cursor, JOBS)
+    if not days:
+        return None
+    return min(days), today + timedelta(days=1)
+
+
 def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q | Exists,
            batch_size: int, drop_through: date | None = None) -> dict[str, Any] | None:
     """Make the day partitions ahead of ``today`` and drop those of the days through
