@@ -1,7 +1,6 @@
 """PostgreSQL's statements for the engine's hot paths, each named: the claim (``CLAIM``), the
 finish (``FINISH``), a worker's turn of both (``TURN``), the finish's counts of finished jobs
-(``COUNTED``), and the enqueue INSERTs (``insert_sql``, ``insert_many_sql``).
-``engine/postgres/engine.py`` runs them.
+(``COUNTED``), and the enqueue INSERTs (``insert_sql``, ``insert_many_sql``), run by ``engine.py``.
 
 Table, column and state names are written into the text from the models and from ``JobStatus``
 (never as bare literals); every value is a parameter. The outcomes of a finish arrive as one
@@ -95,9 +94,8 @@ FINISH_CTES = """v AS (
         AND j.status = v.held AND j.shelf = {open_shelf}
     RETURNING j.id, j.attempt, j.worker_id, j.shelf{returning}
 ), shelved AS (
-    -- the earlier attempts of the jobs finished take their shelf; found by job id (the
-    -- attempts' job index), as the finish finds its rows, on the open shelf, where every
-    -- attempt of an open job is (so the open partition alone is planned)
+    -- the earlier attempts of the jobs finished take their shelf, found by job id on the
+    -- open shelf (every attempt of an open job's: the open partition alone is planned)
     UPDATE {attempt} AS a SET shelf = done.shelf
     FROM done
     WHERE a.job_id = ANY(ARRAY(SELECT id FROM done WHERE shelf <> {open_shelf}))
