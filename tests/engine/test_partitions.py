@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import sys
 from datetime import UTC, date, timedelta
 from pathlib import Path
@@ -274,3 +275,43 @@ def test_the_batched_prune_leaves_to_the_drop_the_jobs_whose_day_goes_by_tomorro
     counts, _ = prune_pass({"completed": timedelta(hours=1)})  # an age under a day: batched
 
     assert counts["completed"] == 1 and not Job.objects.exists()
+
+
+def test_a_transaction_older_than_the_drop_holds_the_day_back_and_not_the_pass():
+    day = today() + timedelta(days=1)
+    done = run_until_settled(Job.enqueue("noop"))
+    Job.objects.filter(pk=done.pk).update(shelf=day)
+    JobAttempt.objects.filter(job_id=done.pk).update(shelf=day)
+    settings = connection.settings_dict
+    report = psycopg.connect(host=settings["HOST"], port=settings["PORT"], user=settings["USER"],
+                             dbname=settings["NAME"])
+    passes: list = []
+    try:
+        # a report in REPEATABLE READ, its snapshot taken on the jobs table and held
+        report.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        report.execute("SELECT count(*) FROM django_jobs_job")
+        upkeep = threading.Thread(target=lambda: passes.append(partitions.upkeep(
+            "default", day, [timedelta(days=7)], waited_on(), 100)))
+        upkeep.start()
+        upkeep.join(timeout=60)
+        assert not upkeep.is_alive(), "the pass waits on the open transaction"
+        assert passes[0]["dropped"] == 0 and passes[0]["jobs"] == {}
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = "
+                           "to_regclass(%s)", [partitions.day_name(partitions.JOBS, day)])
+            assert cursor.fetchone() == (True,)  # hidden from queries begun since
+        assert not Job.objects.filter(pk=done.pk).exists()
+        report.rollback()
+
+        again = partitions.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
+
+        assert again["dropped"] >= 1 and again["jobs"] == {"completed": 1}
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s), to_regclass(%s)", [
+                partitions.day_name(partitions.JOBS, day),
+                partitions.day_name(partitions.ATTEMPTS, day)])
+            assert cursor.fetchone() == (None, None)
+    finally:
+        report.close()
+        for made in (today(), day):  # for the tests after this one
+            partitions.make_day("default", made)

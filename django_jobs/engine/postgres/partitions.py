@@ -34,6 +34,7 @@ from typing import Any
 from django.db import DatabaseError, connections, transaction
 from django.db.models import Exists, Q
 
+from django_jobs.core.db_errors import lock_conflict
 from django_jobs.core.shelves import KEPT_FROM, KEPT_SHELF, OPEN_SHELF
 
 logger = logging.getLogger("django_jobs.worker")
@@ -50,6 +51,10 @@ LOCK_KEY = 7_100_028
 CACHE_SECONDS = 30.0
 # Each catalog change's wait for its lock: past it the statement is tried again.
 LOCK_TIMEOUT = "3s"
+# A worker's pass tries each catalog change once, and a detach waits at most this long for the
+# transactions that began before it: a pass runs inside the worker's heartbeat, which must not
+# wait on a long transaction (a report, a session idle in its transaction).
+PASS_WAIT = "1s"
 
 _cache: dict[str, tuple[float, date | None]] = {}
 
@@ -140,16 +145,16 @@ def attached_days(cursor: Any, table: str) -> dict[date, str]:
 
 
 def in_transaction(using: str, statements: list[str], params: list | None = None,
-                   tries: int = 20) -> None:
-    """``statements`` in one transaction, each lock waited for at most ``LOCK_TIMEOUT``; the
-    whole tried again after a lock timeout (a long transaction on the table), rather than left
-    queuing claims behind it."""
+                   tries: int = 20, wait: str = LOCK_TIMEOUT) -> None:
+    """``statements`` in one transaction, each lock waited for at most ``wait``; the whole
+    tried again after a lock timeout (a long transaction on the table), rather than left
+    queuing claims behind it, up to ``tries`` times; the last timeout is raised."""
     from psycopg import errors
 
     for attempt in range(tries):
         try:
             with transaction.atomic(using=using), connections[using].cursor() as cursor:
-                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                cursor.execute(f"SET LOCAL lock_timeout = '{wait}'")
                 for sql in statements:
                     cursor.execute(sql, params)
             return
@@ -160,17 +165,17 @@ def in_transaction(using: str, statements: list[str], params: list | None = None
             time.sleep(min(0.5 * (attempt + 1), 5.0))
 
 
-def make_day(using: str, day: date) -> None:
+def make_day(using: str, day: date, tries: int = 20, wait: str = LOCK_TIMEOUT) -> None:
     """The partitions of ``day`` for jobs and attempts, each made alone and then attached
     (``SHARE UPDATE EXCLUSIVE`` on the parent); a table made and not attached by an interrupted
-    run is attached now."""
+    run is attached now. Each table's statements are tried ``tries`` times (``in_transaction``)."""
     upper = day + timedelta(days=1)
     for table in TABLES:
         name = day_name(table, day)
         with connections[using].cursor() as cursor:
             if day in attached_days(cursor, table):
                 continue
-        in_transaction(using, [
+        in_transaction(using, tries=tries, wait=wait, statements=[
             f"CREATE TABLE IF NOT EXISTS {name} (LIKE {table} INCLUDING DEFAULTS)",
             f"ALTER TABLE {table} ATTACH PARTITION {name} "
             f"FOR VALUES FROM ('{day.isoformat()}') TO ('{upper.isoformat()}')",
@@ -187,7 +192,8 @@ def set_last_day(using: str, day: date) -> None:
     forget(using)
 
 
-def make_ahead(using: str, today: date, ages: Iterable[timedelta | None]) -> int:
+def make_ahead(using: str, today: date, ages: Iterable[timedelta | None], tries: int = 20,
+               wait: str = LOCK_TIMEOUT) -> int:
     """Day partitions from the last day made through ``wanted_last_day``; returns how many
     days were made. The last day made moves up after each day, both tables attached."""
     last = read_last_day(using)
@@ -197,35 +203,65 @@ def make_ahead(using: str, today: date, ages: Iterable[timedelta | None]) -> int
     made = 0
     day = last + timedelta(days=1)
     while day <= wanted:
-        make_day(using, day)
+        make_day(using, day, tries, wait)
         set_last_day(using, day)
         day += timedelta(days=1)
         made += 1
     return made
 
 
-def detach_and_drop(using: str, day: date) -> None:
-    """Detach ``day``'s partitions ``CONCURRENTLY`` (claims go on) and drop them; a detach an
-    earlier pass left pending is finalized."""
+def detach_and_drop(using: str, day: date) -> bool:
+    """Detach ``day``'s partitions ``CONCURRENTLY`` (claims go on) and drop them; True once both
+    are gone.
+
+    A concurrent detach waits for every transaction that holds the parent and began before it.
+    It waits ``PASS_WAIT`` at most: past that the detach stays pending (the partition is hidden
+    from later queries), this returns False and a later pass finalizes it (``FINALIZE`` waits
+    the same way). So a long transaction on the jobs table holds a day's drop back but never
+    the worker whose heartbeat runs the pass. Inside a transaction block the detach is a plain
+    one (``ACCESS EXCLUSIVE`` on the parent, for a catalog change)."""
     connection = connections[using]
     for table in TABLES:
         name = day_name(table, day)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT i.inhdetachpending FROM pg_inherits i WHERE i.inhparent = "
-                "%s::regclass AND i.inhrelid = to_regclass(%s)", [table, name])
-            row = cursor.fetchone()
-            if row is not None:
-                # CONCURRENTLY cannot run in a transaction block: inside one, a plain
-                # DETACH (ACCESS EXCLUSIVE on the parent, for a catalog change).
-                how = ("FINALIZE" if row[0] else
-                       "" if connection.in_atomic_block else "CONCURRENTLY")
-                cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {name} {how}")
-            cursor.execute(f"DROP TABLE IF EXISTS {name}")
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT i.inhdetachpending FROM pg_inherits i WHERE i.inhparent = "
+                    "%s::regclass AND i.inhrelid = to_regclass(%s)", [table, name])
+                row = cursor.fetchone()
+            if row is not None and (row[0] or connection.in_atomic_block):
+                how = "FINALIZE" if row[0] else ""
+                in_transaction(using, [f"ALTER TABLE {table} DETACH PARTITION {name} {how}"],
+                               tries=1, wait=PASS_WAIT)
+            elif row is not None:
+                detach_concurrently(using, table, name)
+            in_transaction(using, [f"DROP TABLE IF EXISTS {name}"], tries=1, wait=PASS_WAIT)
+        except DatabaseError as exc:
+            if not lock_conflict(exc):
+                raise
+            logger.info("partitions: the drop of %s waits for transactions older than it on "
+                        "%s; a later pass goes on with it", name, table)
+            return False
+    return True
 
 
-def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int) -> dict[str, int]:
-    """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went, by status.
+def detach_concurrently(using: str, table: str, name: str) -> None:
+    """``DETACH PARTITION ... CONCURRENTLY``, which runs outside a transaction block: under the
+    session's ``lock_timeout`` set to ``PASS_WAIT`` for this statement alone."""
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT current_setting('lock_timeout'), "
+                       "set_config('lock_timeout', %s, false)", [PASS_WAIT])
+        before = cursor.fetchone()[0]
+        try:
+            cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {name} CONCURRENTLY")
+        finally:
+            cursor.execute("SELECT set_config('lock_timeout', %s, false)", [before])
+
+
+def prune_day(using: str, day: date, kept: Q | Exists,
+              batch_size: int) -> dict[str, int] | None:
+    """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went, by status,
+    or None where the detach waits for older transactions (``detach_and_drop``).
 
     First the dead or canceled jobs of the day matched by ``kept`` (a waiting job depends on
     them) move to the next day's partition, their attempts with them: a retry can still release
@@ -269,14 +305,22 @@ def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int) -> dict[
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT {pk} FROM {jobs_table}),\n"  # noqa: S608
                            f"{parts}\nSELECT 1")
-    detach_and_drop(using, day)
-    return counts
+    return counts if detach_and_drop(using, day) else None
 
 
 def passed_days(using: str, today: date) -> list[date]:
-    """The days whose partitions may be dropped: every day partition up to ``today``."""
+    """The days whose partitions may be dropped: every day partition up to ``today``, and a
+    day table detached whose drop did not get its lock."""
     with connections[using].cursor() as cursor:
         days = set(attached_days(cursor, JOBS)) | set(attached_days(cursor, ATTEMPTS))
+        cursor.execute(
+            "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' AND NOT c.relispartition "
+            "AND c.relnamespace = current_schema()::regnamespace "
+            "AND (c.relname ~ %s OR c.relname ~ %s)", [f"^{JOBS}_[0-9]{{8}}$",
+                                                     f"^{ATTEMPTS}_[0-9]{{8}}$"])
+        for (name,) in cursor.fetchall():
+            suffix = name[-8:]
+            days.add(date(int(suffix[:4]), int(suffix[4:6]), int(suffix[6:])))
     return sorted(day for day in days if day <= today)
 
 
@@ -308,11 +352,21 @@ def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q | 
         if not cursor.fetchone()[0]:
             return None
     try:
-        made = make_ahead(using, today, list(ages))
+        try:
+            made = make_ahead(using, today, list(ages), tries=1, wait=PASS_WAIT)
+        except DatabaseError as exc:
+            if not lock_conflict(exc):
+                raise
+            logger.info("partitions: a day made ahead waits for a lock on the table; a later "
+                        "pass makes it")
+            made = 0
         dropped = 0
         jobs: dict[str, int] = {}
         for day in passed_days(using, today if drop_through is None else drop_through):
-            for status, n in prune_day(using, day, kept, batch_size).items():
+            counts = prune_day(using, day, kept, batch_size)
+            if counts is None:  # the days after it wait with it: one detach may be pending
+                break
+            for status, n in counts.items():
                 jobs[status] = jobs.get(status, 0) + n
             dropped += 1
         return {"made": made, "dropped": dropped, "jobs": jobs}
