@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import sys
+import threading
 from datetime import UTC, date, timedelta
 from pathlib import Path
 

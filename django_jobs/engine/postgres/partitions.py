@@ -54,7 +54,7 @@ LOCK_TIMEOUT = "3s"
 # A worker's pass tries each catalog change once, and a detach waits at most this long for the
 # transactions that began before it: a pass runs inside the worker's heartbeat, which must not
 # wait on a long transaction (a report, a session idle in its transaction).
-PASS_WAIT = "1s"
+HEARTBEAT_LOCK_WAIT = "1s"
 
 _cache: dict[str, tuple[float, date | None]] = {}
 
@@ -215,11 +215,11 @@ def detach_and_drop(using: str, day: date) -> bool:
     are gone.
 
     A concurrent detach waits for every transaction that holds the parent and began before it.
-    It waits ``PASS_WAIT`` at most: past that the detach stays pending (the partition is hidden
-    from later queries), this returns False and a later pass finalizes it (``FINALIZE`` waits
-    the same way). So a long transaction on the jobs table holds a day's drop back but never
-    the worker whose heartbeat runs the pass. Inside a transaction block the detach is a plain
-    one (``ACCESS EXCLUSIVE`` on the parent, for a catalog change)."""
+    It waits ``HEARTBEAT_LOCK_WAIT`` at most: past that the detach stays pending (the partition
+    is hidden from later queries), this returns False and a later pass finalizes it
+    (``FINALIZE`` waits the same way). So a long transaction on the jobs table holds a day's
+    drop back but never the worker whose heartbeat runs the pass. Inside a transaction block
+    the detach is a plain one (``ACCESS EXCLUSIVE`` on the parent, for a catalog change)."""
     connection = connections[using]
     for table in TABLES:
         name = day_name(table, day)
@@ -232,10 +232,11 @@ def detach_and_drop(using: str, day: date) -> bool:
             if row is not None and (row[0] or connection.in_atomic_block):
                 how = "FINALIZE" if row[0] else ""
                 in_transaction(using, [f"ALTER TABLE {table} DETACH PARTITION {name} {how}"],
-                               tries=1, wait=PASS_WAIT)
+                               tries=1, wait=HEARTBEAT_LOCK_WAIT)
             elif row is not None:
                 detach_concurrently(using, table, name)
-            in_transaction(using, [f"DROP TABLE IF EXISTS {name}"], tries=1, wait=PASS_WAIT)
+            in_transaction(using, [f"DROP TABLE IF EXISTS {name}"], tries=1,
+                           wait=HEARTBEAT_LOCK_WAIT)
         except DatabaseError as exc:
             if not lock_conflict(exc):
                 raise
@@ -247,10 +248,10 @@ def detach_and_drop(using: str, day: date) -> bool:
 
 def detach_concurrently(using: str, table: str, name: str) -> None:
     """``DETACH PARTITION ... CONCURRENTLY``, which runs outside a transaction block: under the
-    session's ``lock_timeout`` set to ``PASS_WAIT`` for this statement alone."""
+    session's ``lock_timeout`` set to ``HEARTBEAT_LOCK_WAIT`` for this statement alone."""
     with connections[using].cursor() as cursor:
         cursor.execute("SELECT current_setting('lock_timeout'), "
-                       "set_config('lock_timeout', %s, false)", [PASS_WAIT])
+                       "set_config('lock_timeout', %s, false)", [HEARTBEAT_LOCK_WAIT])
         before = cursor.fetchone()[0]
         try:
             cursor.execute(f"ALTER TABLE {table} DETACH PARTITION {name} CONCURRENTLY")
@@ -353,7 +354,7 @@ def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q | 
             return None
     try:
         try:
-            made = make_ahead(using, today, list(ages), tries=1, wait=PASS_WAIT)
+            made = make_ahead(using, today, list(ages), tries=1, wait=HEARTBEAT_LOCK_WAIT)
         except DatabaseError as exc:
             if not lock_conflict(exc):
                 raise
