@@ -84,6 +84,7 @@ class Worker:
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
         self.solo: Job | None = None  # a job that was in a crash, to run alone (suspects.py)
         self.solo_started = False
+        self.one_at_a_time = False  # after a claim that held a suspect (suspects.py)
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
         # Database errors: back off, log once; after an outage the job threads reconnect.
         self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)

@@ -5,6 +5,10 @@ Only one of the jobs a dead worker held may have killed it, and the rescue canno
 hands the rest of its batch back unspent, claims nothing more, lets its running jobs finish, and
 only then starts the suspect. If the worker dies now, the suspect was alone, and the crash is its
 own; an innocent job that only shared a crash completes on its solo run.
+
+The jobs a dead worker held come back as suspects together, and a batch of them would be handed
+back but one, then claimed again and handed back but one, as many times as there are suspects.
+So a worker whose claim held a suspect claims one job at a time until a claim holds none.
 """
 
 from __future__ import annotations
@@ -34,7 +38,10 @@ def admit(worker: WorkerState, jobs: list[Job], held: Any) -> list[Job]:
         if suspect.crashes:
             break
     else:  # no suspect: every batch but a few after a crash
+        if jobs:
+            worker.one_at_a_time = False
         return jobs
+    worker.one_at_a_time = True
     others = [job for job in jobs if job is not suspect]
     if others:
         try:

@@ -73,6 +73,8 @@ def claim(worker: WorkerState) -> int:
     free = worker.sizer.limit(len(worker.running) - len(outcomes))
     if worker.solo is not None and all(o.job.id != worker.solo.id for o in outcomes):
         free = 0  # a suspect runs alone (suspects.py): claim nothing until it has ended
+    elif worker.one_at_a_time:
+        free = min(free, 1)  # more suspects may come: none handed back (suspects.py)
     if worker.options.max_jobs is not None:
         free = min(free, worker.options.max_jobs - worker.claimed)
     room, listener = max(free, 0), worker.listener

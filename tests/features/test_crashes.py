@@ -120,6 +120,22 @@ def test_a_suspect_runs_alone_and_its_batch_is_handed_back_unspent():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_queue_of_suspects_is_claimed_one_at_a_time_after_the_first_batch():
+    """Each suspect runs alone; a worker that met one claims one job at a time until a claim
+    brings none, so a queue of suspects (every job a dead worker held) is not claimed in
+    batches that are handed back whole, one suspect fewer each time."""
+    from tests.helpers import run_burst
+
+    jobs = [Job.enqueue("noop") for _ in range(12)]
+    Job.objects.filter(pk__in=[j.pk for j in jobs]).update(crashes=1)
+    assert run_burst(concurrency=4) >= 12
+    assert Job.objects.filter(pk__in=[j.pk for j in jobs], status=S.COMPLETED).count() == 12
+    # the first claim took four (its free slots) and handed back three; no claim after it
+    # took a batch to hand back
+    assert JobAttempt.objects.filter(outcome=OUT.RELEASED).count() <= 3
+
+
+@pytest.mark.django_db(transaction=True)
 def test_admin_and_api_show_the_crashes(admin_client):
     from tests.api_support import Api, make_token
 
