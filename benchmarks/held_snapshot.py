@@ -161,7 +161,8 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool,
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute(f"SELECT count(*) FROM {TABLE}").fetchone()  # the snapshot is taken
     sampler = Sampler(dsn)
-    logs = [tempfile.TemporaryFile() for _ in range(args.workers)]
+    logs = [tempfile.NamedTemporaryFile(prefix="held-snapshot-worker-", suffix=".log", delete=False)
+            for _ in range(args.workers)]
     try:
         with control.transaction():
             control.execute(f"LOCK TABLE {TABLE} IN EXCLUSIVE MODE")
@@ -191,7 +192,14 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool,
         f"SELECT count(*) FROM {TABLE} WHERE status = 'completed' AND attempt = 1"
     ).fetchone()[0]
     if completed != args.jobs:
-        raise RuntimeError(f"{completed} of {args.jobs} jobs completed once")
+        states = control.execute(
+            f"SELECT status, attempt, count(*) FROM {TABLE} GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+        raise RuntimeError(f"{completed} of {args.jobs} jobs completed once; by status and "
+                           f"attempt: {states}; the workers' logs: "
+                           f"{', '.join(log.name for log in logs)}")
+    for log in logs:
+        os.unlink(log.name)
     ends = [started]  # the tenths' ends, by the jobs' finished_at
     for tenth in range(1, 11):
         offset = max(args.jobs * tenth // 10 - 1, 0)
