@@ -97,10 +97,25 @@ def prune(
 
     if dry_run:
         now = now or clock.now(Job.objects.db)
-        return {status: prunable(status, age, now).count()
-                for status, age in ages.items() if age is not None}
+        counts, spared = prune_days(ages, now, batch_size or 1, dry_run=True)
+        for status, rows in batched(ages, now, spared).items():
+            counts[status] = counts.get(status, 0) + rows.count()
+        return counts
     counts, _ = prune_pass(ages, batch_size=batch_size, max_batches=max_batches, now=now)
     return counts
+
+
+def batched(ages: dict[str, timedelta | None], now: datetime,
+            spared: tuple[date, date] | None):
+    """The jobs the batched ``DELETE`` of a pass takes, per status with an age: those past it,
+    but where the table is partitioned by day the ones whose day's partitions go by tomorrow
+    (``spared``, from ``prune_days``), for ages of a day or more: left to the drop."""
+    left = {status: prunable(status, age, now) for status, age in ages.items() if age is not None}
+    if spared is None:
+        return left
+    return {status: rows.exclude(shelf__gte=spared[0], shelf__lte=spared[1])
+            if (ages[status] or DROPPED_FROM_AGE) >= DROPPED_FROM_AGE else rows
+            for status, rows in left.items()}
 
 
 def prune_pass(
@@ -124,11 +139,7 @@ def prune_pass(
     batch_size = batch_size or int(jobs_settings.PRUNE_BATCH_SIZE)
     now = now or clock.now(Job.objects.db)
     counts, spared = prune_days(ages, now, batch_size)
-    left = {status: prunable(status, age, now) for status, age in ages.items() if age is not None}
-    if spared is not None:  # jobs whose day's partitions go by tomorrow: left to the drop
-        left = {status: rows.exclude(shelf__gte=spared[0], shelf__lte=spared[1])
-                if (ages[status] or DROPPED_FROM_AGE) >= DROPPED_FROM_AGE else rows
-                for status, rows in left.items()}
+    left = batched(ages, now, spared)
     for status in left:
         counts.setdefault(status, 0)
     rounds = 0
@@ -147,8 +158,8 @@ def prune_pass(
     return counts, not left
 
 
-def prune_days(ages: dict[str, timedelta | None], now: datetime,
-               batch_size: int) -> tuple[dict[str, int], tuple[date, date] | None]:
+def prune_days(ages: dict[str, timedelta | None], now: datetime, batch_size: int,
+               dry_run: bool = False) -> tuple[dict[str, int], tuple[date, date] | None]:
     """On PostgreSQL's partitioned table (``engine/postgres/partitions.py``): the day
     partitions made ahead, and those whose day has come dropped, with what Django's delete does
     for their jobs' relations; the dead or canceled jobs a waiting job depends on move to the
@@ -156,7 +167,8 @@ def prune_days(ages: dict[str, timedelta | None], now: datetime,
     by status, and the shelves whose partitions go by tomorrow (``partitions.dropped_soon``),
     whose jobs the batched prune leaves to the drop: a job past its age there waits at most a
     day and ``DROP_GRACE`` more; one further out (its age was shortened since it finished) is
-    deleted in batches now."""
+    deleted in batches now. ``dry_run``: the jobs the drops would take, counted, and nothing
+    made or dropped."""
     from django_jobs.engine.postgres import partitions
     from django_jobs.features.dependencies import waited_on
     from django_jobs.models import Job
@@ -168,8 +180,12 @@ def prune_days(ages: dict[str, timedelta | None], now: datetime,
     # slow to arrive) may still be on its way to that partition.
     db_now = clock.now(using).astimezone(dt.UTC)
     today = min(db_now.date(), now.astimezone(dt.UTC).date())
+    drop_through = min(today, (db_now - DROP_GRACE).date())
+    if dry_run:
+        counts = partitions.dropped_jobs(using, drop_through, waited_on())
+        return counts, partitions.dropped_soon(using, db_now.date())
     done = partitions.upkeep(using, today, ages.values(), waited_on(), batch_size,
-                             drop_through=min(today, (db_now - DROP_GRACE).date()))
+                             drop_through=drop_through)
     return (dict(done["jobs"]) if done else {}), partitions.dropped_soon(using, db_now.date())
 
 

@@ -315,3 +315,30 @@ def test_a_transaction_older_than_the_drop_holds_the_day_back_and_not_the_pass()
         report.close()
         for made in (today(), day):  # for the tests after this one
             partitions.make_day("default", made)
+
+
+def test_a_dry_run_counts_what_a_pass_deletes():
+    from django_jobs.features.retention import prune, prune_pass
+
+    old = clock.now("default") - timedelta(days=8)  # past a 7-day age
+    tomorrow = today() + timedelta(days=1)
+    dropped, due, shortened = (run_until_settled(Job.enqueue("noop")) for _ in range(3))
+    held = run_until_settled(Job.enqueue("always_fails"))
+    Job.enqueue("noop", depends_on=[held])  # waits on the dead job: it moves, not dropped
+    # today's partition goes with a pass an hour into the day; tomorrow's is left to its drop;
+    # a day further out than the age says goes in batches
+    for job, shelf in ((dropped, today()), (held, today()), (due, tomorrow),
+                       (shortened, today() + timedelta(days=5))):
+        Job.objects.filter(pk=job.pk).update(shelf=shelf, finished_at=old, created_at=old)
+        JobAttempt.objects.filter(job_id=job.pk).update(shelf=shelf)
+    ages = {"completed": timedelta(days=7), "dead": timedelta(days=7)}
+    try:
+        would = prune(ages, dry_run=True)
+        assert Job.objects.filter(pk__in=[dropped.pk, due.pk, shortened.pk]).count() == 3
+
+        done, _ = prune_pass(ages)
+
+        assert would == done and done["dead"] == 0
+        assert Job.objects.filter(pk=due.pk).exists()  # counted by neither
+    finally:
+        partitions.make_day("default", today())

@@ -325,6 +325,26 @@ def passed_days(using: str, today: date) -> list[date]:
     return sorted(day for day in days if day <= today)
 
 
+def dropped_jobs(using: str, through: date, kept: Q | Exists) -> dict[str, int]:
+    """The jobs, by status, that dropping the day partitions through ``through`` would take
+    (``prune_day``), counted; the dead or canceled ones matched by ``kept`` move instead. An
+    empty count where the table is not partitioned."""
+    from django.db.models import Count
+
+    from django_jobs.core.states import CANCELED, DEAD
+    from django_jobs.models import Job
+
+    if not partitioned(using):
+        return {}
+    days = passed_days(using, through)
+    if not days:
+        return {}
+    jobs = Job.objects.using(using).filter(shelf__in=days)
+    moved = jobs.filter(status__in=(DEAD, CANCELED), has_dependents=True).filter(kept)
+    rows = jobs.exclude(pk__in=moved.values("pk"))
+    return {row["status"]: row["n"] for row in rows.values("status").annotate(n=Count("pk"))}
+
+
 def dropped_soon(using: str, today: date) -> tuple[date, date] | None:
     """The shelves whose day partitions a pass drops by tomorrow: from the first day partition
     attached through tomorrow; None where the jobs table is not partitioned or has no day
