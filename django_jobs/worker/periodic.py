@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from django.db import DatabaseError
 
+from django_jobs.core.db_errors import REFUSAL, classify
 from django_jobs.engine import hooks
 from django_jobs.worker.horizon import HorizonWatch
 
@@ -34,8 +35,11 @@ class Periodic:
         for step in self.steps():
             try:
                 step(worker_id)
-            except DatabaseError:
-                logger.exception("worker %s: %s failed", worker_id, step_name(step))
+            except DatabaseError as exc:
+                # An outage (the connection lost, a failover) is the worker's to report, once
+                # (worker/outage.py); a statement the database refused is this step's own.
+                if classify(exc) is REFUSAL:
+                    logger.exception("worker %s: %s failed", worker_id, step_name(step))
                 raise
             except Exception:  # a bad schedule setting must not stop the worker's heartbeat
                 logger.exception("worker %s: %s failed", worker_id, step_name(step))
