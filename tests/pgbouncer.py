@@ -22,13 +22,9 @@ from typing import Any
 
 import pytest
 
+from tests.ports import free_port
+
 BINARY = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin:/sbin")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PgBouncer:

@@ -1,18 +1,17 @@
 """A throwaway PostgreSQL cluster that a test creates, crashes and restarts on a port of its own.
 
-``initdb`` into a temporary directory, ``pg_ctl start`` on a free port above 55432 (never the
-shared server's 5432), ``pg_ctl stop -m immediate`` for a crash (no checkpoint: the restart runs
-crash recovery from the WAL). PostgreSQL refuses to run as root, so as root every command runs as
-the ``postgres`` user through ``runuser``, in a directory that user owns.
+``initdb`` into a temporary directory, ``pg_ctl start`` on a free port below the ephemeral range
+(``tests/ports.py``; never the shared server's 5432), ``pg_ctl stop -m immediate`` for a crash
+(no checkpoint: the restart runs crash recovery from the WAL). PostgreSQL refuses to run as
+root, so as root every command runs as the ``postgres`` user through ``runuser``, in a directory
+that user owns.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
-import random
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.ports import free_port
 
 SHARED_PORT = 5432
 
@@ -35,15 +36,6 @@ def find_bindir() -> Path | None:
         if candidate and (Path(candidate) / "initdb").exists():
             return Path(candidate)
     return None
-
-
-def free_port() -> int:
-    for _ in range(100):
-        port = 55432 + random.randrange(1, 5000)
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise RuntimeError("no free port above 55432")
 
 
 class Cluster:

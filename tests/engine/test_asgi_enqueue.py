@@ -22,22 +22,17 @@ from django.conf import settings
 
 from django_jobs.models import Job
 from tests.conftest import ROOT, settings_module, wait_for
+from tests.ports import free_port
 
 pytest.importorskip("uvicorn")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:
     """``uvicorn tests.asgi:application`` on a free port of 127.0.0.1."""
 
     def __init__(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         env = {**os.environ, "JOBS_DB_NAME": str(settings.DATABASES["default"]["NAME"]),
                "DJANGO_SETTINGS_MODULE": settings_module(), "PYTHONUNBUFFERED": "1"}
         self.log = open(ROOT / "tests" / "artifacts" / f"uvicorn-{time.time_ns()}.log", "w+")
