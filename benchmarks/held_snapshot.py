@@ -2,7 +2,6 @@
 
     python benchmarks/held_snapshot.py [--jobs 100000] [--repeat 1] [--workers 4]
                                         [--only plain|held] [--from-front]
-                                        [--table partitioned|plain]
 
 An open snapshot keeps vacuum from removing the row versions that every claim and every finish
 leave behind, and no scan may mark their index entries dead either. The claimed jobs' entries
@@ -27,10 +26,6 @@ What is measured, per drain:
   of the lease index that a heartbeat's rescue reads), sampled every quarter second while the
   drain runs and taken at each tenth's end. A dead entry the claim passes over counts as read:
   the figure is the walk itself, not only its result.
-
-``--table plain`` runs the drains on the jobs table as migration 0027 left it, one table, where
-the default is the table as migrated (on PostgreSQL partitioned by prune day, where a finish
-moves its row out of the open partition).
 
 ``--from-front`` runs the workers through ``benchmarks/from_front.py``: the same ``runworker``
 whose claim cursor never hands out a key, so every claim reads the ready index from its front
@@ -247,9 +242,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--only", choices=("plain", "held"), help="run one kind only")
     parser.add_argument("--from-front", action="store_true",
                         help="every claim reads the ready index from its front (no key)")
-    parser.add_argument("--table", choices=("partitioned", "plain"), default="partitioned",
-                        help="the jobs table as migrated (partitioned by day on PostgreSQL), "
-                             "or plain, as migration 0027 leaves it")
     args = parser.parse_args()
     if args.jobs < 10 or args.repeat < 1 or args.workers < 1:
         parser.error("--jobs must be at least 10, --repeat and --workers at least 1")
@@ -264,15 +256,10 @@ def main() -> None:
         throughput.bench_database(),
         psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as control,
     ):
-        if args.table == "plain":
-            from django.core.management import call_command
-
-            call_command("migrate", "django_jobs", "0027", verbosity=0)
         for index in range(args.repeat):
             for kind in kinds if index % 2 == 0 else kinds[::-1]:
                 runs[kind].append(one_drain(args, control, held=kind == "held"))
     claims = "every claim from the index's front" if args.from_front else "as shipped"
-    claims += f", {args.table} table"
     print(
         f"{args.jobs:,} jobs, {args.workers} workers {claims}, {args.repeat} repeat(s); "
         f"last tenth / first tenth"
