@@ -1,5 +1,5 @@
 """Pruning a day of history on PostgreSQL's partitioned table: the drop of the day's
-partitions (``engine/postgres/partitions.py``, as a worker's retention pass does it) against
+partitions (``engine/postgres/day_drops.py``, as a worker's retention pass does it) against
 the batched prune of as many jobs in the open partition (``prune_pass``, the one-statement
 batch of ``engine/postgres/prune.py``), the baseline, in the same run and database.
 
@@ -92,7 +92,7 @@ def drop_day(jobs: int, batch: int) -> dict[str, float]:
 
     from django.db import connection
 
-    from django_jobs.engine.postgres import partitions
+    from django_jobs.engine.postgres import day_drops, partitions
     from django_jobs.features.dependencies import waited_on
 
     assert partitions.partitioned("default"), "the jobs table is not partitioned"
@@ -104,7 +104,7 @@ def drop_day(jobs: int, batch: int) -> dict[str, float]:
     assert count(day) == jobs
     before = size_mb()
     start = time.perf_counter()
-    done = partitions.upkeep("default", day, [timedelta(days=7)], waited_on(), batch)
+    done = day_drops.upkeep("default", day, [timedelta(days=7)], waited_on(), batch)
     seconds = time.perf_counter() - start
     assert done is not None and done["jobs"].get("completed") == jobs, done
     assert done["made"] == 0, done

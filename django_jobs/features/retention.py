@@ -160,16 +160,16 @@ def prune_pass(
 
 def prune_days(ages: dict[str, timedelta | None], now: datetime, batch_size: int,
                dry_run: bool = False) -> tuple[dict[str, int], tuple[date, date] | None]:
-    """On PostgreSQL's partitioned table (``engine/postgres/partitions.py``): the day
+    """On PostgreSQL's partitioned table (``engine/postgres/day_drops.py``): the day
     partitions made ahead, and those whose day has come dropped, with what Django's delete does
     for their jobs' relations; the dead or canceled jobs a waiting job depends on move to the
     next day instead. One worker at a time does it; elsewhere nothing. Returns the jobs dropped
-    by status, and the shelves whose partitions go by tomorrow (``partitions.dropped_soon``),
+    by status, and the shelves whose partitions go by tomorrow (``day_drops.dropped_soon``),
     whose jobs the batched prune leaves to the drop: a job past its age there waits at most a
     day and ``DROP_GRACE`` more; one further out (its age was shortened since it finished) is
     deleted in batches now. ``dry_run``: the jobs the drops would take, counted, and nothing
     made or dropped."""
-    from django_jobs.engine.postgres import partitions
+    from django_jobs.engine.postgres import day_drops
     from django_jobs.features.dependencies import waited_on
     from django_jobs.models import Job
 
@@ -182,11 +182,11 @@ def prune_days(ages: dict[str, timedelta | None], now: datetime, batch_size: int
     today = min(db_now.date(), now.astimezone(dt.UTC).date())
     drop_through = min(today, (db_now - DROP_GRACE).date())
     if dry_run:
-        counts = partitions.dropped_jobs(using, drop_through, waited_on())
-        return counts, partitions.dropped_soon(using, db_now.date())
-    done = partitions.upkeep(using, today, ages.values(), waited_on(), batch_size,
+        counts = day_drops.dropped_jobs(using, drop_through, waited_on())
+        return counts, day_drops.dropped_soon(using, db_now.date())
+    done = day_drops.upkeep(using, today, ages.values(), waited_on(), batch_size,
                              drop_through=drop_through)
-    return (dict(done["jobs"]) if done else {}), partitions.dropped_soon(using, db_now.date())
+    return (dict(done["jobs"]) if done else {}), day_drops.dropped_soon(using, db_now.date())
 
 
 def prune_groups(ages: dict[str, timedelta | None], now: datetime, batch_size: int) -> int:

@@ -21,7 +21,7 @@ from django.db import connection
 from django_jobs.core import clock
 from django_jobs.core.shelves import KEPT_SHELF, OPEN_SHELF
 from django_jobs.core.states import COMPLETED, DEAD, WAITING
-from django_jobs.engine.postgres import partitions
+from django_jobs.engine.postgres import day_drops, partitions
 from django_jobs.features.dependencies import waited_on
 from django_jobs.models import Job, JobAttempt, JobDependency
 from tests.conftest import requires_postgres
@@ -121,7 +121,7 @@ def test_pruning_a_day_drops_its_partitions_and_leaves_the_links_as_a_delete_wou
     Job.objects.filter(pk__in=moved).update(shelf=day)
     JobAttempt.objects.filter(job_id__in=moved).update(shelf=day)
     try:
-        done_counts = partitions.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
+        done_counts = day_drops.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
         assert done_counts is not None and done_counts["dropped"] >= 1
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass(%s), to_regclass(%s)", [
@@ -240,7 +240,7 @@ def test_a_prune_pass_makes_the_days_ahead_that_are_missing():
     from django_jobs.features.retention import configured_ages, prune_pass
 
     last = partitions.read_last_day("default")
-    partitions.detach_and_drop("default", last)
+    day_drops.detach_and_drop("default", last)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {partitions.DAYS} SET last_day = %s",
                        [last - timedelta(days=1)])
@@ -290,7 +290,7 @@ def test_a_transaction_older_than_the_drop_holds_the_day_back_and_not_the_pass()
         # a report in REPEATABLE READ, its snapshot taken on the jobs table and held
         report.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         report.execute("SELECT count(*) FROM django_jobs_job")
-        upkeep = threading.Thread(target=lambda: passes.append(partitions.upkeep(
+        upkeep = threading.Thread(target=lambda: passes.append(day_drops.upkeep(
             "default", day, [timedelta(days=7)], waited_on(), 100)))
         upkeep.start()
         upkeep.join(timeout=60)
@@ -303,7 +303,7 @@ def test_a_transaction_older_than_the_drop_holds_the_day_back_and_not_the_pass()
         assert not Job.objects.filter(pk=done.pk).exists()
         report.rollback()
 
-        again = partitions.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
+        again = day_drops.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
 
         assert again["dropped"] >= 1 and again["jobs"] == {"completed": 1}
         with connection.cursor() as cursor:
