@@ -342,3 +342,23 @@ def test_a_dry_run_counts_what_a_pass_deletes():
         assert Job.objects.filter(pk=due.pk).exists()  # counted by neither
     finally:
         partitions.make_day("default", today())
+
+
+def test_a_day_whose_jobs_partition_went_and_attempts_partition_stayed_is_dropped_later():
+    day = today() + timedelta(days=1)
+    jobs_day = partitions.day_name(partitions.JOBS, day)
+    try:
+        with connection.cursor() as cursor:  # as a pass whose attempts' detach timed out
+            cursor.execute(f"ALTER TABLE {partitions.JOBS} DETACH PARTITION {jobs_day}")
+            cursor.execute(f"DROP TABLE {jobs_day}")
+
+        done = day_drops.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
+
+        assert done["dropped"] >= 1
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)",
+                           [partitions.day_name(partitions.ATTEMPTS, day)])
+            assert cursor.fetchone() == (None,)
+    finally:
+        for made in (today(), day):  # for the tests after this one
+            partitions.make_day("default", made)
