@@ -28,6 +28,7 @@ from django_jobs.engine.postgres.partitions import (
     TABLES,
     attached_days,
     day_name,
+    day_of,
     in_transaction,
     make_ahead,
     partitioned,
@@ -156,8 +157,7 @@ def passed_days(using: str, today: date) -> list[date]:
             "AND (c.relname ~ %s OR c.relname ~ %s)", [f"^{JOBS}_[0-9]{{8}}$",
                                                      f"^{ATTEMPTS}_[0-9]{{8}}$"])
         for (name,) in cursor.fetchall():
-            suffix = name[-8:]
-            days.add(date(int(suffix[:4]), int(suffix[4:6]), int(suffix[6:])))
+            days.add(day_of(name[-8:]))
     return sorted(day for day in days if day <= today)
 
 

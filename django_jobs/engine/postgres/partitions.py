@@ -120,6 +120,11 @@ def wanted_last_day(today: date, ages: Iterable[timedelta | None]) -> date:
     return today + timedelta(days=longest.days + 2) + AHEAD
 
 
+def day_of(suffix: str) -> date:
+    """The day a partition's ``YYYYMMDD`` suffix names (``day_name``)."""
+    return date(int(suffix[:4]), int(suffix[4:6]), int(suffix[6:]))
+
+
 def attached_days(cursor: Any, table: str) -> dict[date, str]:
     """The day partitions of ``table`` by their day (detach-pending ones included)."""
     cursor.execute(
@@ -129,7 +134,7 @@ def attached_days(cursor: Any, table: str) -> dict[date, str]:
     for (name,) in cursor.fetchall():
         suffix = name[len(table) + 1:]
         if len(suffix) == 8 and suffix.isdigit():
-            days[date(int(suffix[:4]), int(suffix[4:6]), int(suffix[6:]))] = name
+            days[day_of(suffix)] = name
     return days
 
 
