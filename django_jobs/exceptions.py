@@ -54,3 +54,16 @@ class DependencyUnavailable(LookupError):
     """``dependency_results()[key]`` of a dependency that has no result: it went dead or was
     canceled (a dependent whose policy runs it anyway), or it was deleted (pruned) after it
     completed."""
+
+
+class ClaimConflict(Exception):
+    """A claim that met, on each of its tries, a row another worker claimed and finished since
+    the claim's statement began (on PostgreSQL's partitioned jobs table, a row moved to another
+    partition: ``engine/moved_claims.py``). Not an outage: the database is there and other
+    workers are taking the jobs, so a worker claims again on its next turn. ``written``: the
+    outcomes the same turn wrote before its claim (a worker's ``finish_and_claim``)."""
+
+    def __init__(self, tries: int) -> None:
+        super().__init__(f"the claim met a row moved under it on each of its {tries} tries")
+        self.tries = tries
+        self.written: list = []

@@ -29,6 +29,7 @@ from django_jobs.core.states import COMPLETED, PROCESSING
 from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.leases import LeaseVerbs
+from django_jobs.engine.moved_claims import apart_if_moved, claim_again_if_moved
 from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.staff import StaffVerbs
 from django_jobs.engine.transition import Apply, Transition, undone_on_error
@@ -135,6 +136,7 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     # Claim
 
+    @claim_again_if_moved
     def claim(self, request: ClaimRequest) -> list[Job]:
         """Take up to ``request.limit`` ready jobs for this worker, in one short transaction.
 
@@ -216,7 +218,7 @@ class Engine(StaffVerbs, LeaseVerbs):
             applying(outcome, change)
         return done
 
-    @once_more_if_moved
+    @apart_if_moved
     def finish_and_claim(
         self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:

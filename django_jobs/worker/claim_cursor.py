@@ -42,7 +42,7 @@ class ClaimCursor:
     def after(self, now: float) -> ClaimKey | None:
         """The key for a claim sent at ``now``; None (from the start) once it is time to."""
         if now >= self.restart_at or not self.used:
-            self.key = None
+            return None
         return self.key
 
     def claimed(self, after: ClaimKey | None, jobs: list[Job], now: float) -> None:
@@ -51,3 +51,11 @@ class ClaimCursor:
         if after is None:
             self.restart_at = now + self.restart_seconds
         self.key = ClaimKey.furthest(jobs)
+
+    def conflicted(self, after: ClaimKey | None, now: float) -> None:
+        """A claim sent with ``after`` met rows moved under it on every try and took nothing
+        (``ClaimConflict``): other workers are claiming where it read. The key stays; a claim
+        from the start counts as sent, so the next claims read after the key (a claim from the
+        start walks furthest, and meets the most such rows, under a long-open snapshot)."""
+        if after is None:
+            self.restart_at = now + self.restart_seconds

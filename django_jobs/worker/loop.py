@@ -85,6 +85,7 @@ class Worker:
         self.solo: Job | None = None  # a job that was in a crash, to run alone (suspects.py)
         self.solo_started = False
         self.one_at_a_time = False  # after a claim that held a suspect (suspects.py)
+        self.claim_conflicted = False  # the last claim met rows moved under it (turn.py)
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
         # Database errors: back off, log once; after an outage the job threads reconnect.
         self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)
@@ -122,9 +123,11 @@ class Worker:
                         break
                 else:
                     claimed = self.safely(turn.claim, self) or 0
-                    if self.options.burst and not (claimed or self.running or self.outages.active):
+                    if self.options.burst and not (claimed or self.running or self.outages.active
+                                                   or self.claim_conflicted):
                         break
-                    if claimed and len(self.running) < self.options.concurrency:
+                    if (claimed or self.claim_conflicted) and \
+                            len(self.running) < self.options.concurrency:
                         continue
                 self._wait()
         except Abort:

@@ -59,6 +59,7 @@ class WorkerState(Protocol):
     solo: Job | None  # a job that was in a crash, to run alone (suspects.py)
     solo_started: bool  # ``solo`` has been handed to a thread
     one_at_a_time: bool  # its last claim held a suspect: claim one job until one holds none
+    claim_conflicted: bool  # its last claim met rows moved under it: claim again soon
     paused: set[str]  # the paused queues, read at each heartbeat; a claim skips them
     # The database's time of its last rescue that found no lease run out (heartbeat.py), and
     # when (time.monotonic()) its next rescue looks from the lease index's front.

@@ -33,9 +33,10 @@ import uuid
 from typing import TYPE_CHECKING
 
 from django_jobs.core import contract
-from django_jobs.core.contract import ClaimRequest, Waiting
+from django_jobs.core.contract import ClaimKey, ClaimRequest, Waiting
 from django_jobs.core.db_errors import TIMEOUT, classify
 from django_jobs.core.states import Outcome
+from django_jobs.exceptions import ClaimConflict
 from django_jobs.models import Job
 from django_jobs.signals import job_finished
 from django_jobs.worker import suspects
@@ -66,6 +67,7 @@ def claim(worker: WorkerState) -> int:
     """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
     transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one statement);
     hand the claimed jobs out. Returns how many jobs were claimed."""
+    worker.claim_conflicted = False
     release_in_doubt(worker)
     worker.outbox.gather()
     outcomes = worker.outbox.take()
@@ -96,6 +98,9 @@ def claim(worker: WorkerState) -> int:
     )
     try:
         written, jobs = contract.engine(Job.objects.db).finish_and_claim(outcomes, request)
+    except ClaimConflict as conflict:
+        conflicted(worker, outcomes, conflict, after, sent)
+        return 0
     except BaseException as exc:
         if outcomes and refused(exc):  # one outcome the database will not take: isolate it
             settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
@@ -114,6 +119,17 @@ def claim(worker: WorkerState) -> int:
     worker.claimed += len(jobs)
     worker.hand_out(suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None)))
     return len(jobs)
+
+
+def conflicted(worker: WorkerState, outcomes: list[AttemptOutcome], conflict: ClaimConflict,
+               after: ClaimKey | None, sent: float) -> None:
+    """A turn whose claim met rows moved under it on every try (``ClaimConflict``,
+    ``engine/moved_claims.py``): its outcomes were written apart from it, the claim took
+    nothing. Not an outage: the worker claims again at once, its heartbeat going on as ever."""
+    record(worker, outcomes, conflict.written)
+    worker.cursor.conflicted(after, sent)
+    worker.claim_conflicted = True
+    logger.debug("worker %s: %s; claiming again", worker.worker_id, conflict)
 
 
 HB = "; they are pending again for any worker, their attempt not spent"

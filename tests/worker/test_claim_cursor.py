@@ -56,6 +56,29 @@ def test_a_claim_that_took_nothing_sends_the_next_from_the_start():
     assert cursor.after(2.0) is None
 
 
+def test_a_claim_from_the_start_that_conflicted_counts_as_sent_and_the_key_stays():
+    """A claim that met rows moved under it took nothing (``ClaimConflict``): the next claims
+    read after the key, and the next from the start is a heartbeat later."""
+    jobs = jobs_in_claim_order()
+    cursor = ClaimCursor(restart_seconds=5)
+    cursor.claimed(None, jobs[:1], 0.0)
+    after = cursor.after(6.0)
+    assert after is None  # a heartbeat has passed: from the start
+    cursor.conflicted(after, 6.0)
+    assert cursor.after(6.1) == ClaimKey.furthest(jobs[:1])
+    assert cursor.after(10.9) == ClaimKey.furthest(jobs[:1])
+    assert cursor.after(11.0) is None
+
+
+def test_a_claim_after_the_key_that_conflicted_leaves_the_cursor_as_it_was():
+    jobs = jobs_in_claim_order()
+    cursor = ClaimCursor(restart_seconds=5)
+    cursor.claimed(None, jobs[:1], 0.0)
+    cursor.conflicted(cursor.after(1.0), 1.0)
+    assert cursor.after(2.0) == ClaimKey.furthest(jobs[:1])
+    assert cursor.after(5.0) is None
+
+
 def test_a_worker_of_two_queues_always_claims_from_the_start():
     jobs = jobs_in_claim_order()
     for queues, keyed in (((), True), (["a"], True), (["a", "a"], True), (["a", "b"], False)):

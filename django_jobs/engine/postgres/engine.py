@@ -25,6 +25,7 @@ from django_jobs.core.outcomes import micros
 from django_jobs.core.states import CANCELED, COMPLETED, DEAD, READY_STATES, Outcome
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.locked_rows import locked_in_order
+from django_jobs.engine.moved_claims import apart_if_moved, claim_again_if_moved
 from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.portable import RowLockEngine
 from django_jobs.engine.postgres import enqueue as pgenqueue
@@ -35,6 +36,7 @@ from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
 from django_jobs.engine.shelving import shelf_for
 from django_jobs.engine.transition import undone_on_error
 from django_jobs.engine.writes import ClaimValues, claim_values, written
+from django_jobs.exceptions import ClaimConflict
 from django_jobs.models.instances import varying
 
 if TYPE_CHECKING:
@@ -80,6 +82,7 @@ class PostgresEngine(RowLockEngine):
             pgenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
         return jobs
 
+    @claim_again_if_moved
     def claim(self, request: ClaimRequest) -> list[Job]:
         """One statement; with ``request.after``, a second from the ready index's start if
         the first found nothing after the key (``ClaimRequest``)."""
@@ -119,7 +122,7 @@ class PostgresEngine(RowLockEngine):
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
         return done
 
-    @once_more_if_moved
+    @apart_if_moved
     def finish_and_claim(
         self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:
@@ -140,9 +143,14 @@ class PostgresEngine(RowLockEngine):
                 request.worker_id, now, request.lease_seconds, request.lease_token),
             waiter=_waiter(request), after=request.after,
         )
+        done = written(outcomes, changes, mine)
         if not jobs and request.after is not None and request.limit > 0:
-            jobs = self.claim(replace(request, after=None))  # nothing after the key
-        return written(outcomes, changes, mine), jobs
+            try:
+                jobs = self.claim(replace(request, after=None))  # nothing after the key
+            except ClaimConflict as conflict:
+                conflict.written = done  # committed with the turn's statement
+                raise
+        return done, jobs
 
     def hold_key(self, key: str) -> bool:
         """A transaction-level advisory lock on the key's hash (``KEY_LOCKS``, the hash of the
