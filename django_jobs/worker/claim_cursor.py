@@ -13,7 +13,8 @@ reads from the start at once, so an empty claim still means nothing is ready. A 
 before the key (a higher priority enqueued later, a run_at in the past, a job handed back or
 rescued) is read by the next claim from the start, which the worker sends at least once every
 ``heartbeat_seconds`` and after any claim that took nothing: such a row waits at most a
-heartbeat, and only while rows after the key are ready.
+heartbeat, and only while rows after the key are ready. A claim from the start that met rows
+moved under it (``ClaimConflict``) counts as sent, and such a row waits another heartbeat.
 
 A worker of two or more queues claims from the start always: its claim merges one walk of the
 ready index per queue, and bounded by a key PostgreSQL sorts what they read instead.
