@@ -102,7 +102,9 @@ class JobEngine(Protocol):
         ...
 
     def claim(self, request: ClaimRequest) -> list[Job]:
-        """Take up to ``request.limit`` ready jobs for the worker, in claim order."""
+        """Take up to ``request.limit`` ready jobs for the worker, in claim order; raises
+        ``ClaimConflict`` if, on each try, rows it read as ready were claimed and finished by
+        others before it could lock them (``engine/moved_claims.py``)."""
         ...
 
     def finish(self, outcomes: Sequence[AttemptOutcome]) -> list[AttemptOutcome]:
@@ -111,7 +113,8 @@ class JobEngine(Protocol):
 
     def finish_and_claim(self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
                          ) -> tuple[list[AttemptOutcome], list[Job]]:
-        """A worker's turn: ``finish`` then ``claim`` in one transaction; returns both."""
+        """A worker's turn: ``finish`` then ``claim`` in one transaction; returns both. A
+        ``ClaimConflict`` carries the outcomes written (``written``)."""
         ...
 
     def heartbeat(self, *, held: dict[int, uuid.UUID], lease_seconds: float
