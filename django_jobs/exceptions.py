@@ -1,6 +1,13 @@
 """The exceptions django-jobs raises, and the ones handlers raise to steer it."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from django.core.exceptions import ValidationError
+
+if TYPE_CHECKING:
+    from django_jobs.core.outcomes import AttemptOutcome
 
 
 class InvalidJob(ValidationError, ValueError):
@@ -66,4 +73,4 @@ class ClaimConflict(Exception):
     def __init__(self, tries: int) -> None:
         super().__init__(f"the claim met a row moved under it on each of its {tries} tries")
         self.tries = tries
-        self.written: list = []
+        self.written: list[AttemptOutcome] = []
