@@ -196,6 +196,9 @@ def paused_claims(*jobs: Job) -> Iterator[Pause]:
         cursor.execute("SELECT current_database()")
         role = connection.ops.quote_name(f"{cursor.fetchone()[0]}_paused_claimer")
     with transaction.atomic(), connection.cursor() as cursor:
+        # A run killed inside the block leaves the role (roles outlive the test database,
+        # which took the role's grants with it): the next run drops it first.
+        cursor.execute(f"DROP ROLE IF EXISTS {role}")
         cursor.execute(f"CREATE ROLE {role} NOLOGIN")
         cursor.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public"
                        f" TO {role}")
