@@ -42,14 +42,16 @@ def on_postgres() -> bool:
 @pytest.fixture(autouse=True)
 def _last_day_read(request):
     """On PostgreSQL's partitioned table a write that finishes a job reads the last day made
-    now and then (``engine/postgres/partitions.py``, cached for a while): read it before each
-    test that uses the database, so that a test counting a finish's statements counts those of
-    the finish."""
+    now and then (``engine/postgres/partitions.py``, cached for ``CACHE_SECONDS``): read it
+    afresh before each test that uses the database, so that a test counting a finish's
+    statements counts those of the finish. A value only looked up could be nearly that old, and
+    be read again inside the count."""
     if on_postgres() and request.node.get_closest_marker("django_db"):
         from django_jobs.engine.postgres import partitions
 
         request.getfixturevalue("django_db_setup")
         with request.getfixturevalue("django_db_blocker").unblock():
+            partitions.forget(connection.alias)
             partitions.last_day(connection.alias)
     yield
 
