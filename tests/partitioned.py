@@ -9,21 +9,21 @@ from contextlib import contextmanager
 
 from django.db import connection, connections, transaction
 
-from django_jobs.engine.moved_rows import MOVES_ROWS
+from django_jobs.engine import moved_rows
 from django_jobs.engine.postgres import partitions
 from django_jobs.models import Job
 
 
 @contextmanager
 def partitioned_jobs_table() -> Iterator[None]:
-    """The partitioned jobs table, with the engine knowing that it moves rows
-    (``MOVES_ROWS``), as after a statement on it has met a moved row."""
+    """The partitioned jobs table, with the engine reading afresh whether it moves rows
+    (``moved_rows.moves_rows``)."""
     assert partitions.partitioned(connection.alias), "0028 partitions the jobs table"
-    MOVES_ROWS.add(connection.alias)
+    moved_rows.forget(connection.alias)
     try:
         yield
     finally:
-        MOVES_ROWS.discard(connection.alias)
+        moved_rows.forget(connection.alias)
 
 
 def day_partition(job: Job) -> str:

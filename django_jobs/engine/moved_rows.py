@@ -17,11 +17,11 @@ Where the wrapper sits: around the verb's whole transaction. When the verb opens
 transaction (the caller is in autocommit, as a worker always is), the error has rolled it all
 back, and the verb runs again from its start. When the caller already holds a transaction, the
 verb runs in a savepoint, which the error rolls back to, and runs again after it. A savepoint
-costs two more round trips, so it is taken only on a database known to move rows
-(``MOVES_ROWS``): one on which a statement of this process has met the error. Before that, the
-first such error in a caller's transaction reaches the caller as any database error does (the
-transaction is lost either way); on a plain table, which never moves a row, no savepoint is
-ever taken. A wrapped verb called by another one (the finish inside a worker's turn, a fenced
+costs two more round trips, so it is taken only on a database that moves rows
+(``moves_rows``): one whose jobs table is partitioned, as the catalog says (read once per
+process and database), or on which a statement of this process has met the error (a table
+partitioned after that read). On a plain table, which never moves a row, no savepoint is ever
+taken. A wrapped verb called by another one (the finish inside a worker's turn, a fenced
 write inside the rescue) leaves the retry to the outer one: one retry, of the whole. Only on
 PostgreSQL, the one database that moves rows between partitions: elsewhere the verb runs as it
 is.
@@ -42,6 +42,7 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 from django.db import DatabaseError, connections, transaction
 
 from django_jobs.core.db_errors import sqlstate
+from django_jobs.engine.postgres.partitions import partitioned
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,9 +55,11 @@ MOVED = re.compile(
 )
 SERIALIZATION_FAILURE = "40001"
 
-# The databases (aliases) on which a statement of this process met the error: their tables are
-# partitioned, and a verb in a caller's transaction runs in a savepoint there.
+# The databases (aliases) known to move rows: their jobs table is partitioned, or a statement of
+# this process met the error there. A verb in a caller's transaction runs in a savepoint there.
 MOVES_ROWS: set[str] = set()
+# The databases whose catalog was read for it (``moves_rows``).
+_read: set[str] = set()
 
 # The databases on which a wrapped verb is running (the outer one retries, not the inner).
 _retrying: ContextVar[frozenset[str]] = ContextVar("django_jobs_moved_rows", default=frozenset())
@@ -72,6 +75,23 @@ def moved_row(exc: BaseException) -> bool:
     return MOVED.search(message) is not None
 
 
+def moves_rows(using: str) -> bool:
+    """Whether ``using`` moves rows between partitions: known from an error met there, or from
+    the catalog, read once per process and database (a catalog read, in the caller's
+    transaction if there is one)."""
+    if using not in MOVES_ROWS and using not in _read:
+        if partitioned(using):
+            MOVES_ROWS.add(using)
+        _read.add(using)
+    return using in MOVES_ROWS
+
+
+def forget(using: str) -> None:
+    """Forget what is known of ``using`` (a table partitioned or put back, in the tests)."""
+    MOVES_ROWS.discard(using)
+    _read.discard(using)
+
+
 def once_more(using: str, write: Callable[[], R]) -> R:
     """``write()``, sent once more if it raised ``moved_row``'s error (see the module)."""
     connection = connections[using]
@@ -79,7 +99,7 @@ def once_more(using: str, write: Callable[[], R]) -> R:
         return write()
     token = _retrying.set(_retrying.get() | {using})
     try:
-        if connection.in_atomic_block and using not in MOVES_ROWS:
+        if connection.in_atomic_block and not moves_rows(using):
             try:
                 return write()
             except DatabaseError as exc:

@@ -20,7 +20,7 @@ from django_jobs.core.db_errors import sqlstate
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import COMPLETED, FAILED, PENDING, PROCESSING
-from django_jobs.engine.moved_rows import MOVES_ROWS
+from django_jobs.engine import moved_rows
 from django_jobs.models import Job
 from tests.conftest import requires_postgres
 from tests.helpers import claim
@@ -190,22 +190,36 @@ def processing_job_plain() -> Job:
     return job
 
 
+def in_transaction(job: Job) -> Callable[[], object]:
+    def write() -> object:
+        with transaction.atomic():
+            return progress(job)
+    return write
 
-def test_in_the_callers_transaction_the_first_moved_row_is_raised_and_the_next_retried(
+
+def test_in_the_callers_transaction_the_first_moved_row_is_sent_again_on_what_the_catalog_says(
     partitioned_jobs
 ):
-    """No savepoint until the database is known to move rows: the first error reaches the
-    caller, and from then on the write runs in a savepoint and is sent again."""
-    MOVES_ROWS.discard(connection.alias)
-    first, second = processing_job(), processing_job()
+    """The jobs table is partitioned, as the catalog says: the first write in a caller's
+    transaction that meets a moved row already runs in a savepoint and is sent again."""
+    job = processing_job()
+    moved_rows.forget(connection.alias)
 
-    def write(job: Job) -> Callable[[], object]:
-        def in_transaction() -> object:
-            with transaction.atomic():
-                return progress(job)
-        return in_transaction
+    assert race(finished(Job.objects.get(pk=job.pk)), in_transaction(job)) is False
+    assert connection.alias in moved_rows.MOVES_ROWS
+
+
+def test_a_table_partitioned_after_the_catalog_was_read_is_known_from_its_first_moved_row(
+    partitioned_jobs
+):
+    """Where the catalog was read before the table was partitioned (a process older than the
+    migration), the first error reaches the caller, and from then on the write runs in a
+    savepoint and is sent again."""
+    first, second = processing_job(), processing_job()
+    moved_rows.forget(connection.alias)
+    moved_rows._read.add(connection.alias)  # read while the table was plain
 
     with pytest.raises(OperationalError, match="already moved to another partition"):
-        race(finished(Job.objects.get(pk=first.pk)), write(first))
-    assert connection.alias in MOVES_ROWS
-    assert race(finished(Job.objects.get(pk=second.pk)), write(second)) is False
+        race(finished(Job.objects.get(pk=first.pk)), in_transaction(first))
+    assert connection.alias in moved_rows.MOVES_ROWS
+    assert race(finished(Job.objects.get(pk=second.pk)), in_transaction(second)) is False
