@@ -45,14 +45,17 @@ def _last_day_read(request):
     now and then (``engine/postgres/partitions.py``, cached for ``CACHE_SECONDS``): read it
     afresh before each test that uses the database, so that a test counting a finish's
     statements counts those of the finish. A value only looked up could be nearly that old, and
-    be read again inside the count."""
+    be read again inside the count. Whether the table moves rows (``engine/moved_rows.py``),
+    read at a process's first wrapped write in a transaction, is read here too."""
     if on_postgres() and request.node.get_closest_marker("django_db"):
+        from django_jobs.engine.moved_rows import moves_rows
         from django_jobs.engine.postgres import partitions
 
         request.getfixturevalue("django_db_setup")
         with request.getfixturevalue("django_db_blocker").unblock():
             partitions.forget(connection.alias)
             partitions.last_day(connection.alias)
+            moves_rows(connection.alias)
     yield
 
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from django.db import DatabaseError, connections
 
-from django_jobs.engine.moved_rows import MOVES_ROWS, moved_row, once_more
+from django_jobs.engine.moved_rows import MOVES_ROWS, moved_row, once_more, outermost
 from django_jobs.exceptions import ClaimConflict
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def apart_if_moved(
         if connection.vendor != "postgresql" or connection.in_atomic_block:
             return once_more(self.db, lambda: method(self, outcomes, request))
         try:
-            return method(self, outcomes, request)
+            return outermost(self.db, lambda: method(self, outcomes, request))
         except DatabaseError as exc:
             if not moved_row(exc):
                 raise

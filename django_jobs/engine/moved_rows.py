@@ -120,6 +120,16 @@ def once_more(using: str, write: Callable[[], R]) -> R:
         _retrying.reset(token)
 
 
+def outermost(using: str, write: Callable[[], R]) -> R:
+    """``write()``, the wrapped verbs it calls on ``using`` leaving a moved row to the caller,
+    which handles it for the whole (``moved_claims.apart_if_moved``)."""
+    token = _retrying.set(_retrying.get() | {using})
+    try:
+        return write()
+    finally:
+        _retrying.reset(token)
+
+
 class OnDatabase(Protocol):
     db: str
 
