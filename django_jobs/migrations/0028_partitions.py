@@ -33,6 +33,13 @@ statement its own transaction with ``lock_timeout`` set and tried again on a loc
 
 ``sqlmigrate`` prints the statements with ``<D>`` for the day and ``<day>`` for each day; the index
 and trigger statements are read from the table's catalog as it stands.
+
+Steps 1-5 are written out here, as a migration's statements should be. Step 6, the table of
+the last day made and the statements' lock timeout and retries come from
+``engine/postgres/partitions.py`` on purpose: the day partitions are what the workers' pass
+makes ahead and drops every day, and one made here in another way would be a day that pass
+does not know. A change to how days are made is a change to that module and its pass, which
+then also holds for a site that migrates later.
 """
 
 from datetime import date, timedelta
