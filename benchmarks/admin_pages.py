@@ -26,6 +26,7 @@ import os
 import statistics
 import sys
 import time
+from datetime import UTC, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +55,7 @@ QUEUES = ("default", "mail", "media", "billing", "search", "sync", "export", "im
 FILL_SQL = f"""
 INSERT INTO django_jobs_job (public_id, type, payload, status, priority, queue, run_at, attempt,
     max_attempts, result, error, created_at, updated_at, started_at, finished_at, worker_id,
-    lease_token, leased_until, cancel_requested, callback_url, has_dependents, crashes)
+    lease_token, leased_until, cancel_requested, callback_url, has_dependents, crashes, shelf)
 SELECT 'j-' || lpad(to_hex(g), 20, '0'),
     (ARRAY{list(BASE_TYPES)})[1 + mod(g / 7, 5)]
         || CASE WHEN mod(g / 7, {TYPES}) < 5 THEN '' ELSE '_' || mod(g / 7, {TYPES}) / 5 END,
@@ -76,16 +77,20 @@ SELECT 'j-' || lpad(to_hex(g), 20, '0'),
     CASE WHEN s.status = 'pending' THEN '' ELSE 'bench-worker-' || mod(g, 8) END,
     CASE WHEN s.status = 'processing' THEN gen_random_uuid() END,
     CASE WHEN s.status = 'processing' THEN now() + interval '5 minutes' END,
-    false, '', false, 0
+    false, '', false, 0,
+    CASE WHEN s.status IN ('completed', 'canceled') THEN
+            least(%(last_day)s, %(today)s + 1 + mod(g / 1000, 7)::int)
+        WHEN s.status = 'dead' THEN least(%(last_day)s, %(today)s + 1 + mod(g / 1000, 30)::int)
+        ELSE DATE '1000-01-01' END
 FROM generate_series(%(start)s, %(stop)s) AS g,
     LATERAL (SELECT {STATUS_SQL} AS status) AS s,
     LATERAL (SELECT now() - (%(stop)s - g) * interval '2 seconds' AS created) AS t
 """
 ATTEMPTS_SQL = """
 INSERT INTO django_jobs_jobattempt (job_id, number, worker_id, started_at, finished_at, outcome,
-    error, cpu_time, peak_memory)
+    error, cpu_time, peak_memory, shelf)
 SELECT id, 1, 'bench-worker', started_at, started_at + interval '1 second',
-    CASE status WHEN 'dead' THEN 'dead' ELSE 'failed' END, error, 0.01, 52428800
+    CASE status WHEN 'dead' THEN 'dead' ELSE 'failed' END, error, 0.01, 52428800, shelf
 FROM django_jobs_job WHERE status IN ('dead', 'failed') AND id > %(after)s
 """
 # What the engine would have counted as it finished the jobs of the last day (``JobStat``):
@@ -105,13 +110,24 @@ GROUP BY 2, 3, 4, 5, 6
 
 
 def fill(start: int, stop: int) -> None:
+    """Jobs ``start`` to ``stop`` and their attempts. A finished job is on a shelf as the
+    engine's finish puts it (``core/shelves.py``): on PostgreSQL, where the table is partitioned
+    by shelf, in a day partition, spread over the days its status's default ``RETENTION`` keeps
+    (7 for completed and canceled, 30 for dead) as after weeks of finishes; open jobs are in the
+    open partition."""
     from django.db import connection
+
+    from django_jobs.core import clock
+    from django_jobs.engine.postgres import partitions
 
     if connection.vendor == "mysql":
         return admin_mariadb.fill(start, stop)
+    today = clock.now(connection.alias).astimezone(UTC).date()
+    last_day = partitions.read_last_day(connection.alias) or today + timedelta(days=40)
     with connection.cursor() as cursor:
         last = cursor.execute("SELECT coalesce(max(id), 0) FROM django_jobs_job").fetchone()[0]
-        cursor.execute(FILL_SQL, {"start": start, "stop": stop})
+        cursor.execute(FILL_SQL, {"start": start, "stop": stop, "today": today,
+                                  "last_day": last_day})
         cursor.execute(ATTEMPTS_SQL, {"after": last})
         cursor.execute("DELETE FROM django_jobs_jobstat")
         cursor.execute(STATS_SQL, {"span": 60, "unit": "hour", "back": 25 * 60})
