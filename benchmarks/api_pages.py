@@ -25,8 +25,10 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,10 +93,19 @@ def urls() -> dict[str, str]:
     pages["page from half way down (next)"] = "/api/jobs?" + urlencode({"cursor": middle})
     pages["page from half way down (previous)"] = "/api/jobs?" + urlencode(
         {"cursor": "n" + middle[1:]})
+    pages["one job (GET /jobs/<id>), dead"] = f"/api/jobs/{_dead_job()}"
     pages["/metrics/jobs (JSON)"] = "/api/metrics/jobs"
     pages["/metrics/jobs?format=prometheus"] = "/api/metrics/jobs?format=prometheus"
     pages["/metrics/jobs?window=1h"] = "/api/metrics/jobs?window=1h"
     return pages
+
+
+def _dead_job() -> str:
+    """The public id of the newest dead job (on PostgreSQL, in a day partition)."""
+    from django_jobs.models import Job
+
+    return Job.objects.filter(status="dead").order_by("-pk").values_list(
+        "public_id", flat=True)[0]
 
 
 def _middle_cursor() -> str:
@@ -125,9 +136,9 @@ def _get(url: str):  # type: ignore[no-untyped-def]
 
 
 def _results(url: str) -> int | str:
-    """The jobs a list page holds; ``-`` for the metrics."""
+    """The jobs a list page holds; ``-`` for the metrics and a job's own page."""
     response = _get(url)
-    if "/metrics/" in url:
+    if "/metrics/" in url or "results" not in response.json():
         return "-"
     return len(response.json()["results"])
 
@@ -162,7 +173,8 @@ def run(rows_list: list[int], repeat: int, reuse: bool = False) -> list[dict]:
             group_q, group, _ = timed(lambda: staff.get("/admin/auth/group/"), repeat)
             results.append({"rows": rows, "page": "baseline: auth.Group changelist",
                             "queries": group_q, "seconds": group, "load": admin_pages.load()})
-            for name, url in urls().items():
+            pages = urls()
+            for name, url in pages.items():
                 queries, seconds, log = timed(lambda u=url: _get(u), repeat)
                 first.setdefault(name, seconds)
                 results.append({
@@ -173,6 +185,32 @@ def run(rows_list: list[int], repeat: int, reuse: bool = False) -> list[dict]:
                     "slowest": [(round(t * 1000, 1), sql[:300]) for t, sql in
                                 sorted(log, reverse=True)[:3]],
                 })
+            results += new_connections(staff, pages, rows, repeat)
+    return results
+
+
+# Pages measured again on a new database connection each, as a site with Django's default
+# CONN_MAX_AGE = 0 serves every request (``admin_pages.NEW_CONNECTION_PAGES``).
+NEW_CONNECTION_PAGES = ("first page", "one job (GET /jobs/<id>), dead")
+
+
+def new_connections(staff: Any, pages: dict[str, str], rows: int, repeat: int) -> list[dict]:
+    """The Group changelist and ``NEW_CONNECTION_PAGES``, each request on a new connection."""
+    from django.db import connection
+
+    def fresh(get: Callable[[], object]) -> Callable[[], object]:
+        def call() -> object:
+            connection.close()
+            return get()
+        return call
+
+    queries, group, _ = timed(fresh(lambda: staff.get("/admin/auth/group/")), repeat)
+    results = [{"rows": rows, "page": "baseline: auth.Group changelist, new connection",
+                "queries": queries, "seconds": group}]
+    for name in NEW_CONNECTION_PAGES:
+        queries, seconds, _ = timed(fresh(lambda u=pages[name]: _get(u)), repeat)
+        results.append({"rows": rows, "page": f"{name}, new connection", "queries": queries,
+                        "seconds": seconds, "x_group": seconds / group})
     return results
 
 
@@ -181,7 +219,8 @@ def table(results: list[dict]) -> str:
              "| x smallest |", "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
         ratios = (f"{r['x_raw']:.1f} | {r['x_group']:.1f} | {r['x_first_size']:.2f}"
-                  if "x_raw" in r else "- | - | -")
+                  if "x_raw" in r else f"- | {r['x_group']:.1f} | -" if "x_group" in r
+                  else "- | - | -")
         lines.append(f"| {r['rows']:,} | {r['page']} | {r['queries']} | {r.get('results', '-')} "
                      f"| {r['seconds'] * 1000:.1f} | {ratios} |")
     return "\n".join(lines)
