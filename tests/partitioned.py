@@ -129,6 +129,11 @@ class Pause:
         def paused() -> object:
             with connection.cursor() as cursor:
                 cursor.execute(f"SET ROLE {self.role}")
+                # The claim's plan on a table in use: the ready index walked in claim order,
+                # each row locked as it is read (tests/engine/test_claim_plans.py). On the
+                # test's few rows the planner would read them all and sort, once statistics
+                # exist, and reach the paused rows in another order.
+                cursor.execute("SET enable_seqscan = off")
             return work()
 
         self.thread, self.out = in_thread(paused)
@@ -195,6 +200,8 @@ def paused_claims(*jobs: Job) -> Iterator[Pause]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_database()")
         role = connection.ops.quote_name(f"{cursor.fetchone()[0]}_paused_claimer")
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {table}")  # the same statistics whatever ran before
     with transaction.atomic(), connection.cursor() as cursor:
         # A run killed inside the block leaves the role (roles outlive the test database,
         # which took the role's grants with it): the next run drops it first.
