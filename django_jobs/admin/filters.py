@@ -14,9 +14,24 @@ from django_jobs.admin import display, search
 from django_jobs.admin.reads import list_database
 from django_jobs.core.registry import get_handler, registered_types
 from django_jobs.core.settings import jobs_settings
+from django_jobs.core.shelves import FINISHED
 from django_jobs.core.validation import PRIORITY_NAMES
 from django_jobs.models import Job, QueueState, Worker
 from django_jobs.models.schema import jobs_database
+
+
+class StatusFilter(admin.ChoicesFieldListFilter):
+    """Django's filter of the status column; an open status is also looked for on the open
+    shelf, where every open job is (``JobQuerySet.open_shelf``: on PostgreSQL the list is then
+    planned on the open partition, not on every day's)."""
+
+    def queryset(self, request, queryset):
+        queryset = super().queryset(request, queryset)
+        value = self.lookup_val
+        values = value if isinstance(value, list) else [value] if value else []
+        if values and set(values).isdisjoint(FINISHED):
+            queryset = queryset.open_shelf()
+        return queryset
 
 
 class HasErrorFilter(admin.SimpleListFilter):
@@ -117,9 +132,8 @@ def ready_queues(limit: int = READY_QUEUES_PROBED, using: str | None = None) -> 
     """The queues that hold a pending or failed job, in order: a skip scan of the ready
     index, which leads with the queue (``django_jobs_ready_idx``), one ``LIMIT 1`` probe per
     queue, instead of a ``SELECT DISTINCT`` that reads every ready row."""
-    ready = Job.objects.using(using or jobs_database()).filter(
-        status__in=[Job.Status.PENDING, Job.Status.FAILED]).order_by("queue").values_list(
-        "queue", flat=True)
+    ready = Job.objects.using(using or jobs_database()).in_states(
+        Job.Status.PENDING, Job.Status.FAILED).order_by("queue").values_list("queue", flat=True)
     found: list[str] = []
     while len(found) < limit:
         following = ready.filter(queue__gt=found[-1]) if found else ready

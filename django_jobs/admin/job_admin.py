@@ -15,7 +15,13 @@ from django.utils.safestring import mark_safe
 from django_jobs.admin import actions, display, search
 from django_jobs.admin.attempts import AttemptInline
 from django_jobs.admin.edit_payload import EditPayloadMixin
-from django_jobs.admin.filters import HasErrorFilter, PriorityFilter, QueueFilter, TypeFilter
+from django_jobs.admin.filters import (
+    HasErrorFilter,
+    PriorityFilter,
+    QueueFilter,
+    StatusFilter,
+    TypeFilter,
+)
 from django_jobs.admin.paginator import EstimatedCountPaginator
 from django_jobs.admin.reads import list_database
 from django_jobs.admin.requests import StockAnswers
@@ -50,7 +56,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         "next_run", "created", "updated", "took",
     ]
     list_filter = [
-        "status", TypeFilter, QueueFilter, PriorityFilter,
+        ("status", StatusFilter), TypeFilter, QueueFilter, PriorityFilter,
         ("created_at", admin.DateFieldListFilter), HasErrorFilter,
     ]
     search_fields = ["=public_id", "type", "error__message", "payload"]

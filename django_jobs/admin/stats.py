@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db import connections
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Min, Q
 
 from django_jobs.admin.paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS
 from django_jobs.core import clock
@@ -45,6 +45,7 @@ from django_jobs.core.states import (
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, QueueState, Worker
 from django_jobs.models.counts import COUNT_CAP, capped_count, planner_estimate
+from django_jobs.models.managers import JobQuerySet
 from django_jobs.models.ready import oldest_ready
 from django_jobs.models.schema import jobs_database
 
@@ -121,8 +122,8 @@ def summary(now: datetime | None = None, using: str | None = None) -> dict[str, 
     jobs = Job.objects.using(using or jobs_database())
     now = now or clock.now(jobs_database())
     dead = capped_count(jobs.filter(status=DEAD), COUNT_CAP)
-    processing = capped_count(jobs.filter(status=PROCESSING), COUNT_CAP)
-    ready = capped_count(jobs.filter(status__in=READY_STATES, run_at__lte=now), COUNT_CAP)
+    processing = capped_count(jobs.in_states(PROCESSING), COUNT_CAP)
+    ready = capped_count(jobs.in_states(*READY_STATES).filter(run_at__lte=now), COUNT_CAP)
     oldest = oldest_ready(jobs, now)
     return {
         "dead": dead.rows,
@@ -138,11 +139,11 @@ def summary(now: datetime | None = None, using: str | None = None) -> dict[str, 
     }
 
 
-def _state_rows(jobs: QuerySet[Job], status: str,
+def _state_rows(jobs: JobQuerySet, status: str,
                 now: datetime) -> tuple[list[dict[str, Any]], bool]:
     """Per queue and type, the jobs of ``status`` (``n``), those due (``due``) and the oldest
     due; and whether these are estimates from the newest ``SAMPLE`` jobs."""
-    of_state = jobs.filter(status=status)
+    of_state = jobs.in_states(status)
     if status == COMPLETED:
         of_state = of_state.filter(created_at__gte=now - RECENT)
     # The newest SAMPLE + 1 jobs of the state, in the order of the index that holds it,

@@ -76,7 +76,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None,
     jobs = Job.objects.using(using)
     if window is not None:
         jobs = jobs.filter(created_at__gte=now - window)
-    counts = capped_counts({status: jobs.filter(status=status) for status in STATUSES},
+    counts = capped_counts({status: jobs.in_states(status) for status in STATUSES},
                            COUNT_CAP, ESTIMATE_FROM)
     estimated = sorted(status for status, count in counts.items() if count.estimated)
     if estimated:

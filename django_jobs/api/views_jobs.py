@@ -95,7 +95,7 @@ def filtered(query: QueryDict) -> tuple[QuerySet, datetime | None]:
             raise ApiError.bad_request(
                 "status", f"unknown status {_shown(bad[0])}; one of {', '.join(Job.Status.values)}"
             )
-        jobs = jobs.filter(status__in=wanted)
+        jobs = jobs.in_states(*wanted)
     for name in ("type", "queue"):
         if name in query:
             jobs = jobs.filter(**{name: query[name]})

@@ -12,16 +12,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import connections
-from django.db.models import QuerySet
 
 from django_jobs.core.states import READY_STATES
-from django_jobs.models.jobs import Job
+from django_jobs.models.managers import JobQuerySet
 
 # The most priorities ``oldest_ready`` probes (priorities are a handful of small numbers).
 PRIORITIES_PROBED = 50
 
 
-def oldest_ready(jobs: QuerySet[Job], now: datetime) -> datetime | None:
+def oldest_ready(jobs: JobQuerySet, now: datetime) -> datetime | None:
     """The earliest ``run_at`` of the ready jobs of ``jobs`` due by ``now``, from a few
     ``LIMIT 1`` probes of the ready index rather than a ``MIN`` that reads every ready row.
 
@@ -34,7 +33,7 @@ def oldest_ready(jobs: QuerySet[Job], now: datetime) -> datetime | None:
                  .first() for status in READY_STATES]
         due = [run_at for run_at in found if run_at is not None and run_at <= now]
         return min(due, default=None)
-    ready = jobs.filter(status__in=READY_STATES, run_at__lte=now).order_by("-priority", "run_at")
+    ready = jobs.in_states(*READY_STATES).filter(run_at__lte=now).order_by("-priority", "run_at")
     oldest, priority = None, None
     for _ in range(PRIORITIES_PROBED):
         following = ready if priority is None else ready.filter(priority__lt=priority)
