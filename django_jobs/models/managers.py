@@ -77,7 +77,7 @@ class JobQuerySet(RoutedQuerySet):
         (``open_shelf``)."""
         qs = self.filter(status=states[0]) if len(states) == 1 else self.filter(
             status__in=states)
-        return qs if not set(states).isdisjoint(FINISHED) else qs.open_shelf()
+        return qs.open_shelf() if set(states).isdisjoint(FINISHED) else qs
 
     def open_shelf(self) -> Self:
         """These jobs, on the open shelf, where every open job is (``core/shelves.py``).

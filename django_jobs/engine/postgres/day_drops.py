@@ -22,7 +22,6 @@ from django.db.models import Exists, Q
 from django_jobs.core.db_errors import lock_conflict
 from django_jobs.core.shelves import KEPT_SHELF
 from django_jobs.engine.postgres.partitions import (
-    ATTEMPTS,
     JOBS,
     LOCK_TIMEOUT,
     TABLES,
@@ -149,15 +148,10 @@ def prune_day(using: str, day: date, kept: Q | Exists,
 def passed_days(using: str, today: date) -> list[date]:
     """The days whose partitions may be dropped: every day partition up to ``today``, and a
     day table detached whose drop did not get its lock."""
+    days: set[date] = set()
     with connections[using].cursor() as cursor:
-        days = set(attached_days(cursor, JOBS)) | set(attached_days(cursor, ATTEMPTS))
-        cursor.execute(
-            "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' AND NOT c.relispartition "
-            "AND c.relnamespace = current_schema()::regnamespace "
-            "AND (c.relname ~ %s OR c.relname ~ %s)", [f"^{JOBS}_[0-9]{{8}}$",
-                                                     f"^{ATTEMPTS}_[0-9]{{8}}$"])
-        for (name,) in cursor.fetchall():
-            days.add(day_of(name[-8:]))
+        for table in TABLES:
+            days |= set(attached_days(cursor, table)) | set(hidden_days(cursor, table))
     return sorted(day for day in days if day <= today)
 
 
@@ -175,7 +169,7 @@ def dropped_jobs(using: str, through: date, kept: Q | Exists) -> dict[str, int]:
     days = passed_days(using, through)
     counts: dict[str, int] = {}
     with connections[using].cursor() as cursor:
-        hidden = hidden_days(cursor)
+        hidden = hidden_days(cursor, JOBS)
         for day in days:
             if day in hidden:  # every row of it goes: the move reads through the parent
                 cursor.execute(f"SELECT status, count(*) FROM {hidden[day]} GROUP BY status")  # noqa: S608
@@ -191,14 +185,14 @@ def dropped_jobs(using: str, through: date, kept: Q | Exists) -> dict[str, int]:
     return counts
 
 
-def hidden_days(cursor: Any) -> dict[date, str]:
-    """The jobs' day tables that queries through the parent do not see, by their day: a detach
-    left pending, and a table detached whose drop did not get its lock."""
+def hidden_days(cursor: Any, table: str) -> dict[date, str]:
+    """The day tables of ``table`` that queries through the parent do not see, by their day: a
+    detach left pending, and a table detached whose drop did not get its lock."""
     cursor.execute(
         "SELECT c.relname FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid "
         "WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace "
         "AND c.relname ~ %s AND (NOT c.relispartition OR i.inhdetachpending)",
-        [f"^{JOBS}_[0-9]{{8}}$"])
+        [f"^{table}_[0-9]{{8}}$"])
     return {day_of(name[-8:]): name for (name,) in cursor.fetchall()}
 
 
