@@ -38,7 +38,10 @@ def test_processing_and_completed_rows_are_not_in_the_status_index(postgres, sta
     newest = Job.objects.filter(status=status).order_by("-created_at")[:50]
     plan = plan_of(newest)
     assert "django_jobs_status_idx" not in plan
-    assert "django_jobs_created_idx" in plan or "django_jobs_lease_idx" in plan
+    # On PostgreSQL's partitioned table the open partition's completed jobs have an index of
+    # their own (migration 0029); every day partition reads its created index.
+    assert any(index in plan for index in (
+        "django_jobs_created_idx", "created_at_idx", "django_jobs_lease_idx"))
 
 
 def test_the_status_index_leaves_out_exactly_processing_and_completed():
