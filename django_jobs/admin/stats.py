@@ -44,7 +44,7 @@ from django_jobs.core.states import (
 )
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, QueueState, Worker
-from django_jobs.models.counts import COUNT_CAP, capped_count, planner_estimate
+from django_jobs.models.counts import COUNT_CAP, capped_counts, planner_estimate
 from django_jobs.models.managers import JobQuerySet
 from django_jobs.models.ready import oldest_ready
 from django_jobs.models.schema import jobs_database
@@ -114,16 +114,20 @@ def status_query(status: str) -> str:
 def summary(now: datetime | None = None, using: str | None = None) -> dict[str, Any]:
     """Dead, processing and ready counts and the oldest ready job, for the list's strip.
 
-    Three small queries rather than one: each is answered from an index alone (the status
-    index, the partial lease index, the partial ready index), while one query with three
-    filtered counts would read every open row of the table. Each counts up to
-    ``COUNT_CAP`` jobs, then gives the planner's estimate (``*_estimated``).
+    Three small counts rather than one query: each is answered from an index alone (the
+    status index, the partial lease index, the partial ready index), while one query with
+    three filtered counts would read every open row of the table. One plan estimates all
+    three (``capped_counts``); one expected past ``ESTIMATE_FROM`` jobs is that estimate,
+    the others are counted up to ``COUNT_CAP`` jobs, then estimated (``*_estimated``).
     """
     jobs = Job.objects.using(using or jobs_database())
     now = now or clock.now(jobs_database())
-    dead = capped_count(jobs.filter(status=DEAD), COUNT_CAP)
-    processing = capped_count(jobs.in_states(PROCESSING), COUNT_CAP)
-    ready = capped_count(jobs.in_states(*READY_STATES).filter(run_at__lte=now), COUNT_CAP)
+    counts = capped_counts({
+        DEAD: jobs.filter(status=DEAD),
+        PROCESSING: jobs.in_states(PROCESSING),
+        "ready": jobs.in_states(*READY_STATES).filter(run_at__lte=now),
+    }, COUNT_CAP)
+    dead, processing, ready = counts[DEAD], counts[PROCESSING], counts["ready"]
     oldest = oldest_ready(jobs, now)
     return {
         "dead": dead.rows,
