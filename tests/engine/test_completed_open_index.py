@@ -61,7 +61,8 @@ def test_migrate_builds_the_index_on_the_open_partition_alone():
     with connection.cursor() as cursor:
         cursor.execute("SELECT c.relname, i.indisvalid, pg_get_indexdef(i.indexrelid) "
                        "FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
-                       "WHERE pg_get_indexdef(i.indexrelid) LIKE %s", ["%status)::text = 'completed'%"])
+                       "WHERE pg_get_indexdef(i.indexrelid) LIKE %s",
+                       ["%status)::text = 'completed'%"])
         found = cursor.fetchall()
     assert found == [(
         "django_jobs_job_open", True,
