@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import Model, QuerySet
 
 if TYPE_CHECKING:
@@ -60,24 +60,27 @@ class Count:
 
 @contextmanager
 def without_jit(using: str) -> Iterator[None]:
-    """PostgreSQL's JIT compilation off for the statements inside (a session ``SET``, then
-    ``RESET`` to the session's own value); nothing on other databases. A failed statement in
-    a transaction leaves the ``RESET`` to the transaction's rollback, which undoes the ``SET``
-    too."""
+    """PostgreSQL's JIT compilation off for the statements inside; nothing on other databases.
+
+    ``SET LOCAL``, in a transaction: the caller's, where the setting is put back as it was
+    after the statements inside (a failed one leaves that to the transaction's rollback), or
+    one of its own, which its commit ends. A session ``SET`` would outlive the statements on a
+    pooled server connection (PgBouncer's transaction pooling hands each statement outside a
+    transaction to any server connection)."""
     connection = connections[using]
     if connection.vendor != "postgresql":
         yield
         return
-    with connection.cursor() as cursor:
-        cursor.execute("SET jit = off")
-    try:
+    joined = connection.in_atomic_block
+    with transaction.atomic(using=using, savepoint=False):
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            previous = cursor.fetchone()[0]
+            cursor.execute("SET LOCAL jit = off")
         yield
-    finally:
-        from psycopg.pq import TransactionStatus
-
-        if connection.connection.info.transaction_status != TransactionStatus.INERROR:
+        if joined:
             with connection.cursor() as cursor:
-                cursor.execute("RESET jit")
+                cursor.execute("SELECT set_config('jit', %s, true)", [previous])
 
 
 def postgres_plan(queryset: QuerySet[Model, Any]) -> dict[str, Any]:

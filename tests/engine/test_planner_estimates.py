@@ -1,5 +1,5 @@
 """The planner's estimates (``models/counts.py``) are planned without JIT compilation on
-PostgreSQL, and leave the session's JIT setting as it was."""
+PostgreSQL, in a transaction, and leave the session's JIT setting as it was."""
 
 from __future__ import annotations
 
@@ -50,22 +50,35 @@ def test_a_plan_inside_is_not_compiled_and_the_setting_comes_back(jit_for_every_
     assert setting("jit") == "on"
 
 
-def test_the_estimates_send_their_explain_without_jit(jit_for_every_plan):
+def sent_by(work) -> list[str]:
     sent: list[str] = []
 
     def log(execute, sql, params, many, context):
         sent.append(sql)
         return execute(sql, params, many, context)
 
-    jobs = Job.objects.filter(status="dead")
     with connection.execute_wrapper(log):
-        planner_estimate(jobs)
-        planner_estimates([jobs, Job.objects.filter(status="pending")])
+        work()
+    return sent
+
+
+def test_the_estimates_send_their_explain_without_jit(jit_for_every_plan):
+    jobs = Job.objects.filter(status="dead")
+    sent = sent_by(lambda: (planner_estimate(jobs),
+                            planner_estimates([jobs, Job.objects.filter(status="pending")])))
     explains = [i for i, sql in enumerate(sent) if sql.startswith("EXPLAIN")]
     assert len(explains) == 2
     for i in explains:
-        assert sent[i - 1] == "SET jit = off" and sent[i + 1] == "RESET jit"
+        assert sent[i - 1] == "SET LOCAL jit = off"
     assert setting("jit") == "on"
+
+
+def test_in_the_callers_transaction_the_setting_comes_back_inside_it(jit_for_every_plan):
+    with transaction.atomic():
+        sent = sent_by(lambda: planner_estimate(Job.objects.filter(status="dead")))
+        assert setting("jit") == "on"
+        assert jit_in_plan()
+    assert sent[-1].startswith("SELECT set_config('jit'")
 
 
 def test_a_failed_statement_in_a_transaction_leaves_the_setting_to_its_rollback(
@@ -74,7 +87,3 @@ def test_a_failed_statement_in_a_transaction_leaves_the_setting_to_its_rollback(
         with without_jit(connection.alias), connection.cursor() as cursor:
             cursor.execute("SELECT 1 / 0")
     assert setting("jit") == "on"
-    with transaction.atomic():
-        with without_jit(connection.alias):
-            assert setting("jit") == "off"
-        assert setting("jit") == "on"
