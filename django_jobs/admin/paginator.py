@@ -17,10 +17,12 @@ from __future__ import annotations
 from functools import cached_property
 from typing import cast
 
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import Model, QuerySet
 
+from django_jobs.admin.first_page import first_page
 from django_jobs.models.counts import Estimate, mariadb_estimate, planner_estimate
+from django_jobs.models.newest import NEWEST_WINDOW
 
 __all__ = ["EXACT_BELOW_COST", "EXACT_BELOW_ROWS", "Estimate", "EstimatedCountPaginator",
            "mariadb_estimate", "planner_estimate"]
@@ -37,6 +39,7 @@ class EstimatedCountPaginator(Paginator):
 
     exact_below_rows = EXACT_BELOW_ROWS
     exact_below_cost = EXACT_BELOW_COST
+    first_page_window = NEWEST_WINDOW
     count_is_estimate = False
 
     @cached_property
@@ -48,3 +51,14 @@ class EstimatedCountPaginator(Paginator):
             self.count_is_estimate = True
             return estimate.rows
         return queryset.count()
+
+    def page(self, number: int | str) -> Page:
+        """The first of several pages read among the newest jobs where they fill it
+        (``first_page``); any other page as Django reads it."""
+        number = self.validate_number(number)
+        if number == 1 and self.count > self.per_page + self.orphans:
+            queryset = cast("QuerySet[Model]", self.object_list)
+            found = first_page(queryset, self.per_page, self.first_page_window)
+            if found is not None:
+                return Page(found, number, self)
+        return super().page(number)
