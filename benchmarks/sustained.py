@@ -27,6 +27,11 @@ PostgreSQL's default settings (``initdb`` on a port of its own, dropped at the e
 and the run's options and server settings as JSON to ``benchmarks/results/``
 (``benchmarks/plot_sustained.py`` draws it). The database is ``BENCH_DB_NAME`` (default
 ``bench_django_jobs_sustained``).
+
+``--statements`` loads ``pg_stat_statements`` into the new cluster (with planning tracked; it
+changes nothing else) and adds the statements that took the server's time, with their calls,
+plans and planning and running times, to the JSON, and their totals to the last line: where
+the server's time goes under this load.
 """
 
 from __future__ import annotations
@@ -222,6 +227,30 @@ def wait_for_workers(control: psycopg.Connection, workers: list[subprocess.Popen
         time.sleep(0.1)
 
 
+# The statements that took the server's time (``--statements``), most first.
+STATEMENTS_SQL = """
+SELECT calls, plans, total_exec_time, total_plan_time, rows,
+       left(regexp_replace(query, '\\s+', ' ', 'g'), 160)
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY total_exec_time + total_plan_time DESC
+LIMIT 25
+"""
+
+
+def statements(control: psycopg.Connection) -> dict[str, Any]:
+    """What ``pg_stat_statements`` counted for the run's database: totals and the top 25."""
+    top = [dict(zip(("calls", "plans", "exec_ms", "plan_ms", "rows", "query"), row, strict=True))
+           for row in control.execute(STATEMENTS_SQL)]
+    calls, plans, exec_ms, plan_ms = control.execute(
+        "SELECT sum(calls), sum(plans), sum(total_exec_time), sum(total_plan_time)"
+        " FROM pg_stat_statements"
+        " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    ).fetchone()
+    return {"calls": int(calls), "plans": int(plans), "exec_ms": float(exec_ms),
+            "plan_ms": float(plan_ms), "top": top}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     out = ROOT / "benchmarks" / "results"
     out.mkdir(parents=True, exist_ok=True)
@@ -230,6 +259,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     samples: list[dict[str, Any]] = []
     with psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
         server = {name: control.execute(f"SHOW {name}").fetchone()[0] for name in SERVER_SETTINGS}
+        if args.statements:
+            control.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            control.execute("SELECT pg_stat_statements_reset()")
         workers = start_workers(args, logs)
         producers: list[subprocess.Popen] = []
         try:
@@ -277,12 +309,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 process.wait(timeout=60)
             for log in logs:
                 log.close()
+        counted = statements(control) if args.statements else None
     reached = sum(m["jobs"] / m["seconds"] for m in made)
     return {
         "samples": samples,
         "server_settings": server,
         "producers": made,
         "producers_rate": reached,
+        "statements": counted,
     }
 
 
@@ -310,7 +344,7 @@ def mib(value: int | None) -> str:
     return "-" if value is None else f"{value / 2**20:.1f}"
 
 
-def own_server() -> Cluster:
+def own_server(statements: bool = False) -> Cluster:
     """A new PostgreSQL cluster (``initdb``) on a port of its own, every setting PostgreSQL's
     default (autovacuum on): a shared server's settings may differ (autovacuum turned off for
     tests) and must not be changed. PGHOST and PGPORT point the run and its workers at it."""
@@ -318,7 +352,11 @@ def own_server() -> Cluster:
     if bindir is None:
         raise SystemExit("initdb not found (PG_BINDIR); or run with --shared-server")
     cluster = Cluster(bindir)
-    cluster.start()
+    if statements:
+        cluster.start(shared_preload_libraries="pg_stat_statements",
+                      **{"pg_stat_statements.track_planning": "on"})
+    else:
+        cluster.start()
     os.environ["PGHOST"], os.environ["PGPORT"] = "127.0.0.1", str(cluster.port)
     return cluster
 
@@ -349,6 +387,8 @@ def main() -> None:
         "a new cluster with PostgreSQL's defaults",
     )
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
+    parser.add_argument("--statements", action="store_true",
+                        help="count the server's statements (pg_stat_statements, new cluster)")
     parser.add_argument("--produce", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -357,7 +397,9 @@ def main() -> None:
         return
     if min(args.rate, args.minutes, args.workers, args.producers, args.sample_seconds) <= 0:
         parser.error("--rate, --minutes, --workers, --producers, --sample-seconds must be > 0")
-    cluster = None if args.shared_server else own_server()
+    if args.statements and args.shared_server:
+        parser.error("--statements loads pg_stat_statements into a new cluster, not a shared one")
+    cluster = None if args.shared_server else own_server(args.statements)
     try:
         with bench_database(keep=args.keep_db):
             figures = run(args)
@@ -370,6 +412,12 @@ def main() -> None:
         f"{figures['producers_rate']:.0f} reached, {args.minutes:g} min, {args.workers} "
         f"runworker, retention {args.retention:g} s"
     )
+    if figures["statements"]:
+        counted = figures["statements"]
+        share = counted["plan_ms"] / max(counted["plan_ms"] + counted["exec_ms"], 1e-9)
+        print(f"server statements: {counted['calls']} calls, {counted['plans']} plans; "
+              f"running {counted['exec_ms'] / 1000:.1f} s, planning "
+              f"{counted['plan_ms'] / 1000:.1f} s ({share:.0%} of their time)")
     print(f"written to {path.relative_to(ROOT)}")
 
 

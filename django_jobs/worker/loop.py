@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from django.db import connections
 
 from django_jobs.core.registry import get_handler
+from django_jobs.engine.postgres.cursor import keep_generic_plans
 from django_jobs.engine.postgres.listener import Listener
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
@@ -95,6 +96,7 @@ class Worker:
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
         self.previous_handlers = install_signals(self.stop)
+        keep_generic_plans(connections[jobs_database()])  # the loop's: the engine's statements
         self.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
             self.wake.wait(self._wait_time())
@@ -137,6 +139,7 @@ class Worker:
             raise
         finally:
             shut_down(self)
+            keep_generic_plans(connections[jobs_database()], keep=False)
         return self.processed
 
     # What the steps call (declared in ``WorkerState``).

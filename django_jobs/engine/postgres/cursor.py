@@ -113,6 +113,8 @@ def _cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor[TupleRow]:
             raw.prepared_max = PREPARED_ROOM
     with connection.wrap_database_errors:
         cur = factory(raw)
+        if prepare and getattr(connection, "_django_jobs_generic_plans", False):
+            cur.execute(GENERIC_PLANS, prepare=False)
     if connection.timezone is not None:
         # Django loads timestamps with a Python subclass of psycopg's loader, to give them
         # its time zone; with USE_TZ that is the session's own, which psycopg's C loader
@@ -122,6 +124,35 @@ def _cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor[TupleRow]:
     connection._django_jobs_cursor = cur  # type: ignore[attr-defined]
     connection._django_jobs_generation = generation  # type: ignore[attr-defined]
     return cur
+
+
+def keep_generic_plans(connection: BaseDatabaseWrapper, keep: bool = True) -> None:
+    """Run the statements this connection prepares on their generic plans, planned once, from
+    its next cursor on, through its reconnections; ``keep=False`` stops asking for it (the
+    session keeps the setting until it ends).
+
+    PostgreSQL plans a prepared statement's first five runs for their values, then keeps the
+    generic plan only while it costs no more than those did. After autovacuum analyzes the open
+    partition the turn's generic plan costs more on paper, so every turn was planned again: 1.0
+    to 1.15 ms of planning per turn, more than running it, and the turns' planning grew from
+    under 2% to 31% of the server's statement time within minutes of a sustained run
+    (``docs/explanation-performance.md``). The generic plans are the ones the engine's
+    statements are written and tested for (``tests/engine/test_claim_plans.py``,
+    ``test_turn_plans.py``, ``test_indexes.py``).
+
+    ``plan_cache_mode`` is a setting of the server session, so it reaches every prepared
+    statement and PL/pgSQL function the session runs: the worker sets it on the connection of
+    its loop, which runs only the engine's statements, never on a connection a site's own code
+    shares. It is sent when the cursor that prepares is made, so only on a connection that
+    keeps its session (``pooler``): through a transaction pooler nothing is prepared, and a
+    session setting would stay on a server connection other clients get."""
+    connection._django_jobs_generic_plans = keep  # type: ignore[attr-defined]
+    connection._django_jobs_cursor = None  # type: ignore[attr-defined]  # made again, to send it
+
+
+# Sent in the connection's transaction, if it is in one: a rollback of that transaction takes
+# it back, and the plans are then chosen as PostgreSQL's default does until the next cursor.
+GENERIC_PLANS = "SET plan_cache_mode = force_generic_plan"
 
 
 class LoggedCursor(CursorDebugWrapper):
