@@ -74,8 +74,9 @@ def without_jit(using: str) -> Iterator[None]:
     joined = connection.in_atomic_block
     with transaction.atomic(using=using, savepoint=False):
         with connection.cursor() as cursor:
-            cursor.execute("SHOW jit")
-            previous = cursor.fetchone()[0]
+            if joined:  # put back after; a transaction of its own ends with the setting
+                cursor.execute("SHOW jit")
+                previous = cursor.fetchone()[0]
             cursor.execute("SET LOCAL jit = off")
         yield
         if joined:

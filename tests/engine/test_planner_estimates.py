@@ -87,3 +87,16 @@ def test_a_failed_statement_in_a_transaction_leaves_the_setting_to_its_rollback(
         with without_jit(connection.alias), connection.cursor() as cursor:
             cursor.execute("SELECT 1 / 0")
     assert setting("jit") == "on"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_one_of_its_own_ends_the_setting_without_reading_it(
+        jit_for_every_plan):
+    """In autocommit the estimate's own transaction takes the setting with it: nothing to put
+    back, so nothing is read first."""
+    assert not connection.in_atomic_block
+    sent = sent_by(lambda: planner_estimate(Job.objects.filter(status="dead")))
+    assert "SHOW jit" not in sent
+    assert "SET LOCAL jit = off" in sent
+    assert setting("jit") == "on"
+    assert jit_in_plan()

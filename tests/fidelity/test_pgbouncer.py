@@ -261,3 +261,34 @@ def test_first_prepared_statement_error_turns_preparing_off(caplog):
     assert answers == [[(2,)]]
     warned = [r for r in caplog.records if "does not keep prepared statements" in r.message]
     assert len(warned) == 1
+
+
+@pytest.mark.parametrize("prepare", [None, True])
+def test_through_a_transaction_pooler_the_worker_sets_nothing_on_a_shared_session(
+        settings, prepare):
+    """The worker asks its loop connection's server session for generic plans
+    (``keep_generic_plans``) only where that session is its own. Through a transaction pooler
+    of one server connection, shared by every client, the setting would reach them all: it is
+    not sent, whether the worker prepares its statements there (``PREPARED_STATEMENTS = True``,
+    as with a pooler that keeps them) or not. Directly, it is."""
+    from django_jobs.engine.postgres.cursor import keep_generic_plans
+
+    settings.DJANGO_JOBS = {"PREPARED_STATEMENTS": prepare}
+
+    def session_setting() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            return cursor.fetchone()[0]
+
+    try:
+        with pgbouncer("transaction", default_pool_size=1) as bouncer, default_through(bouncer):
+            keep_generic_plans(connection)
+            assert run(connection, "SELECT %s::int", [1]) == [(1,)]
+            assert not pooler.keeps_session(connection, connection.connection)
+            assert session_setting() == "auto"
+        keep_generic_plans(connection)  # directly: the session is the connection's own
+        assert run(connection, "SELECT %s::int", [1]) == [(1,)]
+        assert session_setting() == "force_generic_plan"
+    finally:
+        keep_generic_plans(connection, keep=False)
+        connection.close()

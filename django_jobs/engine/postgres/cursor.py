@@ -113,7 +113,8 @@ def _cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor[TupleRow]:
             raw.prepared_max = PREPARED_ROOM
     with connection.wrap_database_errors:
         cur = factory(raw)
-        if prepare and getattr(connection, "_django_jobs_generic_plans", False):
+        if prepare and getattr(connection, "_django_jobs_generic_plans", False) and \
+                pooler.keeps_session(connection, raw):
             cur.execute(GENERIC_PLANS, prepare=False)
     if connection.timezone is not None:
         # Django loads timestamps with a Python subclass of psycopg's loader, to give them
@@ -142,10 +143,12 @@ def keep_generic_plans(connection: BaseDatabaseWrapper, keep: bool = True) -> No
 
     ``plan_cache_mode`` is a setting of the server session, so it reaches every prepared
     statement and PL/pgSQL function the session runs: the worker sets it on the connection of
-    its loop, which runs only the engine's statements, never on a connection a site's own code
-    shares. It is sent when the cursor that prepares is made, so only on a connection that
-    keeps its session (``pooler``): through a transaction pooler nothing is prepared, and a
-    session setting would stay on a server connection other clients get."""
+    its loop, which runs django-jobs' own statements (handlers run on their slots' connections),
+    never on a connection a site's own code is known to share. It is sent when the cursor that
+    prepares is made, and only on a connection that keeps its session
+    (``pooler.keeps_session``): through a transaction pooler a session setting would stay on a
+    server connection other clients get, even one that keeps prepared statements
+    (``PREPARED_STATEMENTS = True``)."""
     connection._django_jobs_generic_plans = keep  # type: ignore[attr-defined]
     connection._django_jobs_cursor = None  # type: ignore[attr-defined]  # made again, to send it
 

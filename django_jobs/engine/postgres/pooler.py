@@ -93,6 +93,18 @@ def prepares(connection: BaseDatabaseWrapper, raw: psycopg.Connection[TupleRow])
     return not found.pooled or found.sessions_kept is True
 
 
+def keeps_session(connection: BaseDatabaseWrapper, raw: psycopg.Connection[TupleRow]) -> bool:
+    """Whether a setting of this connection's server session stays with this connection alone:
+    reached directly, or through a pooler a listener found to keep sessions. Whatever
+    ``PREPARED_STATEMENTS`` says: a transaction pooler that keeps prepared statements (PgBouncer's
+    ``max_prepared_statements``) still hands a session's settings on to other clients."""
+    found = route(connection)
+    if found.pooled is None:
+        found.pooled = is_pooled(connection, raw)
+        _changed()
+    return not found.pooled or found.sessions_kept is True
+
+
 def is_pooled(connection: BaseDatabaseWrapper, raw: psycopg.Connection[TupleRow]) -> bool:
     """True if the server process behind ``raw`` is not the one the login named: a pooler."""
     with connection.wrap_database_errors, raw.cursor() as cur:
