@@ -80,6 +80,7 @@ class _KnownValuesFilter(admin.SimpleListFilter):
         filtered, start = search.bounded_if_rare(
             request, queryset.filter(**{self.field: self.value()}), window)
         if start is not None:
+            search.note_window(request, start)
             self.model_admin.message_user(request, (
                 f"Few jobs have this {self.field}: looked for among the newest {window:,} jobs, "
                 f"created since {display.when(start)}. To look further back, choose a period "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
@@ -95,6 +96,13 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
             qs = qs.defer(*HEAVY_FIELDS).using(list_database(request))
         return qs
 
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The stock change list, with the start of the window its list was read in, if a
+        search or a rare filter bounded it (``search.window_of``): the drill-down's span."""
+        changelist = super().get_changelist_instance(request)
+        changelist.window_start = search.window_of(request)  # type: ignore[attr-defined]
+        return changelist
+
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
         if PUBLIC_ID_RE.fullmatch(term):
@@ -103,6 +111,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
             return queryset, False
         queryset, start = search.bounded(request, queryset, self.search_window)
         if start is not None:
+            search.note_window(request, start)
             self.message_user(request, (
                 f"Searched the newest {self.search_window:,} jobs, created since "
                 f"{display.when(start)}. To search older jobs, choose a period "

@@ -49,3 +49,13 @@ def bounded_if_rare(request: HttpRequest, queryset: QuerySet[M],
     if period_chosen(request):
         return queryset, None
     return newest.bounded_if_rare(queryset, window)
+
+
+def note_window(request: HttpRequest, start: datetime) -> None:
+    """Keep on ``request`` that its list was read among the jobs created since ``start``."""
+    request.django_jobs_window_start = start  # type: ignore[attr-defined]
+
+
+def window_of(request: HttpRequest) -> datetime | None:
+    """The start of the window ``request``'s list was read in (``note_window``), or None."""
+    return getattr(request, "django_jobs_window_start", None)

@@ -104,8 +104,14 @@ def date_span(cl: Any) -> dict[str, Any]:
     already asked the planner: when it counted exactly, the list is small and its ends are
     cheap; when it showed an estimate, the span of the whole table is taken (the ends of the
     ``created_at`` index), and the drill-down may offer periods that hold no job of the filter.
+    A list read among the newest jobs (a search, a rare type or queue) spans that window, from
+    its start to the newest job: its own ends would be read from every row of the window.
     """
     name = cl.date_hierarchy
+    start = getattr(cl, "window_start", None)
+    if start is not None:
+        return {"first": start,
+                "last": cl.root_queryset.order_by().aggregate(last=Max(name))["last"]}
     rows = cl.root_queryset if getattr(cl.paginator, "count_is_estimate", False) else cl.queryset
     return rows.order_by().aggregate(first=Min(name), last=Max(name))
 

@@ -336,3 +336,19 @@ def test_the_job_page_costs_the_same_queries_for_one_attempt_or_five(viewer):
         assert f"of job {job.public_id}" in response.content.decode()
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+def test_a_searchs_date_drill_down_spans_the_window_it_read(viewer, window_of_two):
+    """A search read among the newest jobs offers the periods of that window, from its start
+    to the newest job, without reading the window's rows again for their first and last."""
+    now = timezone.now()
+    make_job(payload={"customer": "Grace Hopper"}, created_at=now - timedelta(days=400))
+    for m in (2, 1):
+        make_job(payload={"customer": "Grace Hopper"}, created_at=now - timedelta(minutes=m))
+    with CaptureQueriesContext(connection) as queries:
+        html = viewer.get(LIST, {"q": "grace"}).content.decode()
+    assert "Searched the newest 2 jobs" in html
+    assert f"created_at__year={now.year - 1}" not in html  # the old match is outside it
+    spans = [q["sql"] for q in queries.captured_queries
+             if "MIN(" in q["sql"].upper() and "LIKE" in q["sql"].upper()]
+    assert spans == []
