@@ -11,12 +11,14 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import UTC, date, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from django_jobs.core import clock
 from django_jobs.core.shelves import KEPT_SHELF, OPEN_SHELF
@@ -27,6 +29,8 @@ from django_jobs.models import Job, JobAttempt, JobDependency
 from tests.conftest import requires_postgres
 from tests.engine.test_wakeups import waiters  # noqa: F401 (a fixture)
 from tests.helpers import claim, run_until_settled
+from tests.partitioned import in_thread, wait_until_blocked
+from tests.pgbouncer import default_through, pgbouncer
 
 pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
 
@@ -364,5 +368,133 @@ def test_a_day_whose_jobs_partition_went_and_attempts_partition_stayed_is_droppe
                            [partitions.day_name(partitions.ATTEMPTS, day)])
             assert cursor.fetchone() == (None,)
     finally:
+        for made in (today(), day):  # for the tests after this one
+            partitions.make_day("default", made)
+
+
+def on_day(job: Job, day: date) -> None:
+    Job.objects.filter(pk=job.pk).update(shelf=day)
+    JobAttempt.objects.filter(job_id=job.pk).update(shelf=day)
+
+
+def enqueue_held_open(dependency: Job) -> tuple[threading.Event, threading.Event, Callable]:
+    """A dependent of ``dependency`` enqueued in a transaction of its own, held open until
+    the second event is set; the third returns the thread's outcome once it ended."""
+    enqueued, commit = threading.Event(), threading.Event()
+
+    def enqueue() -> Job:
+        with transaction.atomic():
+            job = Job.enqueue("noop", depends_on=[dependency])
+            enqueued.set()
+            assert commit.wait(30)
+        return job
+
+    thread, out = in_thread(enqueue)
+    assert enqueued.wait(10), out
+
+    def outcome() -> Job:
+        commit.set()
+        thread.join(30)
+        assert "error" not in out, out["error"]
+        return out["result"]
+
+    return enqueued, commit, outcome
+
+
+def until_dropped(day: date) -> None:
+    """Passes until ``day``'s partitions are gone (a detach left pending is finished)."""
+    for _ in range(5):
+        done = day_drops.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s), to_regclass(%s)", [
+                partitions.day_name(partitions.JOBS, day),
+                partitions.day_name(partitions.ATTEMPTS, day)])
+            if done is not None and cursor.fetchone() == (None, None):
+                return
+    raise AssertionError(f"the partitions of {day} were not dropped")
+
+
+def retried_releases(dead: Job, dependent: Job) -> None:
+    """The kept dead job is found, retried and completes; its dependent is released."""
+    job = Job.objects.get(pk=dead.pk)
+    assert job.status == DEAD
+    assert Job.objects.get(pk=dependent.pk).status == WAITING
+    Job.objects.filter(pk=job.pk).update(type="noop")  # it succeeds this time
+    assert Job.objects.get(pk=job.pk).retry()
+    assert run_until_settled(Job.objects.get(pk=job.pk)).status == COMPLETED
+    assert run_until_settled(Job.objects.get(pk=dependent.pk)).status == COMPLETED
+
+
+@pytest.mark.parametrize("route", ["direct", "transaction pooler"])
+def test_a_dependent_enqueued_while_its_dead_dependencys_day_is_dropped_keeps_it(route):
+    """The enqueue of a dependent is still open when the pass reads which of the day's jobs
+    a waiting job depends on: the drop waits for it and reads again under its lock, so the
+    dead dependency moves to the next day instead of going with the day (``settle``). The
+    same through PgBouncer in transaction mode, where the detach is a plain one."""
+    day = today() + timedelta(days=1)
+    day_drops.upkeep("default", today(), [timedelta(days=7)], waited_on(), 100)
+    dead = run_until_settled(Job.enqueue("always_fails"))
+    on_day(dead, day)
+    context = pgbouncer("transaction") if route == "transaction pooler" else nullcontext()
+    try:
+        with context as bouncer, (default_through(bouncer) if bouncer else nullcontext()):
+            _, _, outcome = enqueue_held_open(dead)
+            drop, out = in_thread(lambda: day_drops.upkeep(
+                "default", day, [timedelta(days=7)], waited_on(), 100))
+            wait_until_blocked()  # the detach waits for the enqueue's transaction
+            dependent = outcome()
+            drop.join(30)
+            assert "error" not in out, out["error"]
+            until_dropped(day)
+        kept = Job.objects.get(pk=dead.pk)
+        assert kept.shelf == day + timedelta(days=1)
+        assert where("django_jobs_job", kept.pk) == partitions.day_name(
+            partitions.JOBS, kept.shelf)
+        assert set(JobAttempt.objects.filter(job=kept).values_list("shelf", flat=True)) == {
+            kept.shelf}
+        assert list(JobDependency.objects.filter(job=dependent).values_list(
+            "depends_on_id", flat=True)) == [dead.pk]
+        retried_releases(dead, dependent)
+    finally:
+        for made in (today(), day):  # for the tests after this one
+            partitions.make_day("default", made)
+
+
+def test_while_a_detach_is_pending_a_dead_job_a_dependent_waits_on_is_found_and_retried():
+    """A report's transaction holds the detach of the day pending; a dependent of a dead job
+    of that day commits meanwhile. The pass moves that job out of the hidden day
+    (``keep_needed``): it is found and retried while the detach is pending, and the next pass,
+    once the report ended, finishes the detach and drops the day without it."""
+    day = today() + timedelta(days=1)
+    day_drops.upkeep("default", today(), [timedelta(days=7)], waited_on(), 100)
+    dead, gone = (run_until_settled(Job.enqueue("always_fails")) for _ in range(2))
+    on_day(dead, day)
+    on_day(gone, day)
+    settings = connection.settings_dict
+    report = psycopg.connect(host=settings["HOST"], port=settings["PORT"], user=settings["USER"],
+                             dbname=settings["NAME"])
+    try:
+        report.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        report.execute("SELECT count(*) FROM django_jobs_job")
+        _, _, outcome = enqueue_held_open(dead)
+        drop, out = in_thread(lambda: day_drops.upkeep(
+            "default", day, [timedelta(days=7)], waited_on(), 100))
+        wait_until_blocked()
+        dependent = outcome()  # committed while the detach waits for the report
+        drop.join(30)
+        assert "error" not in out, out["error"]
+        assert out["result"]["dropped"] == 0
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = "
+                           "to_regclass(%s)", [partitions.day_name(partitions.JOBS, day)])
+            assert cursor.fetchone() == (True,)
+        assert not Job.objects.filter(pk=gone.pk).exists()  # hidden with its day
+        assert Job.objects.get(pk=dead.pk).shelf == day + timedelta(days=1)
+        report.rollback()
+        until_dropped(day)
+        assert not Job.objects.filter(pk=gone.pk).exists()
+        retried_releases(dead, dependent)
+    finally:
+        report.close()
         for made in (today(), day):  # for the tests after this one
             partitions.make_day("default", made)

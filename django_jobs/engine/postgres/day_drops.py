@@ -12,7 +12,8 @@ and dropped. One worker does this at a time (a session advisory lock).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import date, timedelta
 from typing import Any
 
@@ -21,7 +22,9 @@ from django.db.models import Exists, Q
 
 from django_jobs.core.db_errors import lock_conflict
 from django_jobs.core.shelves import KEPT_SHELF
+from django_jobs.engine.postgres import pooler
 from django_jobs.engine.postgres.partitions import (
+    ATTEMPTS,
     JOBS,
     LOCK_TIMEOUT,
     TABLES,
@@ -43,16 +46,25 @@ LOCK_KEY = 7_100_028
 HEARTBEAT_LOCK_WAIT = "1s"
 
 
-def detach_and_drop(using: str, day: date) -> bool:
-    """Detach ``day``'s partitions ``CONCURRENTLY`` (claims go on) and drop them; True once both
-    are gone.
+def session_kept(using: str) -> bool:
+    """Whether a setting of the session of ``using``'s connection stays with that connection
+    (``pooler.keeps_session``): reached directly or through a session pooler, not through a
+    transaction pooler, which hands the server session on to other clients."""
+    connection = connections[using]
+    connection.ensure_connection()
+    return pooler.keeps_session(connection, connection.connection)
 
-    A concurrent detach waits for every transaction that holds the parent and began before it.
-    It waits ``HEARTBEAT_LOCK_WAIT`` at most: past that the detach stays pending (the partition
-    is hidden from later queries), this returns False and a later pass finalizes it
-    (``FINALIZE`` waits the same way). So a long transaction on the jobs table holds a day's
-    drop back but never the worker whose heartbeat runs the pass. Inside a transaction block
-    the detach is a plain one (``ACCESS EXCLUSIVE`` on the parent, for a catalog change)."""
+
+def detach(using: str, day: date, concurrently: bool) -> bool:
+    """Detach ``day``'s partitions; True once neither is attached (detached, or gone).
+
+    ``concurrently``: ``DETACH ... CONCURRENTLY`` (``SHARE UPDATE EXCLUSIVE`` on the parent:
+    claims go on), on a connection whose session is its own (``detach_concurrently``). It
+    waits for every transaction that holds the parent and began before it, ``HEARTBEAT_LOCK_WAIT``
+    at most: past that the detach stays pending (the partition is hidden from later queries)
+    and a later pass finalizes it (``FINALIZE`` waits the same way). Else, and inside a
+    transaction block, a plain detach in a transaction (``ACCESS EXCLUSIVE`` on the parent, for
+    a catalog change) under ``SET LOCAL lock_timeout``: nothing outlives the transaction."""
     connection = connections[using]
     for table in TABLES:
         name = day_name(table, day)
@@ -62,26 +74,37 @@ def detach_and_drop(using: str, day: date) -> bool:
                     "SELECT i.inhdetachpending FROM pg_inherits i WHERE i.inhparent = "
                     "%s::regclass AND i.inhrelid = to_regclass(%s)", [table, name])
                 row = cursor.fetchone()
-            if row is not None and (row[0] or connection.in_atomic_block):
+            if row is None:
+                continue
+            if row[0] or not concurrently or connection.in_atomic_block:
                 how = "FINALIZE" if row[0] else ""
                 in_transaction(using, [f"ALTER TABLE {table} DETACH PARTITION {name} {how}"],
                                tries=1, wait=HEARTBEAT_LOCK_WAIT)
-            elif row is not None:
+            else:
                 detach_concurrently(using, table, name)
-            in_transaction(using, [f"DROP TABLE IF EXISTS {name}"], tries=1,
-                           wait=HEARTBEAT_LOCK_WAIT)
         except DatabaseError as exc:
             if not lock_conflict(exc):
                 raise
-            logger.info("partitions: the drop of %s waits for transactions older than it on "
+            logger.info("partitions: the detach of %s waits for transactions older than it on "
                         "%s; a later pass goes on with it", name, table)
             return False
     return True
 
 
+def detach_and_drop(using: str, day: date) -> bool:
+    """Detach and drop ``day``'s partitions, whatever their rows; True once both are gone."""
+    if not detach(using, day, session_kept(using)):
+        return False
+    in_transaction(using, [f"DROP TABLE IF EXISTS {day_name(table, day)}" for table in TABLES],
+                   tries=1, wait=HEARTBEAT_LOCK_WAIT)
+    return True
+
+
 def detach_concurrently(using: str, table: str, name: str) -> None:
     """``DETACH PARTITION ... CONCURRENTLY``, which runs outside a transaction block: under the
-    session's ``lock_timeout`` set to ``HEARTBEAT_LOCK_WAIT`` for this statement alone."""
+    session's ``lock_timeout`` set to ``HEARTBEAT_LOCK_WAIT`` for this statement alone. Only on
+    a connection whose session is its own (``session_kept``): through a transaction pooler the
+    setting and the statement would reach different server sessions."""
     with connections[using].cursor() as cursor:
         cursor.execute("SELECT current_setting('lock_timeout'), "
                        "set_config('lock_timeout', %s, false)", [HEARTBEAT_LOCK_WAIT])
@@ -92,26 +115,160 @@ def detach_concurrently(using: str, table: str, name: str) -> None:
             cursor.execute("SELECT set_config('lock_timeout', %s, false)", [before])
 
 
-def prune_day(using: str, day: date, kept: Q | Exists,
-              batch_size: int) -> dict[str, int] | None:
+def older_holders(using: str, table: str) -> bool:
+    """Whether another session holds a lock on ``table`` in a transaction open for longer than
+    ``HEARTBEAT_LOCK_WAIT``: a plain detach would only queue every query of the table behind
+    its lock request until its lock timeout."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE l.locktype = 'relation' AND l.relation = %s::regclass AND l.granted "
+            "AND l.pid <> pg_backend_pid() "
+            "AND a.xact_start < clock_timestamp() - %s::interval)", [table, HEARTBEAT_LOCK_WAIT])
+        return bool(cursor.fetchone()[0])
+
+
+def needed(cursor: Any, jobs_table: str) -> list[int]:
+    """The jobs of ``jobs_table`` (a day table, attached, pending or detached) that a waiting
+    job depends on and that are dead or canceled: a retry can still release their dependents.
+    Read from the day table itself, since queries through the parent no longer see a table
+    whose detach is pending."""
+    from django_jobs.core.states import CANCELED, DEAD, WAITING
+    from django_jobs.engine.postgres.prune import quote
+    from django_jobs.models import JobDependency
+
+    job, depends_on = (quote(relation.field.column or "")
+                       for relation in (JobDependency.job, JobDependency.depends_on))
+    cursor.execute(
+        f"SELECT d.id FROM {jobs_table} d WHERE d.status IN (%s, %s) AND EXISTS ("  # noqa: S608
+        f"SELECT 1 FROM {quote(JobDependency._meta.db_table)} l JOIN {JOBS} w ON w.id = l.{job} "
+        f"WHERE l.{depends_on} = d.id AND w.status = %s) ORDER BY d.id",
+        [DEAD, CANCELED, WAITING])
+    return [pk for (pk,) in cursor.fetchall()]
+
+
+def move_back(cursor: Any, day: date, ids: list[int], shelf: date) -> None:
+    """Move the jobs ``ids`` of ``day``'s jobs table, and their attempts in its attempts table,
+    into the parents on ``shelf``: whether the day tables are attached, pending or detached."""
+    from django_jobs.models import Job, JobAttempt
+
+    for model, table, key in ((Job, JOBS, "id"), (JobAttempt, ATTEMPTS, "job_id")):
+        name = day_name(table, day)
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        if not cursor.fetchone()[0]:
+            continue
+        columns = [field.column for field in model._meta.concrete_fields]
+        names = ", ".join(f'"{column}"' for column in columns)
+        values = ", ".join("%s" if column == "shelf" else f'"{column}"' for column in columns)
+        cursor.execute(f"WITH gone AS (DELETE FROM {name} WHERE {key} = ANY(%s) RETURNING *) "  # noqa: S608
+                       f"INSERT INTO {table} ({names}) SELECT {values} FROM gone", [ids, shelf])
+
+
+def keep_needed(using: str, day: date, shelf: date) -> int:
+    """While ``day``'s detach is pending: the jobs of its tables a waiting job depends on
+    (``needed``) move to ``shelf``, found and retried there. Under ``EXCLUSIVE`` locks on the
+    day tables, which wait for a transaction that locked a row of theirs (the enqueue of a
+    dependent marks its dependencies); a transaction begun since the detach does not see the
+    day. Returns how many moved; none where a lock is not granted in ``HEARTBEAT_LOCK_WAIT``
+    (the next pass tries again)."""
+    names = [day_name(table, day) for table in TABLES]
+    try:
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{HEARTBEAT_LOCK_WAIT}'")
+            present = [name for name in names if exists(cursor, name)]
+            if names[0] not in present:
+                return 0
+            cursor.execute(f"LOCK TABLE {', '.join(present)} IN EXCLUSIVE MODE")
+            ids = needed(cursor, names[0])
+            if ids:
+                move_back(cursor, day, ids, shelf)
+            return len(ids)
+    except DatabaseError as exc:
+        if not lock_conflict(exc):
+            raise
+        return 0
+
+
+def exists(cursor: Any, name: str) -> bool:
+    cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+    return bool(cursor.fetchone()[0])
+
+
+def run_steps(cursor: Any, jobs_table: str, steps: list) -> None:
+    """What Django's delete does for the relations of the jobs of ``jobs_table`` (a day table)
+    that point at them (``prune.plan``), in one statement."""
+    from django_jobs.engine.postgres.prune import part, quote
+    from django_jobs.models import Job, JobAttempt
+
+    parts = ",\n".join(f" s{n} AS ({part(step, jobs_table, quote(Job._meta.pk.column or 'id'))})"
+                        for n, step in enumerate(steps) if step.model is not JobAttempt)
+    if parts:
+        cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT id FROM {jobs_table}),\n"  # noqa: S608
+                       f"{parts}\nSELECT 1")
+
+
+def settle(using: str, day: date, shelf: date, steps: list | None) -> dict[str, int] | None:
+    """``day``'s detached tables dropped, in one transaction: first the jobs in them a waiting
+    job depends on (``needed``) move to ``shelf``, and the links and rows that point at the
+    others are updated again (``run_steps``), for a dependent whose enqueue committed while
+    the day was being detached: no transaction sees the day tables any more, so what is read
+    here is final. Returns the jobs dropped, by status; None where a lock is not granted."""
+    names = [day_name(table, day) for table in TABLES]
+    counts: dict[str, int] = {}
+    try:
+        with transaction.atomic(using=using), connections[using].cursor() as cursor:
+            cursor.execute(f"SET LOCAL lock_timeout = '{HEARTBEAT_LOCK_WAIT}'")
+            present = [name for name in names if exists(cursor, name)]
+            if not present:
+                return counts
+            cursor.execute(f"LOCK TABLE {', '.join(present)} IN ACCESS EXCLUSIVE MODE")
+            if names[0] in present:
+                ids = needed(cursor, names[0])
+                if ids:
+                    move_back(cursor, day, ids, shelf)
+                if steps:
+                    run_steps(cursor, names[0], steps)
+                cursor.execute(f"SELECT status, count(*) FROM {names[0]} GROUP BY status")  # noqa: S608
+                counts = {status: int(n) for status, n in cursor.fetchall()}
+            cursor.execute(f"DROP TABLE {', '.join(present)}")
+    except DatabaseError as exc:
+        if not lock_conflict(exc):
+            raise
+        logger.info("partitions: the drop of %s waits for a lock; a later pass goes on with it",
+                    names[0])
+        return None
+    return counts
+
+
+def next_shelf(using: str, day: date) -> date:
+    """Where the jobs of ``day`` that are kept go: the next day, or the kept shelf where the
+    next day has no partition."""
+    nextday = day + timedelta(days=1)
+    with connections[using].cursor() as cursor:
+        if nextday not in attached_days(cursor, JOBS):
+            return KEPT_SHELF
+    return nextday
+
+
+def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int,
+              concurrently: bool = True) -> dict[str, int] | None:
     """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went, by status,
-    or None where the detach waits for older transactions (``detach_and_drop``).
+    or None where the detach waits for older transactions (``detach``).
 
     First the dead or canceled jobs of the day matched by ``kept`` (a waiting job depends on
     them) move to the next day's partition, their attempts with them: a retry can still release
     their dependents. Then what Django's delete does for the relations of the day's jobs
     (``prune.plan``: links kept with ``deleted_status``, references set to NULL, dependent
     rows deleted), in one statement; where the site's own relations or receivers need Django's
-    collector, the day's jobs are deleted through it in batches instead. Last, the partitions
-    are detached and dropped."""
+    collector, the day's jobs are deleted through it in batches instead. Then the partitions
+    are detached (``detach``); while the detach is pending, the jobs a waiting job depends on
+    move out of the day (``keep_needed``). Last, the detached tables are checked once more and
+    dropped (``settle``): a dependent enqueued while all this ran keeps its dependency."""
     from django_jobs.core.states import CANCELED, DEAD
-    from django_jobs.engine.postgres.prune import part, plan, quote
+    from django_jobs.engine.postgres.prune import plan, quote
     from django_jobs.models import Job, JobAttempt
 
-    nextday = day + timedelta(days=1)
-    with connections[using].cursor() as cursor:
-        if nextday not in attached_days(cursor, JOBS):
-            nextday = KEPT_SHELF
+    nextday = next_shelf(using, day)
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
         held = jobs.filter(shelf=day, status__in=(DEAD, CANCELED), has_dependents=True).filter(
@@ -124,25 +281,26 @@ def prune_day(using: str, day: date, kept: Q | Exists,
     name = day_name(JOBS, day)
     steps = plan(Job)
     counts: dict[str, int] = {}
-    with connections[using].cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
-        if cursor.fetchone()[0]:  # else dropped by a pass that left the attempts' day behind
-            cursor.execute(f"SELECT status, count(*) FROM {quote(name)} GROUP BY status")  # noqa: S608
-            counts = {status: int(n) for status, n in cursor.fetchall()}
-    count = sum(counts.values())
     if steps is None:
+        with connections[using].cursor() as cursor:
+            if exists(cursor, name):  # else dropped by a pass that left the attempts' day behind
+                cursor.execute(f"SELECT status, count(*) FROM {quote(name)} GROUP BY status")  # noqa: S608
+                counts = {status: int(n) for status, n in cursor.fetchall()}
         while jobs.filter(shelf=day).delete_batch(batch_size) >= batch_size:
             pass
-    elif count and any(step.model is not JobAttempt for step in steps):
-        meta = Job._meta
-        jobs_table, pk = quote(name), quote(meta.pk.column or "id")
-        parts = ",\n".join(f" s{n} AS ({part(step, jobs_table, pk)})"
-                            for n, step in enumerate(steps) if step.model is not JobAttempt)
+    else:
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
             cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-            cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT {pk} FROM {jobs_table}),\n"  # noqa: S608
-                           f"{parts}\nSELECT 1")
-    return counts if detach_and_drop(using, day) else None
+            if exists(cursor, name):
+                run_steps(cursor, quote(name), steps)
+    if not detach(using, day, concurrently):
+        if concurrently:
+            keep_needed(using, day, nextday)
+        return None
+    settled = settle(using, day, nextday, steps)
+    if settled is None:
+        return None
+    return counts if steps is None else settled
 
 
 def passed_days(using: str, today: date) -> list[date]:
@@ -210,38 +368,92 @@ def dropped_soon(using: str, today: date) -> tuple[date, date] | None:
     return min(days), today + timedelta(days=1)
 
 
+@contextmanager
+def exclusive(using: str, session: bool) -> Iterator[bool]:
+    """Whether this session is the one that makes and drops partitions (the advisory lock
+    ``LOCK_KEY``). ``session``: a session lock, held until the block ends, on a connection
+    whose session is its own; else a transaction lock, in a transaction that the block is: a
+    session lock taken through a transaction pooler would stay on a server session that other
+    clients go on to use, and be released on another."""
+    if not session:
+        with transaction.atomic(using=using):
+            with connections[using].cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [LOCK_KEY])
+                held = bool(cursor.fetchone()[0])
+            yield held
+        return
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
+        held = bool(cursor.fetchone()[0])
+    try:
+        yield held
+    finally:
+        if held:
+            with connections[using].cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+
+
+def make(using: str, today: date, ages: list[timedelta | None]) -> int:
+    """The days made ahead (``make_ahead``), each catalog change tried once."""
+    try:
+        return make_ahead(using, today, ages, tries=1, wait=HEARTBEAT_LOCK_WAIT)
+    except DatabaseError as exc:
+        if not lock_conflict(exc):
+            raise
+        logger.info("partitions: a day made ahead waits for a lock on the table; a later "
+                    "pass makes it")
+        return 0
+
+
 def upkeep(using: str, today: date, ages: Iterable[timedelta | None], kept: Q | Exists,
            batch_size: int, drop_through: date | None = None) -> dict[str, Any] | None:
     """Make the day partitions ahead of ``today`` and drop those of the days through
-    ``drop_through`` (``today`` unless given), in the one session that holds the advisory lock;
-    None where another session holds it or the tables are not partitioned. Returns the days
-    made and dropped and the jobs dropped with them."""
+    ``drop_through`` (``today`` unless given), in the one session that holds the advisory lock
+    (``exclusive``); None where another session holds it or the tables are not partitioned.
+    Returns the days made and dropped and the jobs dropped with them.
+
+    On a connection whose session is its own (``session_kept``) the pass holds a session lock
+    and detaches ``CONCURRENTLY``. Through a transaction pooler nothing is set on a server
+    session: the days made are one transaction and each day dropped another, each under a
+    transaction lock, the detach a plain one under ``SET LOCAL lock_timeout``, and a day is
+    left for later while a transaction older than that wait holds the table
+    (``older_holders``)."""
     if not partitioned(using):
         return None
-    connection = connections[using]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY])
-        if not cursor.fetchone()[0]:
-            return None
-    try:
-        try:
-            made = make_ahead(using, today, list(ages), tries=1, wait=HEARTBEAT_LOCK_WAIT)
-        except DatabaseError as exc:
-            if not lock_conflict(exc):
-                raise
-            logger.info("partitions: a day made ahead waits for a lock on the table; a later "
-                        "pass makes it")
-            made = 0
-        dropped = 0
-        jobs: dict[str, int] = {}
-        for day in passed_days(using, today if drop_through is None else drop_through):
-            counts = prune_day(using, day, kept, batch_size)
-            if counts is None:  # the days after it wait with it: one detach may be pending
-                break
-            for status, n in counts.items():
-                jobs[status] = jobs.get(status, 0) + n
-            dropped += 1
+    ages = list(ages)
+    through = today if drop_through is None else drop_through
+    dropped = 0
+    jobs: dict[str, int] = {}
+
+    def count(counts: dict[str, int]) -> None:
+        nonlocal dropped
+        for status, n in counts.items():
+            jobs[status] = jobs.get(status, 0) + n
+        dropped += 1
+
+    if session_kept(using):
+        with exclusive(using, session=True) as held:
+            if not held:
+                return None
+            made = make(using, today, ages)
+            for day in passed_days(using, through):
+                counts = prune_day(using, day, kept, batch_size)
+                if counts is None:  # the days after it wait with it: one detach may be pending
+                    break
+                count(counts)
         return {"made": made, "dropped": dropped, "jobs": jobs}
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK_KEY])
+    with exclusive(using, session=False) as held:
+        if not held:
+            return None
+        made = make(using, today, ages)
+    for day in passed_days(using, through):
+        if older_holders(using, JOBS):
+            logger.info("partitions: a transaction older than %s holds %s; the drop of %s "
+                        "waits for a later pass", HEARTBEAT_LOCK_WAIT, JOBS, day)
+            break
+        with exclusive(using, session=False) as held:
+            counts = prune_day(using, day, kept, batch_size, concurrently=False) if held else None
+        if counts is None:
+            break
+        count(counts)
+    return {"made": made, "dropped": dropped, "jobs": jobs}
