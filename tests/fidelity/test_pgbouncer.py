@@ -5,16 +5,20 @@ outages that back off and are logged once."""
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import threading
 import time
+from datetime import UTC
 
+import psycopg
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
+from django_jobs.core import clock
 from django_jobs.engine.postgres import pooler
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.models import Job, JobAttempt
@@ -292,3 +296,74 @@ def test_through_a_transaction_pooler_the_worker_sets_nothing_on_a_shared_sessio
     finally:
         keep_generic_plans(connection, keep=False)
         connection.close()
+
+
+def test_a_long_transaction_holding_a_day_drop_through_a_transaction_pooler_stalls_no_worker(
+        start_worker):
+    """Two workers prune every half second through PgBouncer in transaction mode, handing out
+    its server connections in turn (``server_round_robin``), while a report's transaction holds
+    the jobs table and so the drop of today's partitions. No server session is left with a
+    changed ``lock_timeout`` for another client, no worker's heartbeat waits on the detach:
+    no job is rescued from a live worker or runs twice; the day is dropped once the report
+    ends."""
+    from django_jobs.engine.postgres import partitions
+
+    now = clock.now("default").astimezone(UTC)
+    if now.hour < 1:
+        pytest.skip("a pass drops today's partitions from DROP_GRACE (an hour) into the day")
+    today = now.date()
+    partitions.make_day("default", today)  # the day the workers' passes drop
+    jobs = Job.enqueue_many("record", [{"sleep": 0.5} for _ in range(24)])
+    settings = connection.settings_dict
+    report = psycopg.connect(host=settings["HOST"], port=settings["PORT"],
+                             user=settings["USER"], dbname=settings["NAME"])
+    seen: list[str] = []
+    stop = threading.Event()
+    try:
+        report.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        report.execute("SELECT count(*) FROM django_jobs_job")
+        with pgbouncer("transaction", server_round_robin=1) as bouncer:
+
+            def watch() -> None:  # another client of the pooler, on each server session in turn
+                with psycopg.connect(host="127.0.0.1", port=bouncer.port, user=settings["USER"],
+                                     dbname=settings["NAME"], autocommit=True,
+                                     prepare_threshold=None) as client:
+                    while not stop.is_set():
+                        seen.append(client.execute("SHOW lock_timeout").fetchone()[0])
+                        time.sleep(0.002)
+
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            env = {**bouncer.env(),
+                   "DJANGO_JOBS_TEST_EXTRA": json.dumps({"PRUNE_INTERVAL": 0.5})}
+            workers = [start_worker(*FAST, "--concurrency", "2", "--worker-id", f"w{i}",
+                                    env=env) for i in range(2)]
+            try:
+                wait_for(lambda: Job.objects.filter(status=S.COMPLETED).count() == len(jobs),
+                         timeout=120)
+                time.sleep(3)  # passes go on meeting the report
+                runs = list(Execution.objects.values_list("job_public_id", flat=True))
+                assert sorted(runs) == sorted(job.public_id for job in jobs)
+                for worker in workers:
+                    assert "rescued job" not in worker.output(), worker.output()
+                assert len(seen) > 100 and set(seen) == {"0"}, sorted(set(seen))
+                # the passes met the report and left the day for later
+                assert any("waits for a later pass" in worker.output() for worker in workers)
+            finally:
+                report.rollback()
+                stop.set()
+                watcher.join()
+            wait_for(lambda: today not in day_partitions(partitions), timeout=60)
+            for worker in workers:
+                worker.signal(signal.SIGTERM)
+                assert worker.wait(timeout=60) == 0, worker.output()
+        for worker in workers:
+            assert "Traceback" not in worker.output(), worker.output()
+    finally:
+        report.close()
+        partitions.make_day("default", today)  # for the tests after this one
+
+
+def day_partitions(partitions) -> set:
+    with connection.cursor() as cursor:
+        return set(partitions.attached_days(cursor, partitions.JOBS))
