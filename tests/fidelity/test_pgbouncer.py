@@ -367,3 +367,38 @@ def test_a_long_transaction_holding_a_day_drop_through_a_transaction_pooler_stal
 def day_partitions(partitions) -> set:
     with connection.cursor() as cursor:
         return set(partitions.attached_days(cursor, partitions.JOBS))
+
+
+def test_a_prune_pass_through_a_transaction_pooler_leaves_no_lock_on_a_server_session():
+    """The lock that lets one worker at a time make and drop partitions is a transaction's
+    through a transaction pooler: a session's, taken on one server session and released on
+    another, would stay on the first for whichever client goes on to use it, and hold every
+    later pass off. Server sessions handed out in turn (``server_round_robin``)."""
+    from datetime import date, timedelta
+
+    from django_jobs.engine.postgres import day_drops
+    from django_jobs.features.dependencies import waited_on
+
+    settings = connection.settings_dict
+
+    def advisory_locks() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                           "AND objid = %s", [day_drops.LOCK_KEY])
+            return cursor.fetchone()[0]
+
+    with pgbouncer("transaction", server_round_robin=1) as bouncer:
+        clients = [psycopg.connect(host="127.0.0.1", port=bouncer.port, user=settings["USER"],
+                                   dbname=settings["NAME"]) for _ in range(3)]
+        for client in clients:  # three transactions at once: three server sessions
+            client.execute("SELECT 1")
+        for client in clients:  # each then idle in the pool
+            client.commit()
+            client.close()
+        with default_through(bouncer):
+            passes = [day_drops.upkeep("default", date.today(), [timedelta(days=7)],
+                                       waited_on(), 100, drop_through=date(2000, 1, 1))
+                      for _ in range(3)]
+            assert not pooler.keeps_session(connection, connection.connection)
+        assert advisory_locks() == 0
+    assert all(done is not None for done in passes), passes
