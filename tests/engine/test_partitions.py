@@ -498,3 +498,42 @@ def test_while_a_detach_is_pending_a_dead_job_a_dependent_waits_on_is_found_and_
         report.close()
         for made in (today(), day):  # for the tests after this one
             partitions.make_day("default", made)
+
+
+def test_a_day_drop_whose_own_write_fails_loses_nothing_and_the_next_pass_finishes_it():
+    """The move of a raced dependency out of the detached day fails (a trigger refuses its
+    row): the pass raises, its transaction is rolled back whole, the detached day is still
+    there with the job in it, and the next pass moves the job and drops the day."""
+    day = today() + timedelta(days=1)
+    day_drops.upkeep("default", today(), [timedelta(days=7)], waited_on(), 100)
+    dead = run_until_settled(Job.enqueue("always_fails"))
+    on_day(dead, day)
+    jobs_day = partitions.day_name(partitions.JOBS, day)
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE FUNCTION django_jobs_test_refuse() RETURNS trigger "
+                       "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$")
+        cursor.execute("CREATE TRIGGER django_jobs_test_refuse BEFORE INSERT ON django_jobs_job "
+                       f"FOR EACH ROW WHEN (NEW.id = {dead.pk}) "
+                       "EXECUTE FUNCTION django_jobs_test_refuse()")
+    try:
+        _, _, outcome = enqueue_held_open(dead)
+        drop, out = in_thread(lambda: day_drops.upkeep(
+            "default", day, [timedelta(days=7)], waited_on(), 100))
+        wait_until_blocked()
+        dependent = outcome()
+        drop.join(30)
+        assert "refused" in str(out.get("error")), out
+        with connection.cursor() as cursor:
+            assert day not in partitions.attached_days(cursor, partitions.JOBS)
+            cursor.execute(f"SELECT id FROM {jobs_day}")
+            assert cursor.fetchall() == [(dead.pk,)]
+            cursor.execute("DROP TRIGGER django_jobs_test_refuse ON django_jobs_job")
+        until_dropped(day)
+        assert Job.objects.get(pk=dead.pk).shelf == day + timedelta(days=1)
+        retried_releases(dead, dependent)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER IF EXISTS django_jobs_test_refuse ON django_jobs_job")
+            cursor.execute("DROP FUNCTION IF EXISTS django_jobs_test_refuse()")
+        for made in (today(), day):  # for the tests after this one
+            partitions.make_day("default", made)

@@ -128,22 +128,27 @@ def older_holders(using: str, table: str) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def needed(cursor: Any, jobs_table: str) -> list[int]:
-    """The jobs of ``jobs_table`` (a day table, attached, pending or detached) that a waiting
-    job depends on and that are dead or canceled: a retry can still release their dependents.
-    Read from the day table itself, since queries through the parent no longer see a table
-    whose detach is pending."""
+def waited_on_here(alias: str) -> tuple[str, list[str]]:
+    """The condition, on the rows of a day table named ``alias``, of the jobs a waiting job
+    depends on that are dead or canceled (a retry can still release their dependents), and its
+    parameters: ``retention.prunable``'s ``waited_on`` read from the day table itself, which
+    queries through the parent no longer see once its detach is pending."""
     from django_jobs.core.states import CANCELED, DEAD, WAITING
     from django_jobs.engine.postgres.prune import quote
     from django_jobs.models import JobDependency
 
     job, depends_on = (quote(relation.field.column or "")
                        for relation in (JobDependency.job, JobDependency.depends_on))
-    cursor.execute(
-        f"SELECT d.id FROM {jobs_table} d WHERE d.status IN (%s, %s) AND EXISTS ("  # noqa: S608
-        f"SELECT 1 FROM {quote(JobDependency._meta.db_table)} l JOIN {JOBS} w ON w.id = l.{job} "
-        f"WHERE l.{depends_on} = d.id AND w.status = %s) ORDER BY d.id",
-        [DEAD, CANCELED, WAITING])
+    return (f"{alias}.status IN (%s, %s) AND EXISTS (SELECT 1 FROM "  # noqa: S608
+            f"{quote(JobDependency._meta.db_table)} l JOIN {JOBS} w ON w.id = l.{job} "
+            f"WHERE l.{depends_on} = {alias}.id AND w.status = %s)", [DEAD, CANCELED, WAITING])
+
+
+def needed(cursor: Any, jobs_table: str) -> list[int]:
+    """The jobs of ``jobs_table`` (a day table, attached, pending or detached) that a waiting
+    job depends on and that are dead or canceled (``waited_on_here``)."""
+    condition, params = waited_on_here("d")
+    cursor.execute(f"SELECT d.id FROM {jobs_table} d WHERE {condition} ORDER BY d.id", params)  # noqa: S608
     return [pk for (pk,) in cursor.fetchall()]
 
 
@@ -196,15 +201,19 @@ def exists(cursor: Any, name: str) -> bool:
 
 def run_steps(cursor: Any, jobs_table: str, steps: list) -> None:
     """What Django's delete does for the relations of the jobs of ``jobs_table`` (a day table)
-    that point at them (``prune.plan``), in one statement."""
+    that point at them (``prune.plan``), in one statement, but for the jobs a waiting job
+    depends on (``waited_on_here``)."""
     from django_jobs.engine.postgres.prune import part, quote
     from django_jobs.models import Job, JobAttempt
 
     parts = ",\n".join(f" s{n} AS ({part(step, jobs_table, quote(Job._meta.pk.column or 'id'))})"
                         for n, step in enumerate(steps) if step.model is not JobAttempt)
     if parts:
-        cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT id FROM {jobs_table}),\n"  # noqa: S608
-                       f"{parts}\nSELECT 1")
+        # Not the jobs a waiting job depends on, as this statement sees them: a dependent
+        # committed since they were moved out keeps its link to the job for ``settle`` to find.
+        condition, params = waited_on_here("d")
+        cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT d.id FROM {jobs_table} d "  # noqa: S608
+                       f"WHERE NOT ({condition})),\n{parts}\nSELECT 1", params)
 
 
 def settle(using: str, day: date, shelf: date, steps: list | None) -> dict[str, int] | None:
