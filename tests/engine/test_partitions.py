@@ -537,3 +537,32 @@ def test_a_day_drop_whose_own_write_fails_loses_nothing_and_the_next_pass_finish
             cursor.execute("DROP FUNCTION IF EXISTS django_jobs_test_refuse()")
         for made in (today(), day):  # for the tests after this one
             partitions.make_day("default", made)
+
+
+@pytest.mark.parametrize("route", ["direct", "transaction pooler"])
+def test_two_passes_that_meet_in_a_day_drop_leave_it_to_one(route):
+    """A second pass while the first one waits in the drop of a day (for a dependent's
+    enqueue) makes and drops nothing: one session at a time holds the pass's lock, a
+    session's directly, a transaction's through a transaction pooler."""
+    day = today() + timedelta(days=1)
+    day_drops.upkeep("default", today(), [timedelta(days=7)], waited_on(), 100)
+    dead = run_until_settled(Job.enqueue("always_fails"))
+    on_day(dead, day)
+    context = pgbouncer("transaction") if route == "transaction pooler" else nullcontext()
+    try:
+        with context as bouncer, (default_through(bouncer) if bouncer else nullcontext()):
+            _, _, outcome = enqueue_held_open(dead)
+            first, out = in_thread(lambda: day_drops.upkeep(
+                "default", day, [timedelta(days=7)], waited_on(), 100))
+            wait_until_blocked()
+            second = day_drops.upkeep("default", day, [timedelta(days=7)], waited_on(), 100)
+            dependent = outcome()
+            first.join(30)
+            assert "error" not in out, out["error"]
+            assert second is None
+            until_dropped(day)
+        assert Job.objects.get(pk=dead.pk).shelf == day + timedelta(days=1)
+        retried_releases(dead, dependent)
+    finally:
+        for made in (today(), day):  # for the tests after this one
+            partitions.make_day("default", made)
