@@ -4,9 +4,12 @@ layout and the making; ``docs/explanation-history-partitions.md``).
 
 A day's partitions are dropped once the day has come (``prune_day``): the dead or canceled
 jobs in it that a waiting job still depends on are moved to the next day, the links and rows
-that point at the day's jobs are updated as Django's delete would do it (``prune.plan``), and
-the two partitions are detached ``CONCURRENTLY`` (``SHARE UPDATE EXCLUSIVE`` on the parent)
-and dropped. One worker does this at a time (a session advisory lock).
+that point at the day's jobs are updated as Django's delete would do it (``prune.plan``), the
+two partitions are detached, and the detached tables are read once more, for a dependent
+enqueued meanwhile, and dropped (``settle``). One worker does this at a time (an advisory
+lock). Where the connection's session is its own the detach is ``CONCURRENTLY`` (``SHARE UPDATE
+EXCLUSIVE`` on the parent); through a transaction pooler, where a session setting or lock
+would reach other clients, it is a plain one in a transaction (``upkeep``).
 """
 
 from __future__ import annotations
