@@ -121,6 +121,8 @@ def test_pruning_a_day_drops_its_partitions_and_leaves_the_links_as_a_delete_wou
     assert Job.objects.get(pk=waits.pk).status == WAITING
     finished_dependent = Job.enqueue("noop", depends_on=[gone])
     Job.objects.filter(pk=finished_dependent.pk).update(status="canceled")
+    # a completed dependency goes once its dependents have finished (they read its result)
+    Job.objects.filter(pk=after_done.pk).update(status="completed")
     moved = [done.pk, dead.pk, gone.pk]
     Job.objects.filter(pk__in=moved).update(shelf=day)
     JobAttempt.objects.filter(job_id__in=moved).update(shelf=day)
@@ -563,6 +565,30 @@ def test_two_passes_that_meet_in_a_day_drop_leave_it_to_one(route):
             until_dropped(day)
         assert Job.objects.get(pk=dead.pk).shelf == day + timedelta(days=1)
         retried_releases(dead, dependent)
+    finally:
+        for made in (today(), day):  # for the tests after this one
+            partitions.make_day("default", made)
+
+
+def test_a_completed_dependency_a_dependent_has_yet_to_read_is_kept_by_its_days_drop():
+    """A completed job whose dependent has not run yet moves to the next day with its
+    attempts, and the dependent reads its result; once no unfinished dependent needs it, the
+    next day's drop takes it."""
+    day = today() + timedelta(days=1)
+    day_drops.upkeep("default", today(), [timedelta(days=7)], waited_on(), 100)
+    done = run_until_settled(Job.enqueue("echo", {"n": 1}))
+    on_day(done, day)
+    reader = Job.enqueue("read_dependencies", depends_on={"source": done})
+    try:
+        until_dropped(day)
+        kept = Job.objects.get(pk=done.pk)
+        assert kept.shelf == day + timedelta(days=1)
+        assert set(JobAttempt.objects.filter(job=kept).values_list("shelf", flat=True)) == {
+            kept.shelf}
+        read = run_until_settled(Job.objects.get(pk=reader.pk))
+        assert read.status == COMPLETED
+        assert read.result == {"source": {"result": kept.result}}
+        assert day_drops.dropped_jobs("default", kept.shelf, waited_on()).get(COMPLETED) == 1
     finally:
         for made in (today(), day):  # for the tests after this one
             partitions.make_day("default", made)

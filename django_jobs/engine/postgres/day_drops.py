@@ -21,7 +21,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
-from django.db.models import Exists, Q
+from django.db.models import Exists, OuterRef, Q
 
 from django_jobs.core.db_errors import lock_conflict
 from django_jobs.core.shelves import KEPT_SHELF
@@ -131,26 +131,42 @@ def older_holders(using: str, table: str) -> bool:
         return bool(cursor.fetchone()[0])
 
 
-def waited_on_here(alias: str) -> tuple[str, list[str]]:
-    """The condition, on the rows of a day table named ``alias``, of the jobs a waiting job
-    depends on that are dead or canceled (a retry can still release their dependents), and its
-    parameters: ``retention.prunable``'s ``waited_on`` read from the day table itself, which
-    queries through the parent no longer see once its detach is pending."""
-    from django_jobs.core.states import CANCELED, DEAD, WAITING
+def kept_here(alias: str) -> tuple[str, list[str]]:
+    """The condition, on the rows of a day table named ``alias``, of the jobs a drop keeps
+    (``held``), and its parameters, read from the day table itself, which queries through the
+    parent no longer see once its detach is pending: a dead or canceled job a waiting job
+    depends on, a completed one whose result a dependent not yet finished may read."""
+    from django_jobs.core.states import CANCELED, COMPLETED, DEAD, WAITING
     from django_jobs.engine.postgres.prune import quote
     from django_jobs.models import JobDependency
 
     job, depends_on = (quote(relation.field.column or "")
                        for relation in (JobDependency.job, JobDependency.depends_on))
-    return (f"{alias}.status IN (%s, %s) AND EXISTS (SELECT 1 FROM "  # noqa: S608
-            f"{quote(JobDependency._meta.db_table)} l JOIN {JOBS} w ON w.id = l.{job} "
-            f"WHERE l.{depends_on} = {alias}.id AND w.status = %s)", [DEAD, CANCELED, WAITING])
+    return (f"EXISTS (SELECT 1 FROM {quote(JobDependency._meta.db_table)} l "  # noqa: S608
+            f"JOIN {JOBS} w ON w.id = l.{job} WHERE l.{depends_on} = {alias}.id "
+            f"AND ({alias}.status IN (%s, %s) AND w.status = %s "
+            f"OR {alias}.status = %s AND w.status NOT IN (%s, %s, %s)))",
+            [DEAD, CANCELED, WAITING, COMPLETED, COMPLETED, DEAD, CANCELED])
+
+
+def held(kept: Q | Exists) -> Q:
+    """For a filter on jobs: the jobs a drop keeps, moved to the next day. The dead or
+    canceled ones matched by ``kept`` (a waiting job depends on them: a retry can still
+    release it), and the completed ones a dependent not yet finished depends on (it may read
+    their results, ``dependency_results``)."""
+    from django_jobs.core.states import CANCELED, COMPLETED, DEAD
+    from django_jobs.models import JobDependency
+
+    unfinished = JobDependency.objects.filter(depends_on=OuterRef("pk")).exclude(
+        job__status__in=(COMPLETED, DEAD, CANCELED))
+    return Q(has_dependents=True) & (
+        Q(Q(status__in=(DEAD, CANCELED)), kept) | Q(Exists(unfinished), status=COMPLETED))
 
 
 def needed(cursor: Any, jobs_table: str) -> list[int]:
-    """The jobs of ``jobs_table`` (a day table, attached, pending or detached) that a waiting
-    job depends on and that are dead or canceled (``waited_on_here``)."""
-    condition, params = waited_on_here("d")
+    """The jobs of ``jobs_table`` (a day table, attached, pending or detached) that a drop
+    keeps (``kept_here``)."""
+    condition, params = kept_here("d")
     cursor.execute(f"SELECT d.id FROM {jobs_table} d WHERE {condition} ORDER BY d.id", params)  # noqa: S608
     return [pk for (pk,) in cursor.fetchall()]
 
@@ -173,8 +189,8 @@ def move_back(cursor: Any, day: date, ids: list[int], shelf: date) -> None:
 
 
 def keep_needed(using: str, day: date, shelf: date) -> int:
-    """While ``day``'s detach is pending: the jobs of its tables a waiting job depends on
-    (``needed``) move to ``shelf``, found and retried there. Under ``EXCLUSIVE`` locks on the
+    """While ``day``'s detach is pending: the jobs of its tables a drop keeps (``needed``)
+    move to ``shelf``, found and retried there. Under ``EXCLUSIVE`` locks on the
     day tables, which wait for a transaction that locked a row of theirs (the enqueue of a
     dependent marks its dependencies); a transaction begun since the detach does not see the
     day. Returns how many moved; none where a lock is not granted in ``HEARTBEAT_LOCK_WAIT``
@@ -204,24 +220,24 @@ def exists(cursor: Any, name: str) -> bool:
 
 def run_steps(cursor: Any, jobs_table: str, steps: list) -> None:
     """What Django's delete does for the relations of the jobs of ``jobs_table`` (a day table)
-    that point at them (``prune.plan``), in one statement, but for the jobs a waiting job
-    depends on (``waited_on_here``)."""
+    that point at them (``prune.plan``), in one statement, but for the jobs a drop keeps
+    (``kept_here``)."""
     from django_jobs.engine.postgres.prune import part, quote
     from django_jobs.models import Job, JobAttempt
 
     parts = ",\n".join(f" s{n} AS ({part(step, jobs_table, quote(Job._meta.pk.column or 'id'))})"
                         for n, step in enumerate(steps) if step.model is not JobAttempt)
     if parts:
-        # Not the jobs a waiting job depends on, as this statement sees them: a dependent
-        # committed since they were moved out keeps its link to the job for ``settle`` to find.
-        condition, params = waited_on_here("d")
+        # Not the jobs a drop keeps, as this statement sees them: a dependent committed since
+        # they were moved out keeps its link to the job for ``settle`` to find.
+        condition, params = kept_here("d")
         cursor.execute(f"WITH batch(id) AS NOT MATERIALIZED (SELECT d.id FROM {jobs_table} d "  # noqa: S608
                        f"WHERE NOT ({condition})),\n{parts}\nSELECT 1", params)
 
 
 def settle(using: str, day: date, shelf: date, steps: list | None) -> dict[str, int] | None:
-    """``day``'s detached tables dropped, in one transaction: first the jobs in them a waiting
-    job depends on (``needed``) move to ``shelf``, and the links and rows that point at the
+    """``day``'s detached tables dropped, in one transaction: first the jobs in them a drop
+    keeps (``needed``) move to ``shelf``, and the links and rows that point at the
     others are updated again (``run_steps``), for a dependent whose enqueue committed while
     the day was being detached: no transaction sees the day tables any more, so what is read
     here is final. Returns the jobs dropped, by status; None where a lock is not granted."""
@@ -267,25 +283,24 @@ def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int,
     """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went, by status,
     or None where the detach waits for older transactions (``detach``).
 
-    First the dead or canceled jobs of the day matched by ``kept`` (a waiting job depends on
-    them) move to the next day's partition, their attempts with them: a retry can still release
-    their dependents. Then what Django's delete does for the relations of the day's jobs
-    (``prune.plan``: links kept with ``deleted_status``, references set to NULL, dependent
-    rows deleted), in one statement; where the site's own relations or receivers need Django's
-    collector, the day's jobs are deleted through it in batches instead. Then the partitions
-    are detached (``detach``); while the detach is pending, the jobs a waiting job depends on
-    move out of the day (``keep_needed``). Last, the detached tables are checked once more and
-    dropped (``settle``): a dependent enqueued while all this ran keeps its dependency."""
-    from django_jobs.core.states import CANCELED, DEAD
+    First the jobs of the day a drop keeps (``held``: the dead or canceled ones matched by
+    ``kept``, the completed ones a dependent not yet finished depends on) move to the next
+    day's partition, their attempts with them. Then what Django's delete does for the
+    relations of the day's jobs (``prune.plan``: links kept with ``deleted_status``,
+    references set to NULL, dependent rows deleted), in one statement; where the site's own
+    relations or receivers need Django's collector, the day's jobs are deleted through it in
+    batches instead. Then the partitions are detached (``detach``); while the detach is
+    pending, the jobs a drop keeps move out of the day (``keep_needed``). Last, the detached
+    tables are checked once more and dropped (``settle``): a dependent enqueued while all
+    this ran keeps its dependency."""
     from django_jobs.engine.postgres.prune import plan, quote
     from django_jobs.models import Job, JobAttempt
 
     nextday = next_shelf(using, day)
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
-        held = jobs.filter(shelf=day, status__in=(DEAD, CANCELED), has_dependents=True).filter(
-            kept)
-        ids = list(held.select_for_update().values_list("pk", flat=True))
+        ids = list(jobs.filter(held(kept), shelf=day).select_for_update().values_list(
+            "pk", flat=True))
         if ids:
             JobAttempt.objects.using(using).filter(job_id__in=ids, shelf=day).update(
                 shelf=nextday)
@@ -327,11 +342,10 @@ def passed_days(using: str, today: date) -> list[date]:
 
 def dropped_jobs(using: str, through: date, kept: Q | Exists) -> dict[str, int]:
     """The jobs, by status, that dropping the day partitions through ``through`` would take
-    (``prune_day``), counted; the dead or canceled ones matched by ``kept`` move instead. An
-    empty count where the table is not partitioned."""
+    (``prune_day``), counted; those it keeps (``held``) move instead. An empty count where
+    the table is not partitioned."""
     from django.db.models import Count
 
-    from django_jobs.core.states import CANCELED, DEAD
     from django_jobs.models import Job
 
     if not partitioned(using):
@@ -341,15 +355,16 @@ def dropped_jobs(using: str, through: date, kept: Q | Exists) -> dict[str, int]:
     with connections[using].cursor() as cursor:
         hidden = hidden_days(cursor, JOBS)
         for day in days:
-            if day in hidden:  # every row of it goes: the move reads through the parent
-                cursor.execute(f"SELECT status, count(*) FROM {hidden[day]} GROUP BY status")  # noqa: S608
+            if day in hidden:  # read from the table: the parent no longer sees it
+                condition, params = kept_here("d")
+                cursor.execute(f"SELECT status, count(*) FROM {hidden[day]} d "  # noqa: S608
+                               f"WHERE NOT ({condition}) GROUP BY status", params)
                 for status, n in cursor.fetchall():
                     counts[status] = counts.get(status, 0) + int(n)
     shown = [day for day in days if day not in hidden]
     if shown:
         jobs = Job.objects.using(using).filter(shelf__in=shown)
-        moved = jobs.filter(status__in=(DEAD, CANCELED), has_dependents=True).filter(kept)
-        rows = jobs.exclude(pk__in=moved.values("pk"))
+        rows = jobs.exclude(pk__in=jobs.filter(held(kept)).values("pk"))
         for row in rows.values("status").annotate(n=Count("pk")):
             counts[row["status"]] = counts.get(row["status"], 0) + row["n"]
     return counts
