@@ -21,7 +21,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Q
 
 from django_jobs.core.db_errors import lock_conflict
 from django_jobs.core.shelves import KEPT_SHELF
@@ -132,8 +132,8 @@ def older_holders(using: str, table: str) -> bool:
 
 
 def kept_here(alias: str) -> tuple[str, list[str]]:
-    """The condition, on the rows of a day table named ``alias``, of the jobs a drop keeps
-    (``held``), and its parameters, read from the day table itself, which queries through the
+    """The condition, on the rows of a day table named ``alias``, of the jobs a drop keeps,
+    and its parameters, read from the day table itself, which queries through the
     parent no longer see once its detach is pending: a dead or canceled job a waiting job
     depends on, a completed one whose result a dependent not yet finished may read."""
     from django_jobs.core.states import CANCELED, COMPLETED, DEAD, WAITING
@@ -142,25 +142,28 @@ def kept_here(alias: str) -> tuple[str, list[str]]:
 
     job, depends_on = (quote(relation.field.column or "")
                        for relation in (JobDependency.job, JobDependency.depends_on))
-    return (f"EXISTS (SELECT 1 FROM {quote(JobDependency._meta.db_table)} l "  # noqa: S608
+    # ``has_dependents`` is set in the transaction that adds a job's first link: the rows
+    # without it, nearly all, need no look at the links.
+    return (f"{alias}.has_dependents AND EXISTS (SELECT 1 FROM "  # noqa: S608
+            f"{quote(JobDependency._meta.db_table)} l "
             f"JOIN {JOBS} w ON w.id = l.{job} WHERE l.{depends_on} = {alias}.id "
             f"AND ({alias}.status IN (%s, %s) AND w.status = %s "
             f"OR {alias}.status = %s AND w.status NOT IN (%s, %s, %s)))",
             [DEAD, CANCELED, WAITING, COMPLETED, COMPLETED, DEAD, CANCELED])
 
 
-def held(kept: Q | Exists) -> Q:
-    """For a filter on jobs: the jobs a drop keeps, moved to the next day. The dead or
-    canceled ones matched by ``kept`` (a waiting job depends on them: a retry can still
-    release it), and the completed ones a dependent not yet finished depends on (it may read
-    their results, ``dependency_results``)."""
-    from django_jobs.core.states import CANCELED, COMPLETED, DEAD
-    from django_jobs.models import JobDependency
+def kept_jobs(using: str, day: date, kept: Q | Exists) -> list[int]:
+    """The jobs of ``day`` a drop keeps, moved to the next day: those of ``kept_here``, and
+    the dead or canceled ones matched by ``kept`` (``retention.prunable``'s rule)."""
+    from django_jobs.core.states import CANCELED, DEAD
+    from django_jobs.models import Job
 
-    unfinished = JobDependency.objects.filter(depends_on=OuterRef("pk")).exclude(
-        job__status__in=(COMPLETED, DEAD, CANCELED))
-    return Q(has_dependents=True) & (
-        Q(Q(status__in=(DEAD, CANCELED)), kept) | Q(Exists(unfinished), status=COMPLETED))
+    with connections[using].cursor() as cursor:
+        name = day_name(JOBS, day)
+        ids = needed(cursor, name) if exists(cursor, name) else []
+    return sorted(set(ids) | set(Job.objects.using(using).filter(
+        shelf=day, status__in=(DEAD, CANCELED), has_dependents=True).filter(
+        kept).values_list("pk", flat=True)))
 
 
 def needed(cursor: Any, jobs_table: str) -> list[int]:
@@ -283,7 +286,7 @@ def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int,
     """Drop ``day``'s partitions of jobs and attempts; returns the jobs that went, by status,
     or None where the detach waits for older transactions (``detach``).
 
-    First the jobs of the day a drop keeps (``held``: the dead or canceled ones matched by
+    First the jobs of the day a drop keeps (``kept_jobs``: the dead or canceled ones matched by
     ``kept``, the completed ones a dependent not yet finished depends on) move to the next
     day's partition, their attempts with them. Then what Django's delete does for the
     relations of the day's jobs (``prune.plan``: links kept with ``deleted_status``,
@@ -299,8 +302,8 @@ def prune_day(using: str, day: date, kept: Q | Exists, batch_size: int,
     nextday = next_shelf(using, day)
     jobs = Job.objects.using(using)
     with transaction.atomic(using=using):
-        ids = list(jobs.filter(held(kept), shelf=day).select_for_update().values_list(
-            "pk", flat=True))
+        ids = list(jobs.filter(pk__in=kept_jobs(using, day, kept), shelf=day).select_for_update(
+        ).values_list("pk", flat=True))
         if ids:
             JobAttempt.objects.using(using).filter(job_id__in=ids, shelf=day).update(
                 shelf=nextday)
@@ -342,7 +345,7 @@ def passed_days(using: str, today: date) -> list[date]:
 
 def dropped_jobs(using: str, through: date, kept: Q | Exists) -> dict[str, int]:
     """The jobs, by status, that dropping the day partitions through ``through`` would take
-    (``prune_day``), counted; those it keeps (``held``) move instead. An empty count where
+    (``prune_day``), counted; those it keeps (``kept_jobs``) move instead. An empty count where
     the table is not partitioned."""
     from django.db.models import Count
 
@@ -364,7 +367,8 @@ def dropped_jobs(using: str, through: date, kept: Q | Exists) -> dict[str, int]:
     shown = [day for day in days if day not in hidden]
     if shown:
         jobs = Job.objects.using(using).filter(shelf__in=shown)
-        rows = jobs.exclude(pk__in=jobs.filter(held(kept)).values("pk"))
+        kept_ids = [pk for day in shown for pk in kept_jobs(using, day, kept)]
+        rows = jobs.exclude(pk__in=kept_ids)
         for row in rows.values("status").annotate(n=Count("pk")):
             counts[row["status"]] = counts.get(row["status"], 0) + row["n"]
     return counts
