@@ -41,7 +41,7 @@ from django_jobs.engine.postgres.partitions import (
 
 logger = logging.getLogger("django_jobs.worker")
 
-# The session advisory lock one worker holds while it makes and drops partitions.
+# The advisory lock one worker holds while it makes and drops partitions (``exclusive``).
 LOCK_KEY = 7_100_028
 # A worker's pass tries each catalog change once, and a detach waits at most this long for the
 # transactions that began before it: a pass runs inside the worker's heartbeat, which must not
