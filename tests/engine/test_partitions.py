@@ -3,7 +3,9 @@ its layout after ``migrate``, a finished job in its day's partition with its att
 back to the open partition waking a worker, a day's partitions dropped with the dependency links
 left as Django's delete leaves them, a finish past the last day made on the kept shelf, the
 claim planned on the open partition alone, and the migration on a populated table, run again
-after an interruption."""
+after an interruption. A day's drop keeps the jobs dependents need: when a dependent's enqueue
+races it (directly and through PgBouncer in transaction mode), while its detach is pending,
+when its own write fails, when two passes meet in it."""
 
 from __future__ import annotations
 
