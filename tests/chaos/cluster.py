@@ -107,13 +107,14 @@ class Cluster:
 
 class Standby(Cluster):
     """A streaming standby of ``primary`` on a port of its own: the primary's data copied by
-    ``pg_basebackup -R`` (which writes the connection to the primary and ``standby.signal``),
+    ``pg_basebackup -R`` (which writes the connection to the primary and ``standby.signal``;
+    ``--checkpoint=fast``: a spread checkpoint would keep it waiting minutes),
     then started as a hot standby that applies the primary's WAL as it streams in."""
 
     def __init__(self, primary: Cluster) -> None:
         self._place(primary.bindir)
         self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
-                  "-D", str(self.data), "-R", "-X", "stream", "--no-sync")
+                  "-D", str(self.data), "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
 
 
 @contextmanager

@@ -78,7 +78,7 @@ def admin_client(client):
 
 
 @pytest.fixture(scope="module")
-def gone():
+def gone(django_db_setup):
     """A replica no connection can open: the test database's server (or directory, for
     SQLite), asked for a database it does not have. Declared before a test's databases are
     set up (module scope), as a mirror so that no test run creates or flushes it."""
