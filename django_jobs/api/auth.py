@@ -7,7 +7,6 @@ view raises unexpectedly is answered as JSON too: 503 for a database that is awa
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,14 +20,12 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, Unread
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
+from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
 
 from django_jobs.api.errors import ApiError
 from django_jobs.core.db_errors import OUTAGE, TIMEOUT, classify
 from django_jobs.models.tokens import ApiToken
-
-# Where Django logs a request that raised; the API logs there what it answers as JSON.
-request_logger = logging.getLogger("django.request")
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="django-jobs"'}
@@ -129,26 +126,27 @@ def endpoint(needs: dict[str, Need]) -> Callable[[Callable[..., HttpResponse]], 
                 return ApiError(400, f"the request could not be read: {type(exc).__name__}",
                                 {"request": "unreadable"}).response()
             except Exception as exc:  # Django would answer an HTML page
-                return unexpected(request, exc).response()
+                return unexpected(request, exc)
 
         return inner
 
     return wrap
 
 
-def unexpected(request: HttpRequest, exc: Exception) -> ApiError:
-    """The JSON error for what a view raised unexpectedly, logged and signalled as Django does
-    for the HTML page it would answer: a 503 the client may send again for a database that is
-    away or timed out (``db_errors``), else a 500."""
+def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """The JSON answer to what a view raised unexpectedly, logged (with the traceback) and
+    signalled as Django does for the HTML page it would answer: a 503 the client may send
+    again for a database that is away or timed out (``db_errors``), else a 500."""
     if isinstance(exc, DatabaseError) and classify(exc) in (OUTAGE, TIMEOUT):
         error = ApiError(503, "the database is not answering; try again shortly",
                          {"database": "unavailable"}, headers={"Retry-After": "5"})
     else:
         error = ApiError(500, f"the server failed: {type(exc).__name__}", {"server": "error"})
+    response = error.response()
     got_request_exception.send(sender=None, request=request)
-    request_logger.error("%s: %s", error.detail, request.path, exc_info=exc,
-                         extra={"status_code": error.status, "request": request})
-    return error
+    log_response("%s: %s", error.detail, request.path, response=response, request=request,
+                 exception=exc)
+    return response
 
 
 def _touch(token: ApiToken) -> None:

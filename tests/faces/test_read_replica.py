@@ -209,6 +209,59 @@ def test_without_a_replica_the_metrics_name_none():
     assert Api(make_token("read")).get("/api/metrics/jobs").json()["read_replica"] is None
 
 
+@pytest.fixture(scope="module")
+def bare(django_db_setup):
+    """A database of the test server without the jobs' tables (PostgreSQL's ``postgres``,
+    MariaDB's ``mysql``), declared as a mirror so that no test run creates or flushes it."""
+    alias = "bare"
+    default = connections.settings["default"]
+    name = {"django.db.backends.postgresql": "postgres",
+            "django.db.backends.mysql": "mysql"}.get(default["ENGINE"])
+    if name is None:
+        pytest.skip("a server's database without the jobs' tables: PostgreSQL or MariaDB")
+    connections.settings[alias] = {**default, "NAME": name,
+                                   "TEST": {**default["TEST"], "NAME": name, "MIRROR": "default"}}
+    try:
+        yield alias
+    finally:
+        connections[alias].close()
+        del connections[alias]
+        del connections.settings[alias]
+
+
+class JobsOn:
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def db_for_read(self, model, **hints):
+        return self.alias if model._meta.app_label == "django_jobs" else None
+
+    db_for_write = db_for_read
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "bare"])
+def test_what_a_view_raises_unexpectedly_is_answered_as_json(bare, caplog):
+    """The jobs' database refuses the statement (no such table): a JSON 500, logged and
+    signalled as Django does for the HTML page it would answer."""
+    from django.core.signals import got_request_exception
+    from django.test import Client
+
+    client = Client(raise_request_exception=False)
+    client.force_login(staff("root", superuser=True))
+    signalled = []
+    got_request_exception.connect(receiver := lambda **kw: signalled.append(kw["request"].path))
+    try:
+        with override_settings(DATABASE_ROUTERS=[JobsOn(bare)]), \
+                caplog.at_level(logging.ERROR, logger="django.request"):
+            response = client.get("/api/jobs")
+    finally:
+        got_request_exception.disconnect(receiver)
+    assert response.status_code == 500 and response["Content-Type"] == "application/json"
+    assert response.json()["errors"] == {"server": "error"}
+    assert signalled == ["/api/jobs"]
+    assert [r.exc_info is not None for r in caplog.records if r.name == "django.request"] == [True]
+
+
 # What acts, and what leads to it, stays on the primary.
 
 
