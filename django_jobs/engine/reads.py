@@ -59,15 +59,14 @@ class Fallback:
 
 
 class _Replica:
-    """What this process knows of the replica: why it reads the primary now, when the lag was
-    last read, how many times the pages fell back."""
+    """What this process knows of the replica: why it reads the primary now, when its lag was
+    last read and what it was."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.fallback: Fallback | None = None
         self.checked_at: float | None = None
         self.lag: float | None = None
-        self.fallbacks = 0
 
 
 _replica = _Replica()
@@ -110,21 +109,14 @@ def fall_back(replica: str, reason: str) -> Fallback:
     for the switch (none while they already read the primary)."""
     cool_down = float(jobs_settings.READ_REPLICA_FALLBACK_SECONDS)
     with _replica.lock:
-        switched = _replica.fallback is None
+        switched = _replica.fallback is None or _replica.fallback.remaining() <= 0
         _replica.fallback = Fallback(replica, reason, time.monotonic() + cool_down)
-        if switched:
-            _replica.fallbacks += 1
         current = _replica.fallback
     if switched:
         logger.warning("The replica %r %s: the admin's lists and the API's reads use the jobs' "
                        "database %r for %s s.", replica, reason, jobs_database(),
                        _seconds(cool_down))
     return current
-
-
-def fallbacks() -> int:
-    """How many times this process switched the looking pages to the primary."""
-    return _replica.fallbacks
 
 
 def last_lag() -> float | None:
@@ -159,7 +151,6 @@ def forget() -> None:
     """Forget what this process learned of the replica (tests, or after repointing it)."""
     with _replica.lock:
         _replica.fallback, _replica.checked_at, _replica.lag = None, None, None
-        _replica.fallbacks = 0
 
 
 def _behind(replica: str) -> bool:
