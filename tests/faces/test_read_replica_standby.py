@@ -190,6 +190,32 @@ def test_a_page_that_fails_on_the_stopped_standby_is_made_on_the_primary(site, a
 
 
 @on_the_pair
+def test_a_standby_that_stops_mid_page_leaves_the_page_to_the_primary(site, admin_client):
+    """The standby answers the page's first read of the jobs and is stopped right after it: a
+    later read fails, and the whole page is made again from the primary."""
+    job = make_job("dead")
+    wait_for(site.caught_up, timeout=60)
+    answered = []
+
+    def stop_after_the_first_read(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not answered and "django_jobs_job" in sql:
+            answered.append(sql)
+            site.standby.crash()
+        return result
+
+    with override_settings(DJANGO_JOBS={"READ_REPLICA": STANDBY,
+                                        "READ_REPLICA_MAX_LAG_SECONDS": None}), \
+            connections[STANDBY].execute_wrapper(stop_after_the_first_read), \
+            read_on(PRIMARY) as primary:
+        listed = admin_client.get(LIST)
+    assert answered, "the standby answered a read of the page"
+    assert listed.status_code == 200 and job.public_id in listed.content.decode()
+    assert NOTE in listed.content.decode()
+    assert job_reads(primary), "the page was made again from the primary"
+
+
+@on_the_pair
 def test_the_standby_is_read_again_once_it_is_back(site, admin_client, caplog):
     site.standby.crash()
     with caplog.at_level(logging.INFO, logger="django_jobs.reads"):
