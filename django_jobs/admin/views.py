@@ -14,7 +14,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
 from django_jobs.admin import actions, charts, stats
-from django_jobs.admin.reads import list_database
+from django_jobs.admin.reads import list_database, looking, replica_note
 from django_jobs.admin.requests import job_pk
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from django_jobs.exceptions import InvalidJob
@@ -99,8 +99,12 @@ class JobViewsMixin(_AdminBase):
     # The list: a strip of the numbers that matter above it.
 
     def changelist_view(self, request, extra_context=None):
-        extra = {"summary": stats.summary(using=list_database(request)), **(extra_context or {})}
-        return super().changelist_view(request, extra)
+        def page():
+            extra = {"summary": stats.summary(using=list_database(request)),
+                     "replica_note": replica_note(request), **(extra_context or {})}
+            return super(JobViewsMixin, self).changelist_view(request, extra)
+
+        return looking(request, page)
 
     # The overview page and queue pauses.
 
@@ -108,6 +112,9 @@ class JobViewsMixin(_AdminBase):
         if not self.has_view_permission(request):
             raise PermissionDenied
         request.current_app = self.admin_site.name
+        return looking(request, lambda: self.overview_page(request))
+
+    def overview_page(self, request: HttpRequest):
         context = {
             **self.admin_site.each_context(request),
             "title": "Jobs overview",
@@ -117,6 +124,7 @@ class JobViewsMixin(_AdminBase):
             **stats.overview(using=list_database(request)),
             # the finished jobs, from their counts
             **charts.context(request.GET, using=list_database(request)),
+            "replica_note": replica_note(request),
         }
         return TemplateResponse(request, "django_jobs/admin/overview.html", context)
 

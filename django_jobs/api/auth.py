@@ -1,7 +1,8 @@
 """Who may call the API: a Bearer token with the right scope, or a logged-in user with the
 model permission (session cookie, CSRF checked on writes). Nobody anonymous.
 
-Missing or wrong credentials answer 401; known callers without the right answer 403.
+Missing or wrong credentials answer 401; known callers without the right answer 403. What a
+view raises unexpectedly is answered as JSON too: 503 for a database that is away, else 500.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ from functools import wraps
 from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
+from django.core.signals import got_request_exception
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, UnreadablePostError
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
+from django.utils.log import log_response
 from django.views.decorators.csrf import csrf_exempt
 
 from django_jobs.api.errors import ApiError
+from django_jobs.core.db_errors import OUTAGE, TIMEOUT, classify
 from django_jobs.models.tokens import ApiToken
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -120,10 +125,28 @@ def endpoint(needs: dict[str, Need]) -> Callable[[Callable[..., HttpResponse]], 
                 # client that hung up: Django answers these with an HTML 400; the API's is JSON.
                 return ApiError(400, f"the request could not be read: {type(exc).__name__}",
                                 {"request": "unreadable"}).response()
+            except Exception as exc:  # Django would answer an HTML page
+                return unexpected(request, exc)
 
         return inner
 
     return wrap
+
+
+def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """The JSON answer to what a view raised unexpectedly, logged (with the traceback) and
+    signalled as Django does for the HTML page it would answer: a 503 the client may send
+    again for a database that is away or timed out (``db_errors``), else a 500."""
+    if isinstance(exc, DatabaseError) and classify(exc) in (OUTAGE, TIMEOUT):
+        error = ApiError(503, "the database is not answering; try again shortly",
+                         {"database": "unavailable"}, headers={"Retry-After": "5"})
+    else:
+        error = ApiError(500, f"the server failed: {type(exc).__name__}", {"server": "error"})
+    response = error.response()
+    got_request_exception.send(sender=None, request=request)
+    log_response("%s: %s", error.detail, request.path, response=response, request=request,
+                 exception=exc)
+    return response
 
 
 def _touch(token: ApiToken) -> None:

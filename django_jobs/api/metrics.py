@@ -26,8 +26,10 @@ The horizon (PostgreSQL) is read from the database's catalogs at each request
 (``engine/postgres/horizon.py``, a cheap read): how long and how many transactions vacuum is
 held back, and by what. It is not windowed; elsewhere it is null and has no gauge.
 
-The counts read the replica the site names in ``READ_REPLICA`` (``models/reads.py``), if any;
-the clock they are judged by and the horizon are the jobs' database's (the primary's).
+The counts read the replica the site names in ``READ_REPLICA`` (``engine/reads.py``), if any;
+the clock they are judged by and the horizon are the jobs' database's (the primary's). When
+the replica fails or falls behind, they are read from the primary, and ``read_replica`` (the
+``django_jobs_read_replica_fallback`` gauge) says so.
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ from django.db.models import Sum
 
 from django_jobs.core import clock
 from django_jobs.core.states import Outcome
+from django_jobs.engine import reads
 from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, JobStat
 from django_jobs.models.counts import COUNT_CAP, ESTIMATE_FROM, capped_counts
-from django_jobs.models.reads import read_database
 from django_jobs.models.ready import oldest_ready
 from django_jobs.models.schema import jobs_database
 from django_jobs.models.stats import HOUR, MINUTE, WAIT_BOUNDS, WAIT_FIELDS
@@ -70,8 +72,14 @@ def _seconds(us: int) -> float:
 
 def job_metrics(window: timedelta | None = None, now: datetime | None = None,
                 using: str | None = None) -> JSONObject:
-    """The figures, counted on ``using`` (``read_database()`` by default)."""
-    using = using or read_database()
+    """The figures, counted on ``using``; by default on ``reads.read_database()``, and on the
+    jobs' database if the replica fails on the way."""
+    if using is not None:
+        return _counted(window, now, using)
+    return reads.read(reads.read_database(), lambda alias: _counted(window, now, alias))
+
+
+def _counted(window: timedelta | None, now: datetime | None, using: str) -> JSONObject:
     now = now or clock.now(jobs_database())
     jobs = Job.objects.using(using)
     if window is not None:
@@ -97,6 +105,7 @@ def job_metrics(window: timedelta | None = None, now: datetime | None = None,
         ),
         "job_types": [_job_type(name, types[name]["sums"]) for name in sorted(types)],
         "horizon": _horizon(jobs_database()),
+        "read_replica": _read_replica(using),
         "window_seconds": None if window is None else window.total_seconds(),
         "generated_at": now,
     }
@@ -157,6 +166,18 @@ def _horizon(using: str) -> JSONObject | None:
         return None
     return {"age_seconds": read.age_seconds, "xid_age": read.xid_age,
             "holder": read.holder.describe() if read.holder is not None else None}
+
+
+def _read_replica(using: str) -> JSONObject | None:
+    """Which database the figures were read from, when the site names a replica; None when it
+    names none."""
+    replica = reads.replica_alias()
+    if replica is None:
+        return None
+    fallback = reads.fallback() if using != replica else None
+    return {"alias": replica, "read_from": "replica" if using == replica else "primary",
+            "reason": fallback.reason if fallback is not None else None,
+            "lag_seconds": reads.last_lag()}
 
 
 # Prometheus text exposition format, version 0.0.4.
@@ -221,6 +242,15 @@ def prometheus_text(data: JSONObject) -> str:
         family("horizon_xid_age",
                "Transactions since the oldest xmin held by a snapshot, prepared transaction or "
                "replication slot.", [("", held["xid_age"])])
+    replica = data.get("read_replica")
+    if replica is not None:
+        family("read_replica_fallback",
+               "1 where these figures were read from the jobs' database because READ_REPLICA "
+               "failed or fell behind, 0 where they were read from the replica.",
+               [("", int(replica["read_from"] == "primary"))])
+        family("read_replica_lag_seconds",
+               "How far READ_REPLICA was behind the primary when last read (PostgreSQL).",
+               [("", replica["lag_seconds"])])
     types = data["job_types"]
     family("type_jobs", "Attempts finished, by type (the engine's counts).",
            [(f'{{type="{_label(t["type"])}"}}', t["count"]) for t in types])

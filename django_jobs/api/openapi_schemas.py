@@ -217,6 +217,17 @@ def component_schemas() -> JSONObject:
             "properties": {"age_seconds": {"type": "number", "minimum": 0},
                            "xid_age": {"type": "integer", "minimum": 0},
                            "holder": {"type": ["string", "null"]}}},
+        "read_replica": {
+            "type": ["object", "null"],
+            "required": ["alias", "read_from", "reason", "lag_seconds"],
+            "description": "With READ_REPLICA set: whether these figures were read from the "
+                           "replica or, because it failed or fell behind, from the jobs' "
+                           "database (reason says which); lag_seconds is the replica's lag as "
+                           "last read (PostgreSQL). Null without READ_REPLICA",
+            "properties": {"alias": {"type": "string"},
+                           "read_from": {"type": "string", "enum": ["replica", "primary"]},
+                           "reason": {"type": ["string", "null"]},
+                           "lag_seconds": {"type": ["number", "null"], "minimum": 0}}},
     }
     metrics = {"type": "object", "required": list(metrics_properties),
                "properties": metrics_properties}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -18,11 +19,14 @@ from django_jobs.core import tracing
 from django_jobs.core.job_json import iso, job_json
 from django_jobs.core.outcomes import stored
 from django_jobs.core.settings import jobs_settings
+from django_jobs.engine import reads
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
 from django_jobs.models.newest import bounded_if_rare
-from django_jobs.models.reads import read_database
 from django_jobs.models.updated import updated_since
+
+if TYPE_CHECKING:
+    from django_jobs.core.json_rules import JSONObject
 
 LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")
 
@@ -70,24 +74,30 @@ def job_list(request: HttpRequest) -> HttpResponse:
     if any("\x00" in value for values in query.lists() for value in values[1]):
         raise ApiError(400, "parameters must not contain NUL characters", {"query": "NUL"})
     cursor = Cursor.decode(query["cursor"]) if "cursor" in query else None
-    jobs, searched_since = filtered(query)
-    page = paginate(jobs, cursor, _limit(query.get("limit")))
-    body = {
-        "results": [job_json(job, url=job_url(request, job.public_id)) for job in page.items],
-        "next": _page_url(request, page.next),
-        "previous": _page_url(request, page.previous),
-        "searched_since": iso(searched_since) if searched_since is not None else None,
-    }
-    return json_response(body)
+    limit = _limit(query.get("limit"))
+
+    def body(using: str) -> JSONObject:
+        jobs, searched_since = filtered(query, using)
+        page = paginate(jobs, cursor, limit)
+        return {
+            "results": [job_json(job, url=job_url(request, job.public_id))
+                        for job in page.items],
+            "next": _page_url(request, page.next),
+            "previous": _page_url(request, page.previous),
+            "searched_since": iso(searched_since) if searched_since is not None else None,
+        }
+
+    # Read from the replica if the site names one (READ_REPLICA), from the primary if it fails
+    return json_response(reads.read(reads.read_database(), body))
 
 
-def filtered(query: QueryDict) -> tuple[QuerySet, datetime | None]:
+def filtered(query: QueryDict, using: str | None = None) -> tuple[QuerySet, datetime | None]:
     """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``, read from
-    the replica if the site names one (``READ_REPLICA``); and, where a type or queue the planner
+    ``using`` (``reads.read_database()`` if None); and, where a type or queue the planner
     expects few jobs of is looked for among the newest jobs only (``models/newest.py``), the
     ``created_at`` those start at, else None. ``since`` lifts that bound, as a period does in
     the admin: the list is then as long as the client asked for."""
-    jobs, wanted = Job.objects.using(read_database()), None
+    jobs, wanted = Job.objects.using(using or reads.read_database()), None
     if "status" in query:
         wanted = query.get("status", "").split(",")
         bad = [s for s in wanted if s not in Job.Status.values]

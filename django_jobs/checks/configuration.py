@@ -63,18 +63,27 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: obj
 
 
 def check_read_replica() -> list:
-    """``READ_REPLICA``: None, or an alias of ``DATABASES``."""
+    """``READ_REPLICA``: None, or an alias of ``DATABASES``; its lag bound and fallback time:
+    seconds."""
+    problems = []
     replica = jobs_settings.READ_REPLICA
-    if replica is None:
-        return []
-    if isinstance(replica, str) and replica in settings.DATABASES:
-        return []
-    known = ", ".join(repr(alias) for alias in settings.DATABASES)
-    return [Error(
-        f"DJANGO_JOBS['READ_REPLICA'] is {replica!r}, not an alias of DATABASES",
-        id="django_jobs.E040",
-        hint=f"name one of {known}, or None to read the jobs' database",
-    )]
+    if replica is not None and not (isinstance(replica, str) and replica in settings.DATABASES):
+        known = ", ".join(repr(alias) for alias in settings.DATABASES)
+        problems.append(Error(
+            f"DJANGO_JOBS['READ_REPLICA'] is {replica!r}, not an alias of DATABASES",
+            id="django_jobs.E040",
+            hint=f"name one of {known}, or None to read the jobs' database",
+        ))
+    for key, may_be_none in (("READ_REPLICA_MAX_LAG_SECONDS", True),
+                             ("READ_REPLICA_FALLBACK_SECONDS", False)):
+        value = getattr(jobs_settings, key)
+        if value is None and may_be_none:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+            problems.append(Error(
+                f"DJANGO_JOBS[{key!r}] is {value!r}, not a positive number of seconds"
+                + (" or None" if may_be_none else ""), id="django_jobs.E041"))
+    return problems
 
 
 def check_log_levels() -> list:

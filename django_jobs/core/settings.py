@@ -96,8 +96,14 @@ DEFAULTS: dict[str, Any] = {
     # An alias of DATABASES that replicates the jobs' database: the admin's job list, its
     # overview, the API's GET /jobs and its metrics read there; writes, the workers and the
     # pages that act (a job's page and buttons, the admin's actions) stay on the primary
-    # (models/reads.py). None: everything reads the jobs' database.
+    # (engine/reads.py). None: everything reads the jobs' database.
     "READ_REPLICA": None,
+    # PostgreSQL: a READ_REPLICA behind the primary by more than this many seconds (read at most
+    # every 5 s) is set aside like one that fails. None: never judge its lag.
+    "READ_REPLICA_MAX_LAG_SECONDS": 60,
+    # How long the pages read the jobs' database after READ_REPLICA failed or fell behind,
+    # before they try it again.
+    "READ_REPLICA_FALLBACK_SECONDS": 30,
     # Recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
     "SCHEDULES": {},
 }

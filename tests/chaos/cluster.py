@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL cluster that a test creates, crashes and restarts on a port of its own.
+"""A throwaway PostgreSQL cluster that a test creates, crashes and restarts on a port of its own,
+and a streaming standby of one (``Standby``).
 
 ``initdb`` into a temporary directory, ``pg_ctl start`` on a free port below the ephemeral range
 (``tests/ports.py``; never the shared server's 5432), ``pg_ctl stop -m immediate`` for a crash
@@ -42,6 +43,12 @@ class Cluster:
     """One temporary cluster; ``start``, ``crash``, ``destroy``. Trust auth, user postgres."""
 
     def __init__(self, bindir: Path) -> None:
+        self._place(bindir)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                  "--no-sync")
+
+    def _place(self, bindir: Path) -> None:
+        """A port and a temporary directory of its own, owned by the server's user."""
         self.bindir = bindir
         self.port = free_port()
         assert self.port != SHARED_PORT
@@ -52,8 +59,6 @@ class Cluster:
         if self.as_postgres:  # PostgreSQL refuses to run as root
             entry = pwd.getpwnam(os.environ.get("CHAOS_PG_USER", "postgres"))
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                  "--no-sync")
 
     def _run(self, tool: str, *args: str) -> subprocess.CompletedProcess:
         command = [str(self.bindir / tool), *args]
@@ -98,6 +103,18 @@ class Cluster:
             except RuntimeError:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Standby(Cluster):
+    """A streaming standby of ``primary`` on a port of its own: the primary's data copied by
+    ``pg_basebackup -R`` (which writes the connection to the primary and ``standby.signal``;
+    ``--checkpoint=fast``: a spread checkpoint would keep it waiting minutes),
+    then started as a hot standby that applies the primary's WAL as it streams in."""
+
+    def __init__(self, primary: Cluster) -> None:
+        self._place(primary.bindir)
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
+                  "-D", str(self.data), "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
 
 
 @contextmanager

@@ -6,6 +6,7 @@ test database through a connection of its own, so each connection's captured que
 which alias a page read. A committed row is seen from both, hence ``transaction=True``.
 """
 
+import logging
 import re
 from contextlib import contextmanager
 
@@ -17,6 +18,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from django_jobs.checks.configuration import check_settings
+from django_jobs.engine import reads as replica_reads
 from django_jobs.models import Job
 from tests.admin_helpers import job_url, make_job, staff
 from tests.api_support import Api, make_token
@@ -61,10 +63,37 @@ def reads():
         yield Reads(primary, replica)
 
 
+@pytest.fixture(autouse=True)
+def fresh_replica_state():
+    """What the process learned of a replica (set aside, its lag) is forgotten between tests."""
+    replica_reads.forget()
+    yield
+    replica_reads.forget()
+
+
 @pytest.fixture
 def admin_client(client):
     client.force_login(staff("root", superuser=True))
     return client
+
+
+@pytest.fixture(scope="module")
+def gone(django_db_setup):
+    """A replica no connection can open: the test database's server (or directory, for
+    SQLite), asked for a database it does not have. Declared before a test's databases are
+    set up (module scope), as a mirror so that no test run creates or flushes it."""
+    alias = "gone"
+    default = connections.settings["default"]
+    name = ("/nonexistent-django-jobs-replica/replica.sqlite3"
+            if default["ENGINE"].endswith("sqlite3") else "django_jobs_no_such_replica")
+    connections.settings[alias] = {**default, "NAME": name,
+                                   "TEST": {**default["TEST"], "NAME": name, "MIRROR": "default"}}
+    try:
+        yield alias
+    finally:
+        connections[alias].close()
+        del connections[alias]
+        del connections.settings[alias]
 
 
 # The pages that only look.
@@ -123,6 +152,114 @@ def test_the_api_list_and_metrics_read_the_replica():
     assert as_json.json()["pending"] == 1
     assert 'django_jobs_jobs{status="pending"} 1' in as_text.content.decode()
     assert seen.replica and seen.primary == []
+
+
+# A replica that fails costs freshness, not pages.
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "gone"])
+@pytest.mark.parametrize("lag_bound", [None, 60], ids=["no-lag-bound", "lag-bound"])
+def test_a_replica_that_cannot_be_reached_costs_freshness_not_pages(
+        admin_client, gone, lag_bound, caplog):
+    """Unreachable, the replica is set aside: the pages read the primary and say so, once in
+    the log. Without a lag bound the page's own first read fails and the page is made again on
+    the primary; with one (PostgreSQL) the lag check finds it first."""
+    dead = make_job("dead", queue="mail")
+    api = Api(make_token("read"))
+    with replica_settings(READ_REPLICA=gone, READ_REPLICA_MAX_LAG_SECONDS=lag_bound), \
+            caplog.at_level(logging.INFO, logger="django_jobs.reads"):
+        listed = admin_client.get(LIST)
+        overview = admin_client.get(OVERVIEW)
+        api_list = api.get("/api/jobs")
+        as_json = api.get("/api/metrics/jobs")
+        as_text = api.get("/api/metrics/jobs", format="prometheus")
+    assert listed.status_code == 200 and overview.status_code == 200
+    assert dead.public_id in listed.content.decode()
+    for page in (listed, overview):
+        assert 'id="read-replica"' in page.content.decode()
+        assert "the replica &#x27;gone&#x27; failed" in page.content.decode()
+    assert [r["job_id"] for r in api_list.json()["results"]] == [dead.public_id]
+    replica = as_json.json()["read_replica"]
+    assert replica["alias"] == gone and replica["read_from"] == "primary"
+    assert replica["reason"].startswith("failed (")
+    assert as_json.json()["dead"] == 1
+    assert "django_jobs_read_replica_fallback 1\n" in as_text.content.decode()
+    warnings = [r for r in caplog.records if r.name == "django_jobs.reads"]
+    assert [r.levelname for r in warnings] == ["WARNING"], "one line for the one switch"
+
+
+@on_both
+def test_a_replica_that_answers_is_read_and_the_metrics_say_so(admin_client):
+    make_job("pending")
+    with replica_settings():
+        page = admin_client.get(LIST).content.decode()
+        replica = Api(make_token("read")).get("/api/metrics/jobs").json()["read_replica"]
+        text = Api(make_token("read")).get("/api/metrics/jobs", format="prometheus")
+    assert 'id="read-replica"' not in page
+    assert replica == {"alias": "replica", "read_from": "replica", "reason": None,
+                       "lag_seconds": replica["lag_seconds"]}
+    assert "django_jobs_read_replica_fallback 0\n" in text.content.decode()
+
+
+@pytest.mark.django_db
+def test_without_a_replica_the_metrics_name_none():
+    make_job("pending")
+    response = Api(make_token("read")).get("/api/metrics/jobs", format="prometheus")
+    assert "read_replica" not in response.content.decode()
+    assert Api(make_token("read")).get("/api/metrics/jobs").json()["read_replica"] is None
+
+
+@pytest.fixture(scope="module")
+def bare(django_db_setup):
+    """A database of the test server without the jobs' tables (PostgreSQL's ``postgres``,
+    MariaDB's ``mysql``), declared as a mirror so that no test run creates or flushes it."""
+    alias = "bare"
+    default = connections.settings["default"]
+    name = {"django.db.backends.postgresql": "postgres",
+            "django.db.backends.mysql": "mysql"}.get(default["ENGINE"])
+    if name is None:
+        pytest.skip("a server's database without the jobs' tables: PostgreSQL or MariaDB")
+    connections.settings[alias] = {**default, "NAME": name,
+                                   "TEST": {**default["TEST"], "NAME": name, "MIRROR": "default"}}
+    try:
+        yield alias
+    finally:
+        connections[alias].close()
+        del connections[alias]
+        del connections.settings[alias]
+
+
+class JobsOn:
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def db_for_read(self, model, **hints):
+        return self.alias if model._meta.app_label == "django_jobs" else None
+
+    db_for_write = db_for_read
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "bare"])
+def test_what_a_view_raises_unexpectedly_is_answered_as_json(bare, caplog):
+    """The jobs' database refuses the statement (no such table): a JSON 500, logged and
+    signalled as Django does for the HTML page it would answer."""
+    from django.core.signals import got_request_exception
+    from django.test import Client
+
+    client = Client(raise_request_exception=False)
+    client.force_login(staff("root", superuser=True))
+    signalled = []
+    got_request_exception.connect(receiver := lambda **kw: signalled.append(kw["request"].path))
+    try:
+        with override_settings(DATABASE_ROUTERS=[JobsOn(bare)]), \
+                caplog.at_level(logging.ERROR, logger="django.request"):
+            response = client.get("/api/jobs")
+    finally:
+        got_request_exception.disconnect(receiver)
+    assert response.status_code == 500 and response["Content-Type"] == "application/json"
+    assert response.json()["errors"] == {"server": "error"}
+    assert signalled == ["/api/jobs"]
+    assert [r.exc_info is not None for r in caplog.records if r.name == "django.request"] == [True]
 
 
 # What acts, and what leads to it, stays on the primary.
@@ -184,6 +321,26 @@ def test_a_read_replica_not_in_databases_is_an_error(value):
         found = [p for p in check_settings() if p.id == "django_jobs.E040"]
     assert len(found) == 1
     assert "'default'" in found[0].hint
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("READ_REPLICA_MAX_LAG_SECONDS", 0), ("READ_REPLICA_MAX_LAG_SECONDS", "60"),
+    ("READ_REPLICA_FALLBACK_SECONDS", None), ("READ_REPLICA_FALLBACK_SECONDS", -1),
+    ("READ_REPLICA_FALLBACK_SECONDS", True),
+])
+def test_a_lag_bound_or_fallback_time_that_is_no_number_of_seconds_is_an_error(key, value):
+    with override_settings(DJANGO_JOBS={key: value}):
+        found = [p for p in check_settings() if p.id == "django_jobs.E041"]
+    assert len(found) == 1 and key in found[0].msg
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("READ_REPLICA_MAX_LAG_SECONDS", None), ("READ_REPLICA_MAX_LAG_SECONDS", 0.5),
+    ("READ_REPLICA_FALLBACK_SECONDS", 30),
+])
+def test_a_lag_bound_or_fallback_time_in_seconds_passes(key, value):
+    with override_settings(DJANGO_JOBS={key: value}):
+        assert not [p for p in check_settings() if p.id == "django_jobs.E041"]
 
 
 @pytest.mark.parametrize("value", [None, "replica", "default"])

@@ -3,5 +3,6 @@
 ``engine`` (``PostgresEngine``), ``statements`` (the named SQL), ``enqueue`` (one round trip
 per enqueue), ``rows`` (claimed rows made ``Job`` instances), ``cursor`` (server-side
 parameters and prepared statements), ``pooler`` (whether a connection keeps its session),
-``listener`` (LISTEN/NOTIFY wake-ups) and ``horizon`` (what holds back vacuum).
+``listener`` (LISTEN/NOTIFY wake-ups), ``horizon`` (what holds back vacuum) and ``replay`` (how
+far a standby is behind).
 """
