@@ -32,7 +32,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from django_jobs.core import contract
+from django_jobs.core import contract, observers
 from django_jobs.core.contract import ClaimKey, ClaimRequest, Waiting
 from django_jobs.core.db_errors import TIMEOUT, classify
 from django_jobs.core.states import Outcome
@@ -236,5 +236,6 @@ def record(
         if log or outcome.kind != Outcome.COMPLETED:
             log_end(worker.worker_id, outcome)
         if send:
-            job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)
+            observers.send(job_finished, "job_finished", sender=Job, job=outcome.job,
+                           outcome=outcome.kind)
     worker.tally.add(written)
