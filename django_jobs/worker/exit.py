@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from django.db import connections
 
-from django_jobs.worker.log_handoff import handoff
+from django_jobs.worker.handoff import handoff
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -56,7 +56,7 @@ def leave_now(status: int = 0) -> NoReturn:
 
 
 def flush_output() -> None:
-    handoff.stop()  # the worker's log records still queued (log_handoff.py)
+    handoff.stop()  # the worker's log records still queued (handoff.py)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

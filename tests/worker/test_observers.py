@@ -81,16 +81,19 @@ def test_a_raising_log_handler_changes_no_outcome(start_worker):
     assert reports(output, reported) == 1, output
 
 
-def test_a_blocking_log_handler_stalls_neither_claims_heartbeat_nor_finish(
-        start_worker, tmp_path):
-    """Every record blocks its handler until released; meanwhile the jobs are claimed, run
-    and written, and a job that runs three leases long keeps its lease (it is not rescued, and
-    completes in its first attempt): the heartbeat goes on."""
+@pytest.mark.parametrize("blocking", [{"JOBS_OBSERVE_LOG": "block"},
+                                      {"JOBS_OBSERVE_RECEIVER": "job_finished:block"}],
+                         ids=["log handler", "job_finished receiver"])
+def test_a_blocking_observer_stalls_neither_claims_heartbeat_nor_finish(
+        start_worker, tmp_path, blocking):
+    """Every log record (or job_finished) blocks its handler (receiver) until released;
+    meanwhile the jobs are claimed, run and written, and a job that runs three leases long
+    keeps its lease (it is not rescued, and completes in its first attempt): the heartbeat
+    goes on."""
     release = tmp_path / "release"
     jobs = enqueue_jobs()
     long_job = Job.enqueue("record", {"sleep": 6}, queue="observed")
-    worker = start_worker(*FAST, env={"JOBS_OBSERVE_LOG": "block",
-                                      "JOBS_OBSERVE_RELEASE": str(release)})
+    worker = start_worker(*FAST, env={**blocking, "JOBS_OBSERVE_RELEASE": str(release)})
     wait_for(lambda: settled(jobs), timeout=60)
     assert_outcomes_as_without_observers(jobs)
     row = wait_for(lambda: WorkerRow.objects.first(), timeout=30)
