@@ -5,7 +5,8 @@ loop, and a cached lookup of the receivers costs a tenth of the search it replac
 
 The worker sends ``job_started`` and ``job_finished`` robustly: a receiver that raises changes
 nothing of the job, and is reported once per process (``core/observers.py``) rather than logged
-at every job, as ``Signal.send_robust`` would.
+at every job, as ``Signal.send_robust`` would. ``job_enqueued`` is sent as Django's ``post_save``
+is: a receiver's error is the caller's.
 """
 
 from typing import Any
@@ -22,8 +23,10 @@ class JobSignal(Signal):
 
 #: Sent by Job.enqueue / enqueue_many for each new job, inside the caller's transaction.
 job_enqueued = JobSignal(use_caching=True)
-#: Sent by the worker just before the handler runs; ``attempt`` is the attempt number.
+#: Sent by the worker just before the handler runs, in its thread; ``attempt`` is the attempt
+#: number.
 job_started = JobSignal(use_caching=True)
 #: Sent by the worker (and ``run_jobs``) after the outcome is written; ``outcome`` is an
-#: Attempt.Outcome value.
+#: Attempt.Outcome value. The worker sends it from a thread of its own, in the order the
+#: outcomes were written, so that a receiver that blocks does not hold its loop.
 job_finished = JobSignal(use_caching=True)
