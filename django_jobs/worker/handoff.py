@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 
 from django_jobs.core import observers
@@ -129,8 +130,9 @@ class Handoff(logging.Filter):
                         conn.close_if_unusable_or_obsolete()
                 del item
         finally:
-            for conn in connections.all(initialized_only=True):
-                conn.close()
+            if settings.configured:  # what the thread opened, if a receiver or handler did
+                for conn in connections.all(initialized_only=True):
+                    conn.close()
 
 
 handoff = Handoff()
