@@ -15,6 +15,7 @@ from opentelemetry import trace
 from django_jobs.core import observers
 from django_jobs.models import Job
 from django_jobs.models import Worker as WorkerRow
+from tests.api_support import Api, make_token
 from tests.conftest import wait_for
 from tests.models import Execution
 from tests.observers_support import Broken, RaisingSpanProcessor
@@ -151,6 +152,24 @@ def test_a_raising_tracer_does_not_fail_an_enqueue(raising_tracer, capsys, at):
     else:  # the span started: its context is stored, and the caller's span ends
         assert all(j.trace_context for j in stored)
         assert "caller" in [s.name for s in finished(memory)]
+
+
+def test_a_raising_tracer_does_not_fail_a_submission_over_the_api(raising_tracer, capsys):
+    """A request naming its caller's span in its headers: the enqueue's span cannot start,
+    the job is still written and the answer is 201, not a 500."""
+    _memory, processor = raising_tracer
+    headers = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    processor.armed = True
+    try:
+        response = Api(make_token("submit")).post(
+            "/api/jobs", {"type": "record", "queue": "observed"}, headers=headers)
+    finally:
+        processor.armed = False
+    assert response.status_code == 201, response.content
+    job = Job.objects.get(public_id=response.json()["job_id"])
+    assert job.trace_context is None
+    err = capsys.readouterr().err
+    assert reports(err, "django-jobs: tracing (starting an enqueue's span) raised Broken") == 1
 
 
 def test_a_report_is_made_once_per_kind(capsys):
