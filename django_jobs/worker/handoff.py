@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -74,11 +75,12 @@ class Handoff(logging.Filter):
             thread, records, self.thread = self.thread, self.records, None
         if thread is None:
             return
+        deadline = time.monotonic() + timeout
         try:
             records.put(None, timeout=timeout)
         except queue.Full:
             pass
-        thread.join(timeout)
+        thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             observers.write_stderr(
                 f"django-jobs: {records.qsize()} log record(s) or job_finished send(s) of the "

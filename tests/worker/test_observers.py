@@ -7,6 +7,7 @@ fails for good (``permanent``): a job that ran more than once, or went dead or f
 should not, is an outcome the observer changed.
 """
 
+import logging
 import signal
 
 import pytest
@@ -15,10 +16,11 @@ from opentelemetry import trace
 from django_jobs.core import observers
 from django_jobs.models import Job
 from django_jobs.models import Worker as WorkerRow
+from django_jobs.worker.handoff import Handoff
 from tests.api_support import Api, make_token
 from tests.conftest import wait_for
 from tests.models import Execution
-from tests.observers_support import Broken, RaisingSpanProcessor
+from tests.observers_support import BlockingHandler, Broken, RaisingSpanProcessor
 from tests.tracing_support import finished, in_memory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -170,6 +172,33 @@ def test_a_raising_tracer_does_not_fail_a_submission_over_the_api(raising_tracer
     assert job.trace_context is None
     err = capsys.readouterr().err
     assert reports(err, "django-jobs: tracing (starting an enqueue's span) raised Broken") == 1
+
+
+def test_a_full_hand_off_drops_records_rather_than_wait(capsys, tmp_path):
+    """The worker's thread is stuck in a handler that blocks: records beyond the queue's
+    capacity are dropped where they are made (each would otherwise wait for the handler), and
+    that is said once."""
+    gate = tmp_path / "release"
+    blocking = BlockingHandler(str(gate))
+    logger = logging.getLogger("django_jobs.worker")
+    level = logger.level
+    logger.addHandler(blocking)
+    logger.setLevel(logging.INFO)
+    handoff = Handoff(capacity=5)
+    handoff.start()
+    try:
+        for n in range(50):
+            logger.info("line %d", n)
+        dropped = handoff.dropped
+    finally:
+        gate.touch()
+        handoff.stop()
+        logger.removeHandler(blocking)
+        logger.setLevel(level)
+    assert dropped >= 50 - 5 - 1  # the queue's five, and the one the thread is writing
+    err = capsys.readouterr().err
+    assert reports(err, "django-jobs: the worker's log handlers or job_finished receivers "
+                        "take less than it makes (5 queued)") == 1, err
 
 
 def test_a_report_is_made_once_per_kind(capsys):
