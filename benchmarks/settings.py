@@ -44,3 +44,14 @@ if os.environ.get("BENCH_JSON_LOGS"):
 
 # BENCH_OTEL: how the process meets OpenTelemetry (benchmarks/tracing_overhead.py)
 __import__("benchmarks.tracing_setup").tracing_setup.configure(os.environ.get("BENCH_OTEL", ""))
+
+# BENCH_JOB_FINISHED=1: a job_finished receiver that counts (benchmarks/observer_overhead.py).
+if os.environ.get("BENCH_JOB_FINISHED"):
+    from django_jobs.signals import job_finished
+
+    FINISHED = [0]
+
+    def _count_finished(sender, **kwargs):
+        FINISHED[0] += 1
+
+    job_finished.connect(_count_finished, dispatch_uid="benchmarks.count_finished")

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
+from django_jobs.core import observers
+
 TRACER_NAME = "django_jobs"
 SYSTEM = "django_jobs"  # messaging.system
 TYPE = "django_jobs.job.type"
@@ -90,47 +92,67 @@ def loads(otel: Any, stored: str | None) -> Any:
 
 
 def current() -> str | None:
-    """The active span's context, as stored with a job; None when no span is active."""
+    """The active span's context, as stored with a job; None when no span is active (or the
+    tracer raised: reported once)."""
     otel = api()
     if otel is None:
         return None
-    return dumps(otel.trace.get_current_span().get_span_context())
+    try:
+        return dumps(otel.trace.get_current_span().get_span_context())
+    except Exception as exc:
+        observers.report("tracing (reading the active span)", exc, _UNTRACED)
+        return None
 
 
 @contextmanager
 def attached(stored: str | None) -> Iterator[None]:
     """Run the block with a stored context as the active one (nothing stored: as it is), so
     that what it enqueues continues that trace: the follow-ups and callbacks of an attempt."""
-    otel = api(load=True) if stored else None
-    span_context = loads(otel, stored) if otel is not None else None
-    if otel is None or span_context is None:
-        yield
-        return
-    token = otel.context.attach(
-        otel.trace.set_span_in_context(otel.trace.NonRecordingSpan(span_context)))
+    token = None
+    otel = None
+    try:
+        otel = api(load=True) if stored else None
+        span_context = loads(otel, stored) if otel is not None else None
+        if otel is not None and span_context is not None:
+            token = otel.context.attach(
+                otel.trace.set_span_in_context(otel.trace.NonRecordingSpan(span_context)))
+    except Exception as exc:
+        observers.report("tracing (attaching a job's trace context)", exc, _UNTRACED)
     try:
         yield
     finally:
+        if token is not None:
+            _detach(otel, token)
+
+
+def _detach(otel: Any, token: Any) -> None:
+    try:
         otel.context.detach(token)
+    except Exception as exc:
+        observers.report("tracing (detaching a trace context)", exc, _UNTRACED)
 
 
 @contextmanager
 def from_headers(headers: Mapping[str, str]) -> Iterator[None]:
     """Run the block in the trace a request's ``traceparent``/``tracestate`` headers name,
     unless a span is already active (an instrumented site's request span, itself their child)."""
-    traceparent = headers.get("traceparent")
-    otel = api(load=True) if traceparent else None
-    if otel is None or otel.trace.get_current_span().get_span_context().is_valid:
-        yield
-        return
-    carrier = {"traceparent": traceparent}
-    if headers.get("tracestate"):
-        carrier["tracestate"] = headers["tracestate"]
-    token = otel.context.attach(otel.propagator.extract(carrier))
+    token = None
+    otel = None
+    try:
+        traceparent = headers.get("traceparent")
+        otel = api(load=True) if traceparent else None
+        if otel is not None and not otel.trace.get_current_span().get_span_context().is_valid:
+            carrier = {"traceparent": traceparent}
+            if headers.get("tracestate"):
+                carrier["tracestate"] = headers["tracestate"]
+            token = otel.context.attach(otel.propagator.extract(carrier))
+    except Exception as exc:
+        observers.report("tracing (reading a request's trace headers)", exc, _UNTRACED)
     try:
         yield
     finally:
-        otel.context.detach(token)
+        if token is not None:
+            _detach(otel, token)
 
 
 class Sending:
@@ -145,25 +167,59 @@ class Sending:
 
     def sent(self, job_id: str) -> None:
         """The one job an enqueue inserted (its id names the message)."""
-        if self.span is not None and self.span.is_recording():
-            self.span.set_attribute("messaging.message.id", job_id)
+        if self.span is None:
+            return
+        try:
+            if self.span.is_recording():
+                self.span.set_attribute("messaging.message.id", job_id)
+        except Exception as exc:
+            observers.report("tracing (naming an enqueue's job)", exc, _UNTRACED)
 
 
 _NOT_TRACED = Sending()
+_UNTRACED = "the enqueue or job goes on as without it, untraced"
 
 
 @contextmanager
 def sending(type: str, queue: object, count: int) -> Iterator[Sending]:
     """The PRODUCER span of an enqueue of ``count`` jobs, a child of the active span; with no
-    active span, no span and nothing to store."""
+    active span, no span and nothing to store. A tracer that raises leaves the enqueue as
+    without it: no span, nothing stored (reported once: ``core/observers.py``)."""
     otel = api()
     if otel is None:
         yield _NOT_TRACED
         return
+    try:
+        started = _start_sending(otel, type, queue, count)
+    except Exception as exc:
+        observers.report("tracing (starting an enqueue's span)", exc, _UNTRACED)
+        started = _NOT_TRACED
+    span = started.span
+    if span is None:
+        yield started
+        return
+    try:
+        yield started
+    except BaseException as exc:
+        try:
+            if span.is_recording():
+                span.record_exception(exc)
+                span.set_attribute("error.type", type_name(exc))
+                span.set_status(otel.Status(otel.ERROR, str(exc)[:200]))
+        except Exception as failure:
+            observers.report("tracing (recording an enqueue's error)", failure, _UNTRACED)
+        raise
+    finally:
+        try:
+            span.end()
+        except Exception as exc:
+            observers.report("tracing (ending an enqueue's span)", exc, _UNTRACED)
+
+
+def _start_sending(otel: Any, type: str, queue: object, count: int) -> Sending:
     parent = otel.trace.get_current_span().get_span_context()
     if not parent.is_valid:
-        yield _NOT_TRACED
-        return
+        return _NOT_TRACED
     attributes: dict[str, Any] = {
         "messaging.system": SYSTEM,
         "messaging.operation.type": "send",
@@ -176,15 +232,10 @@ def sending(type: str, queue: object, count: int) -> Iterator[Sending]:
     span = otel.tracer.start_span(
         f"send {queue}", kind=otel.SpanKind.PRODUCER, attributes=attributes)
     try:
-        yield Sending(span, dumps(span.get_span_context()))
-    except BaseException as exc:
-        if span.is_recording():
-            span.record_exception(exc)
-            span.set_attribute("error.type", type_name(exc))
-            span.set_status(otel.Status(otel.ERROR, str(exc)[:200]))
-        raise
-    finally:
+        return Sending(span, dumps(span.get_span_context()))
+    except Exception:
         span.end()
+        raise
 
 
 def type_name(exc: BaseException) -> str:

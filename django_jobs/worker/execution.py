@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 from django.db.backends.signals import connection_created
 
+from django_jobs.core import observers
 from django_jobs.core.current import current_job
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.outcomes import AttemptOutcome, micros, now_us
@@ -80,7 +81,8 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
     token = current_job.set(job)
     try:
         if job_started.receivers and job_started.has_listeners(Job):
-            job_started.send(sender=Job, job=job, attempt=job.attempt)
+            # A receiver's error is reported, not the job's (a timeout or cancel still is)
+            observers.send(job_started, "job_started", sender=Job, job=job, attempt=job.attempt)
         if found.arguments is None:
             result = _invoke(found.func, (job.payload,), _NO_KEYWORDS)
         else:  # PermanentError if the stored payload does not fit the arguments

@@ -24,6 +24,8 @@ from typing import NoReturn
 
 from django.db import connections
 
+from django_jobs.worker.handoff import handoff
+
 logger = logging.getLogger("django_jobs.worker")
 
 
@@ -54,6 +56,7 @@ def leave_now(status: int = 0) -> NoReturn:
 
 
 def flush_output() -> None:
+    handoff.stop()  # the worker's log records still queued (handoff.py)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -30,6 +30,7 @@ from django_jobs.models.schema import jobs_database
 from django_jobs.worker import claim_size, execution, suspects, turn
 from django_jobs.worker.claim_cursor import ClaimCursor
 from django_jobs.worker.deadlines import Running, enforce_deadlines
+from django_jobs.worker.handoff import handoff
 from django_jobs.worker.heartbeat import heartbeat
 from django_jobs.worker.log_lines import Tally, default_worker_id
 from django_jobs.worker.options import WorkerOptions
@@ -95,6 +96,13 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
+        handoff.start()  # log records leave the loop and the slots at once (handoff.py)
+        try:
+            return self._run()
+        finally:
+            handoff.stop()
+
+    def _run(self) -> int:
         self.previous_handlers = install_signals(self.stop)
         keep_generic_plans(connections[jobs_database()])  # the loop's: the engine's statements
         self.start_slots(self.options.concurrency)

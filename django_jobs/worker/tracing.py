@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django_jobs.core import tracing
+from django_jobs.core import observers, tracing
 from django_jobs.core.states import Outcome
 
 if TYPE_CHECKING:
@@ -36,14 +36,13 @@ class AttemptSpan:
 
     def end(self, outcome: AttemptOutcome | None) -> None:
         """Record what the attempt came to, end the span and make it inactive (None: the
-        attempt's run raised, which ``run_job`` never lets happen)."""
+        attempt's run raised, which ``run_job`` never lets happen). A tracer that raises
+        changes nothing of the outcome (``core/observers.py``)."""
         otel, span = self.otel, self.span
         try:
-            if outcome is None:
-                span.end()
-                return
-            outcome.trace_context = tracing.dumps(self.active.get_span_context())
-            if span.is_recording():
+            if outcome is not None:
+                outcome.trace_context = tracing.dumps(self.active.get_span_context())
+            if outcome is not None and span.is_recording():
                 span.set_attribute(tracing.OUTCOME, outcome.kind)
                 if outcome.kind == Outcome.FAILED:
                     exc = outcome.exception
@@ -52,12 +51,29 @@ class AttemptSpan:
                         span.set_attribute("error.type", tracing.type_name(exc))
                     span.set_status(otel.Status(otel.ERROR, _description(outcome)))
             span.end()
+        except Exception as exc:
+            observers.report("tracing (ending an attempt's span)", exc,
+                             "the job's outcome stands as without it")
         finally:
-            otel.context.detach(self.token)
+            try:
+                otel.context.detach(self.token)
+            except Exception as exc:
+                observers.report("tracing (detaching an attempt's context)", exc,
+                                 "the job's outcome stands as without it")
 
 
 def start(job: Job) -> AttemptSpan | None:
-    """The span of ``job``'s attempt, made active; None when there is nothing to trace."""
+    """The span of ``job``'s attempt, made active; None when there is nothing to trace, or
+    when the tracer raised (reported once: ``core/observers.py``), the job then run untraced."""
+    try:
+        return _start(job)
+    except Exception as exc:
+        observers.report("tracing (starting an attempt's span)", exc,
+                         "the job runs as without it, untraced")
+        return None
+
+
+def _start(job: Job) -> AttemptSpan | None:
     stored = job.trace_context
     otel = tracing.api(load=stored is not None)
     if otel is None:

@@ -32,7 +32,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from django_jobs.core import contract
+from django_jobs.core import contract, observers
 from django_jobs.core.contract import ClaimKey, ClaimRequest, Waiting
 from django_jobs.core.db_errors import TIMEOUT, classify
 from django_jobs.core.states import Outcome
@@ -41,6 +41,7 @@ from django_jobs.models import Job
 from django_jobs.signals import job_finished
 from django_jobs.worker import suspects
 from django_jobs.worker.deadlines import Running
+from django_jobs.worker.handoff import handoff
 from django_jobs.worker.isolation import (
     describe,
     failure_in_place,
@@ -230,11 +231,16 @@ def record(
             "reply was lost wrote them already", worker.worker_id, lost
         )
     worker.processed += len(written)
-    send = job_finished.has_listeners(Job)
     log = logger.isEnabledFor(logging.DEBUG)
     for outcome in written:
         if log or outcome.kind != Outcome.COMPLETED:
             log_end(worker.worker_id, outcome)
-        if send:
-            job_finished.send(sender=Job, job=outcome.job, outcome=outcome.kind)
+    if written and job_finished.has_listeners(Job):  # off the loop (handoff.py)
+        handoff.call(send_finished, [(outcome.job, outcome.kind) for outcome in written])
     worker.tally.add(written)
+
+
+def send_finished(finished: list[tuple[Job, str]]) -> None:
+    """``job_finished`` for each job written, robustly (``core/observers.py``)."""
+    for job, kind in finished:
+        observers.send(job_finished, "job_finished", sender=Job, job=job, outcome=kind)
