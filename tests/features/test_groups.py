@@ -1,6 +1,7 @@
 """Groups of jobs: counted where each job ends, the callback enqueued once when all have
-ended with the counts and ids, retries taken out of the counts, bad input refused, the admin's
-progress read from the group's row, and no extra query on the finish of a job without one."""
+ended with the counts (the ids read through the group), retries taken out of the counts, bad
+input refused, the admin's progress read from the group's row, and no extra query on the
+finish of a job without one."""
 
 import threading
 
@@ -8,7 +9,7 @@ import pytest
 from django.db import close_old_connections, connection
 from django.test.utils import CaptureQueriesContext
 
-from django_jobs import InvalidJob, UnknownJobType, enqueue_group
+from django_jobs import InvalidJob, UnknownJobType, enqueue_group, group_jobs
 from django_jobs.engine import hooks
 from django_jobs.engine.postgres import partitions
 from django_jobs.features.groups import Groups
@@ -47,7 +48,7 @@ def members(group: JobGroup) -> list[Job]:
     return list(Job.objects.filter(group_id=group.pk).order_by("pk"))
 
 
-def test_the_callback_is_enqueued_once_when_the_last_job_ends_with_counts_and_ids():
+def test_the_callback_is_enqueued_once_when_the_last_job_ends_with_counts_and_reads_ids():
     group = enqueue_group("nightly", [("echo", {"n": 1}, q("a")), ("echo", {"n": 2}, q("b")),
                                       ("permanent", {}, q("c")),
                                       ("echo", {"n": 3}, {"delay": 3600})],
@@ -70,9 +71,13 @@ def test_the_callback_is_enqueued_once_when_the_last_job_ends_with_counts_and_id
     assert (callback.queue, callback.priority) == ("reports", 10)
     assert callback.payload == {"day": "2026-11-29", "group": {
         "id": group.public_id, "name": "nightly", "total": 4,
-        "completed": 2, "dead": 1, "canceled": 1,
-        "completed_ids": [first.public_id, second.public_id],
-        "dead_ids": [doomed.public_id], "canceled_ids": [later.public_id]}}
+        "completed": 2, "dead": 1, "canceled": 1}}
+    # The callback reads the ids through the group
+    read = callback.payload["group"]["id"]
+    assert [j.public_id for j in group_jobs(read, "completed")] == [first.public_id,
+                                                                     second.public_id]
+    assert [j.public_id for j in group_jobs(read, "dead")] == [doomed.public_id]
+    assert [j.pk for j in group_jobs(group)] == [first.pk, second.pk, doomed.pk, later.pk]
 
 
 def test_a_retried_job_leaves_the_counts_and_a_finished_group_calls_back_only_once():
