@@ -7,9 +7,10 @@ may refuse. ``guarded`` makes such a write in a savepoint: if it raises anything
 (``core/db_errors.py``: the database away, a timeout, a lock conflict), the savepoint is rolled
 back, the job's end stands, and the failure is
 
-- logged once at WARNING (``django_jobs.features``, ``event=feature_write_failed``),
-- counted with the finished jobs (``JobStat`` rows of the outcome ``feature_failed``, read by
-  the metrics as ``feature_write_failures``) when ``STATS`` is on,
+- logged once at WARNING (``django_jobs.worker``, ``event=feature_write_failed``),
+- counted once, under the type of the job it follows, with the finished jobs (``JobStat``
+  rows of the outcome ``feature_failed``, read by the metrics as ``feature_write_failures``)
+  when ``STATS`` is on,
 - handed back (``Failure``) for the feature to store on its own row (a group's ``error``).
 
 An outage is raised on: it rolls the whole finish back, and the worker writes the outcome again
@@ -19,7 +20,7 @@ when the database is back (the at-least-once window of ``docs/explanation-guaran
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONObject
     from django_jobs.models import Job
 
-logger = logging.getLogger("django_jobs.features")
+logger = logging.getLogger("django_jobs.worker")
 
 
 @dataclass
@@ -49,9 +50,10 @@ class Failure:
 
 
 @contextmanager
-def guarded(using: str, feature: str, what: str, jobs: Sequence[Job]) -> Iterator[Failure]:
-    """Run the block (``feature``'s write of ``what``, following the end of ``jobs``) in a
-    savepoint of the caller's transaction; see the module's docstring."""
+def guarded(using: str, feature: str, what: str, job: Job | None) -> Iterator[Failure]:
+    """Run the block (``feature``'s write of ``what``, following the end of ``job``; None when
+    no job's end led to it) in a savepoint of the caller's transaction; see the module's
+    docstring."""
     failure = Failure()
     try:
         with transaction.atomic(using=using):
@@ -62,7 +64,6 @@ def guarded(using: str, feature: str, what: str, jobs: Sequence[Job]) -> Iterato
         failure.exception = exc
         failure.error = error_dict(exc, message=f"{what} not written: {exc}")
         failure.error["traceback"] = ""  # the log line has it
-        job = jobs[0] if jobs else None
         logger.warning(
             "%s: %s not written after job %s ended (%s: %s); the job's end stands",
             feature, what, job.public_id if job else "-", exc.__class__.__name__, exc,
@@ -72,5 +73,5 @@ def guarded(using: str, feature: str, what: str, jobs: Sequence[Job]) -> Iterato
                    "job_type": job.type if job else None})
         from django_jobs.engine import stats  # the models: not when the package is imported
 
-        if stats.enabled() and jobs:
-            stats.record_failures(using, jobs, clock.now(using))
+        if stats.enabled() and job is not None:
+            stats.record_failures(using, [job], clock.now(using))

@@ -104,7 +104,7 @@ class Callbacks(Feature):
         refused, they are logged and counted, and the jobs' ends stand without them."""
         hooked = [job for job in jobs if job.callback_url]
         if hooked:
-            with guarded(using, "callbacks", "the completion callbacks", hooked):
+            with guarded(using, "callbacks", "the completion callbacks", hooked[0]):
                 enqueue_callbacks(hooked, using)
 
     def hold_for_cancel(self, cancelable: JobQuerySet) -> list[Job]:

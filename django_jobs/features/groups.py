@@ -207,14 +207,15 @@ def count(using: str, jobs: Sequence[Job], now: datetime) -> None:
             dead=F("dead") + ended[JobStatus.DEAD],
             canceled=F("canceled") + ended[JobStatus.CANCELED],
         )
-        finish_if_done(using, group_id, now, [job for job in jobs if job.group_id == group_id])
+        last = next(job for job in reversed(jobs) if job.group_id == group_id)
+        finish_if_done(using, group_id, now, last)
 
 
 def finish_if_done(using: str, group_id: int, now: datetime,
-                   ended: Sequence[Job] | None = None) -> Job | None:
+                   ended: Job | None = None) -> Job | None:
     """If the group (its row locked by the caller) has a total, all its jobs ended and no
-    callback yet: enqueue the callback job and record it; returns it. After the end of
-    ``ended`` (a finish, a cancel, a rescue) the enqueue is ``guarded``: refused, it leaves the
+    callback yet: enqueue the callback job and record it; returns it. After the end of the
+    job ``ended`` (a finish, a cancel, a rescue) the enqueue is ``guarded``: refused, it leaves the
     group finished with its ``error`` and returns None; at the group's own enqueue
     (``ended`` None) the refusal is raised."""
     groups = JobGroup.objects.using(using)

@@ -125,6 +125,6 @@ class FollowUps(Feature):
             for type, payload, options, trace in outcome.job.__dict__.pop("_after_success", []):
                 # Checked when asked; still refused if a dependency it names was deleted
                 # since, or the database refuses it: the completion stands without it.
-                with guarded(manager.db, "follow-ups", f"the follow-up {type}", [outcome.job]), \
+                with guarded(manager.db, "follow-ups", f"the follow-up {type}", outcome.job), \
                         tracing.attached(trace):
                     manager.enqueue(type, payload, **options)
