@@ -3,6 +3,7 @@ ended with the counts (the ids read through the group), retries taken out of the
 input refused, the admin's progress read from the group's row, and no extra query on the
 finish of a job without one."""
 
+import json
 import threading
 
 import pytest
@@ -147,6 +148,30 @@ def test_bad_input_is_refused_and_writes_nothing(jobs, options, field):
         enqueue_group("bad", jobs, **{"callback": "record", **options})
     assert field in err.value.message_dict
     assert not Job.objects.exists() and not JobGroup.objects.exists()
+
+
+def test_a_callback_payload_that_fits_alone_but_not_with_the_groups_counts_is_refused(settings):
+    payload = {"pad": "x" * 500}
+    alone = len(json.dumps(payload, separators=(",", ":")).encode())
+    settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "MAX_PAYLOAD_BYTES": alone + 40}
+    Job.enqueue("record", payload)  # it fits alone
+    with pytest.raises(InvalidJob) as err:
+        enqueue_group("too big", [("echo", {})] * 3, callback="record", callback_payload=payload)
+    assert "MAX_PAYLOAD_BYTES" in err.value.message_dict["callback_payload"][0]
+    assert Job.objects.count() == 1 and not JobGroup.objects.exists()
+
+
+def test_the_callbacks_payload_does_not_grow_with_the_group(settings):
+    """Checked at its largest at enqueue (every count the total): what is accepted fits."""
+    settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "MAX_PAYLOAD_BYTES": 400}
+    group = enqueue_group("two thousand", [("echo", {"n": n}) for n in range(2000)],
+                          callback="record", callback_payload={"pad": "x" * 200})
+    Job.objects.filter(group_id=group.pk).cancel()
+    ended = group_of(group)
+    (callback,) = callbacks()
+    assert (ended.canceled, ended.callback_job_id, ended.error) == (2000, callback.pk, None)
+    assert callback.payload["group"]["canceled"] == 2000
+    assert group_jobs(group, "canceled").count() == 2000
 
 
 def test_an_unknown_callback_type_is_an_unknown_job_type():
