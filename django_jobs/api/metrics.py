@@ -234,7 +234,7 @@ def prometheus_text(data: JSONObject) -> str:
             for t in types for o in OUTCOMES])
     family("feature_write_failures", "Job ends a feature's write could not follow (a group's "
            "callback, a follow-up, a completion callback refused; the end stood), by type.",
-           [(f'{{type="{_label(t["type"])}"}}', t["feature_write_failures"]) for t in types])
+           [(f'{{type="{_label(t["type"])}"}}', t.get("feature_write_failures", 0)) for t in types])
     family("type_avg_processing_seconds", "Mean duration of completed attempts, by type.",
            [(f'{{type="{_label(t["type"])}"}}', seconds(t["avg_time"])) for t in types])
     family("type_error_ratio", "Share of finished attempts that raised, by type.",
