@@ -202,11 +202,14 @@ def count(using: str, jobs: Sequence[Job], now: datetime) -> None:
     groups = JobGroup.objects.using(using)
     for group_id in sorted(by_group):
         ended = by_group[group_id]
-        groups.filter(pk=group_id).update(  # locks the group's row until commit
-            completed=F("completed") + ended[JobStatus.COMPLETED],
-            dead=F("dead") + ended[JobStatus.DEAD],
-            canceled=F("canceled") + ended[JobStatus.CANCELED],
-        )
+        added = {name: F(name) + ended[name] for name in COUNTED}
+        # One statement while jobs are left after these (it locks the group's row until
+        # commit; the database decides the condition on the row as it is once locked): the
+        # group is not done and needs no read. Otherwise the same count, and the read.
+        if groups.filter(pk=group_id, total__gt=F("completed") + F("dead") + F("canceled")
+                         + sum(ended.values())).update(**added):
+            continue
+        groups.filter(pk=group_id).update(**added)
         last = next(job for job in reversed(jobs) if job.group_id == group_id)
         finish_if_done(using, group_id, now, last)
 
