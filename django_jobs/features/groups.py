@@ -265,6 +265,7 @@ class Groups(Feature):
     a dependency's policy) and where a retry takes it back (``reopen``)."""
 
     name = "groups"
+    late_in_turn = True  # every job's end locks its group's row: after the turn's claim
 
     def joins_finish(self, job: Job) -> bool:
         return job.group_id is not None
