@@ -103,7 +103,12 @@ def one_drain(kind: str, args: argparse.Namespace, control: psycopg.Connection
             raise RuntimeError(f"group: total {total}, completed {completed}, error {error}, "
                                f"{callbacks} callback jobs")
     seconds = float(last) - started
-    return {"rate": args.jobs / seconds, "seconds": seconds,
+    ends = [float(control.execute(
+        f"SELECT extract(epoch FROM finished_at) FROM {TABLE} WHERE {members} "
+        f"ORDER BY finished_at OFFSET %s LIMIT 1", (args.jobs * tenth // 10 - 1,)).fetchone()[0])
+        for tenth in range(1, 11)]
+    tenths = [round(end - start, 3) for start, end in zip([started, *ends], ends, strict=False)]
+    return {"rate": args.jobs / seconds, "seconds": seconds, "tenths_seconds": tenths,
             "enqueue_seconds": enqueue_seconds, "deadlocks": deadlocks(control) - before}
 
 
