@@ -264,6 +264,26 @@ def test_the_admin_shows_groups_with_their_progress_from_their_row(client):
     assert group.public_id in page and f"{GROUPS}{group.pk}/change/" in page
 
 
+def test_a_callback_refused_at_the_end_leaves_the_end_and_shows_on_the_groups_page(
+        client, settings, caplog):
+    group = enqueue_group("lowered since", [("echo", {"n": 1})], callback="record",
+                          callback_payload={"pad": "x" * 3000})
+    (job,) = members(group)
+    settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "MAX_PAYLOAD_BYTES": 2000}  # a deploy
+    with caplog.at_level("WARNING", logger="django_jobs.worker"):
+        assert run_once(job).status == "completed"
+    ended = group_of(group)
+    assert (ended.completed, ended.callback_job_id, callbacks()) == (1, None, [])
+    assert ended.finished_at is not None and "MAX_PAYLOAD_BYTES" in ended.error["message"]
+    (line,) = [r for r in caplog.records if "not written after job" in r.getMessage()]
+    assert line.levelname == "WARNING" and job.public_id in line.getMessage()
+    client.force_login(staff("op", "view_job", "view_jobgroup"))
+    page = client.get(f"{GROUPS}{group.pk}/change/").content.decode()
+    assert "the callback job of group" in page and "MAX_PAYLOAD_BYTES" in page
+    listed = client.get(GROUPS).content.decode()
+    assert "MAX_PAYLOAD_BYTES" in listed
+
+
 def test_a_prune_pass_drops_groups_finished_before_their_jobs_retention_with_members():
     from datetime import timedelta
 
