@@ -284,6 +284,23 @@ def test_a_callback_refused_at_the_end_leaves_the_end_and_shows_on_the_groups_pa
     assert "MAX_PAYLOAD_BYTES" in listed
 
 
+def test_a_retry_of_a_job_of_a_group_whose_callback_was_refused_tries_the_callback_again(
+        settings):
+    group = enqueue_group("again", [("permanent", {})], callback="record",
+                          callback_payload={"pad": "x" * 3000})
+    (job,) = members(group)
+    limits = settings.DJANGO_JOBS
+    settings.DJANGO_JOBS = {**limits, "MAX_PAYLOAD_BYTES": 2000}
+    assert run_once(job).status == "dead"
+    assert group_of(group).error is not None and callbacks() == []
+    settings.DJANGO_JOBS = limits  # the limit raised again
+    assert job.retry()
+    assert run_once(job).status == "dead"
+    ended = group_of(group)
+    (callback,) = callbacks()
+    assert (ended.dead, ended.callback_job_id, ended.error) == (1, callback.pk, None)
+
+
 def test_a_prune_pass_drops_groups_finished_before_their_jobs_retention_with_members():
     from datetime import timedelta
 
