@@ -3,7 +3,8 @@
 each job once; a group callback refused after the group was enqueued (the limit lowered since)
 leaves the last job completed and the refusal on the group's row, logged once and counted; a
 cancel of a group's last job through the API whose callback is refused answers 200; a refused
-follow-up leaves the completion and the other follow-up standing."""
+follow-up leaves the completion and the other follow-up standing, and so does a refused
+completion callback."""
 
 import json
 
@@ -112,3 +113,20 @@ def test_a_refused_follow_up_leaves_the_completion_and_the_other_follow_up(start
     assert "WARNING" in line and job.public_id in line
     by_type = {t["type"]: t["feature_write_failures"] for t in metrics()["job_types"]}
     assert (by_type["follow_ups_one_refused"], by_type["echo"]) == (1, 0)
+
+
+def test_a_refused_completion_callback_leaves_the_completion(start_worker):
+    # A worker whose CALLBACK_MAX_ATTEMPTS the enqueue of a delivery refuses (0)
+    job = Job.enqueue("record", {}, callback_url="http://127.0.0.1:9/done")
+    plain = Job.enqueue("record", {})
+    worker = start_worker("--worker-id", "w0", *FAST, env={
+        "DJANGO_JOBS_TEST_EXTRA": json.dumps({"CALLBACK_MAX_ATTEMPTS": 0})})
+    wait_for(lambda: set(Job.objects.filter(pk__in=[job.pk, plain.pk])
+                         .values_list("status", flat=True)) == {"completed"}, timeout=60)
+    wait_for(lambda: "not written after job" in worker.output(), timeout=10)
+    assert not Job.objects.filter(type="django_jobs.callback").exists()
+    assert runs_per_job(Job.objects.filter(pk__in=[job.pk, plain.pk])) == {1}
+    line = next(line for line in worker.output().splitlines() if "not written after job" in line)
+    assert "WARNING" in line and "callbacks" in line and job.public_id in line
+    assert {t["type"]: t["feature_write_failures"] for t in metrics()["job_types"]} == {
+        "record": 1}
