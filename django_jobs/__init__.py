@@ -48,6 +48,7 @@ __all__ = [
     "dependency_results",
     "enqueue_after_success",
     "enqueue_group",
+    "group_jobs",
     "handler",
     "set_progress",
     "task",
@@ -67,6 +68,14 @@ def enqueue_group(name: str, jobs: Any, **options: Any) -> "JobGroup":
     from django_jobs.features.groups import enqueue_group as _enqueue_group
 
     return _enqueue_group(name, jobs, **options)
+
+
+def group_jobs(group: Any, status: str | None = None, using: str | None = None) -> Any:
+    """The jobs of a group (a JobGroup, its public id, as a group's callback gets it, or its
+    primary key), of ``status`` if given; see ``django_jobs.features.groups.group_jobs``."""
+    from django_jobs.features.groups import group_jobs as _group_jobs
+
+    return _group_jobs(group, status, using)
 
 
 def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:

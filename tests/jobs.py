@@ -205,3 +205,19 @@ def read_dependencies(payload):
         except DependencyUnavailable as exc:
             seen[key] = {"unavailable": str(exc), "status": results.status(key)}
     return seen
+
+
+@handler("follow_ups_one_refused", max_attempts=3)
+def follow_ups_one_refused(payload):
+    """Asks for two follow-ups, the first depending on ``payload["dep"]``, then deletes that job
+    (as an operator might meanwhile): the first follow-up is refused at the finish."""
+    from django_jobs import enqueue_after_success
+    from django_jobs.models import Job
+    from tests.models import Execution
+
+    job = current_job()
+    Execution.objects.create(job_public_id=job.public_id, pid=os.getpid(), attempt=job.attempt)
+    enqueue_after_success("echo", {"refused": True}, depends_on=[payload["dep"]])
+    enqueue_after_success("echo", {"kept": True})
+    Job.objects.filter(pk=payload["dep"]).delete()
+    return None

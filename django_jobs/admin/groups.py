@@ -35,12 +35,13 @@ def group_link(group_id: int) -> str:
 @admin.register(JobGroup)
 class JobGroupAdmin(StockAnswers, admin.ModelAdmin):
     list_display = ("public_id", "name", "progress", "total", "completed", "dead", "canceled",
-                    "remaining", "created_at", "finished_at", "callback")
+                    "remaining", "created_at", "finished_at", "callback", "error_message")
     search_fields = ("=public_id", "name")
     ordering = ("-created_at",)
     readonly_fields = ("public_id", "name", "progress", "total", "completed", "dead",
                        "canceled", "remaining", "created_at", "finished_at", "callback_type",
-                       "callback_payload", "callback_options", "callback", "jobs")
+                       "callback_payload", "callback_options", "callback", "error_message",
+                       "jobs")
     fields = readonly_fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -67,6 +68,12 @@ class JobGroupAdmin(StockAnswers, admin.ModelAdmin):
         if group.callback_job_id is None:
             return f"{group.callback_type}, once all have ended"
         return job_link(group.callback_job_id, f"{group.callback_type} (enqueued)")
+
+    @admin.display(description="error")
+    def error_message(self, group: JobGroup) -> str:
+        """Why a write of the group's after one of its jobs ended was not made (its callback)."""
+        error = group.error if isinstance(group.error, dict) else {}
+        return str(error.get("message") or "-")
 
     @admin.display(description="jobs")
     def jobs(self, group: JobGroup) -> str:

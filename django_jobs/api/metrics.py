@@ -10,13 +10,14 @@ all the statuses; a status the planner expects ``ESTIMATE_FROM`` jobs of or more
 the cap) is not counted at all, its figure is the estimate. SQLite counts exactly. A
 ``window`` limits the counts to jobs submitted within it.
 
-Finished figures (the mean times, and per type: attempts by outcome, mean run time, error
-rate, run and wait histograms) come from the counts the engine keeps as it writes outcomes
-(``JobStat``, ``engine/stats.py``), never from the jobs table: the minute rows for a window
-under two hours, the hour rows otherwise, so a window is rounded out to the minute or the
-hour it starts in; without a window, every hour the stats keep (``STATS_RETENTION``, two
-days by default). The run histogram has the one ``+Inf`` bucket (the engine keeps the sum
-and count of run times, not their spread); the wait histogram has the engine's bounds
+Finished figures (the mean times, and per type: attempts by outcome, mean run time, error rate,
+run and wait histograms, and ``feature_write_failures``: the job ends that a feature's write
+could not follow, ``engine/feature_writes.py``) come from the counts the engine keeps as it
+writes outcomes (``JobStat``, ``engine/stats.py``), never from the jobs table: the minute rows
+for a window under two hours, the hour rows otherwise, so a window is rounded out to the minute
+or the hour it starts in; without a window, every hour the stats keep (``STATS_RETENTION``, two
+days by default). The run histogram has the one ``+Inf`` bucket (the engine keeps the sum and
+count of run times, not their spread); the wait histogram has the engine's bounds
 (``WAIT_BOUNDS``), from due (``run_at``) to the start of the attempt.
 
 The age of the oldest ready job always looks at the whole queue (a stuck job must not hide
@@ -43,6 +44,7 @@ from django_jobs.core import clock
 from django_jobs.core.states import Outcome
 from django_jobs.engine import reads
 from django_jobs.engine.postgres import horizon
+from django_jobs.engine.stats import FEATURE_FAILED
 from django_jobs.models import Job, JobStat
 from django_jobs.models.counts import COUNT_CAP, ESTIMATE_FROM, capped_counts
 from django_jobs.models.ready import oldest_ready
@@ -104,6 +106,8 @@ def _counted(window: timedelta | None, now: datetime | None, using: str) -> JSON
             None if oldest is None else round((now - oldest).total_seconds(), 3)
         ),
         "job_types": [_job_type(name, types[name]["sums"]) for name in sorted(types)],
+        "feature_write_failures": sum(t["sums"][FEATURE_FAILED]["count"]
+                                      for t in types.values()),
         "horizon": _horizon(jobs_database()),
         "read_replica": _read_replica(using),
         "window_seconds": None if window is None else window.total_seconds(),
@@ -129,7 +133,7 @@ def _finished(window: timedelta | None, now: datetime, using: str) -> dict[str, 
     for row in grouped:
         values: dict[str, object] = dict(row)
         entry = types.setdefault(str(values["type"]), {"sums": {
-            outcome: dict.fromkeys(fields, 0) for outcome in OUTCOMES}})
+            outcome: dict.fromkeys(fields, 0) for outcome in (*OUTCOMES, FEATURE_FAILED)}})
         if values["outcome"] in entry["sums"]:
             entry["sums"][values["outcome"]] = {
                 name: int(values[f"s_{name}"] or 0) for name in fields}  # type: ignore[call-overload]
@@ -150,6 +154,7 @@ def _job_type(name: str, sums: dict[str, dict[str, int]]) -> JSONObject:
         "type": name,
         "count": sum(sums[o]["count"] for o in OUTCOMES),
         **{str(o): sums[o]["count"] for o in OUTCOMES},
+        "feature_write_failures": sums[FEATURE_FAILED]["count"],
         "avg_time": _ms(completed["run_sum_us"], completed["count"]),
         "error_rate": round(errored / judged, 4) if judged else None,
         "run_seconds": {"buckets": [["+Inf", completed["count"]]],
@@ -257,6 +262,9 @@ def prometheus_text(data: JSONObject) -> str:
     family("type_finished", "Attempts finished, by type and outcome (the engine's counts).",
            [(f'{{type="{_label(t["type"])}",outcome="{o}"}}', t.get(str(o), 0))
             for t in types for o in OUTCOMES])
+    family("feature_write_failures", "Job ends a feature's write could not follow (a group's "
+           "callback, a follow-up, a completion callback refused; the end stood), by type.",
+           [(f'{{type="{_label(t["type"])}"}}', t.get("feature_write_failures", 0)) for t in types])
     family("type_avg_processing_seconds", "Mean duration of completed attempts, by type.",
            [(f'{{type="{_label(t["type"])}"}}', seconds(t["avg_time"])) for t in types])
     family("type_error_ratio", "Share of finished attempts that raised, by type.",

@@ -190,13 +190,17 @@ def component_schemas() -> JSONObject:
         "sum": {"type": "number"}, "count": {"type": "integer", "minimum": 0}}}
     outcomes = {name: {"type": "integer", "minimum": 0}
                 for name in ("completed", "failed", "dead", "canceled")}
+    feature_failures = {"type": "integer", "minimum": 0, "description": (
+        "job ends a feature's write could not follow (a group's callback, a follow-up, a "
+        "completion callback refused: the end stood), from the engine's counts")}
     job_type = {"type": "object",
                 "description": "Attempts of one type finished within the window (at most the "
                                "engine's stats retention), by outcome, from the engine's counts",
-                "required": ["type", "count", *outcomes, "avg_time", "error_rate",
-                             "run_seconds", "wait_seconds"],
+                "required": ["type", "count", *outcomes, "feature_write_failures", "avg_time",
+                             "error_rate", "run_seconds", "wait_seconds"],
                 "properties": {"type": {"type": "string"}, "count": {"type": "integer"},
-                               **outcomes, "avg_time": number, "error_rate": number,
+                               **outcomes, "feature_write_failures": feature_failures,
+                               "avg_time": number, "error_rate": number,
                                "run_seconds": histogram, "wait_seconds": histogram}}
     counts = {name: {"type": "integer", "minimum": 0} for name in ["total_jobs", *STATUS["enum"]]}
     metrics_properties = {
@@ -209,6 +213,7 @@ def component_schemas() -> JSONObject:
         "avg_processing_time_ms": number, "avg_time_to_complete_ms": number,
         "oldest_ready_age_seconds": number, "window_seconds": number, "generated_at": TIME,
         "job_types": {"type": "array", "items": ref("JobTypeMetrics")},
+        "feature_write_failures": feature_failures,
         "horizon": {
             "type": ["object", "null"], "required": ["age_seconds", "xid_age", "holder"],
             "description": "PostgreSQL's xmin horizon: how long (the oldest snapshot or "

@@ -19,6 +19,8 @@ points::
     claim_without_row_locks   claim           without row locks (SQLite), in place of admit:
                                               the whole admitted claim, or None
     after_finish              finish          in the finish transaction, with what was written
+                                              (in a worker's turn, a feature that is
+                                              ``late_in_turn``: after the turn's claim)
     hold_for_cancel / ended   cancel          rows read (and locked) before the cancel; jobs
                                               that ended outside a finish (cancel, rescue)
     reopen                    retry           before the rows leave an end state (dead,
@@ -35,7 +37,9 @@ Hooks that write jobs do so through the engine's verbs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +62,10 @@ class Feature:
     """A feature's hooks; subclass and override the points the feature joins."""
 
     name = "feature"
+    # True: in a worker's turn, ``after_finish`` runs at the turn's end, after its claim. For
+    # a feature whose finish takes a row lock that many turns meet (a group's row): the lock is
+    # then held for its own statements and the commit, not for the claim as well.
+    late_in_turn = False
 
     def take_enqueue_options(self, type: str, options: Options) -> Insert | None:
         """Pop this feature's options out of an enqueue call's ``options`` (raise InvalidJob
@@ -184,9 +192,38 @@ def joins_finish(job: Job) -> bool:
     return False
 
 
+# In a worker's turn (``late``): the after_finish calls that wait for the turn's end
+_late: ContextVar[list[tuple[Feature, JobManager, list[AttemptOutcome], datetime]] | None] = \
+    ContextVar("django_jobs_late", default=None)
+
+
 def after_finish(manager: JobManager, written: list[AttemptOutcome], now: datetime) -> None:
+    late = _late.get()
     for feature in _features:
-        feature.after_finish(manager, written, now)
+        if late is not None and feature.late_in_turn:
+            late.append((feature, manager, written, now))
+        else:
+            feature.after_finish(manager, written, now)
+
+
+@contextmanager
+def late() -> Iterator[Callable[[], None]]:
+    """A worker's turn: in the block, the ``after_finish`` of the features ``late_in_turn``
+    waits; the callable yielded runs it (after the turn's claim, in its transaction)."""
+    waiting: list[tuple[Feature, JobManager, list[AttemptOutcome], datetime]] = []
+    token = _late.set(waiting)
+
+    def run() -> None:
+        _late.reset(token)
+        for feature, manager, written, now in waiting:
+            feature.after_finish(manager, written, now)
+        waiting.clear()
+
+    try:
+        yield run
+    finally:
+        if _late.get() is waiting:
+            _late.reset(token)
 
 
 def hold_for_cancel(cancelable: JobQuerySet) -> list[Job]:

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 # The outcomes counted: the ends of an attempt (a snoozed attempt is given back).
 COUNTED = frozenset((Outcome.COMPLETED, Outcome.FAILED, Outcome.DEAD, Outcome.CANCELED))
 
+# Not an attempt's outcome: the ends a feature's write could not follow, counted by job
+# (``record_failures``); the charts and the outcome figures do not read it.
+FEATURE_FAILED = "feature_failed"
+
 Key = tuple[str, str, str, str]  # worker id, queue, type, outcome
 
 
@@ -95,8 +99,22 @@ def record(using: str, done: Sequence[AttemptOutcome], now: datetime,
     """Add the written outcomes to their rows of ``now``'s minute and hour, in the caller's
     transaction: one statement for the batch, its rows in key order."""
     rows = tally(done, waited)
-    if not rows:
-        return
+    if rows:
+        add(using, rows, now)
+
+
+def record_failures(using: str, jobs: Sequence[Job], now: datetime) -> None:
+    """Count ``jobs`` as ends a feature's write could not follow (``engine/feature_writes.py``):
+    the outcome ``feature_failed`` of their rows of ``now``'s minute and hour, its count alone."""
+    rows: dict[Key, list[int]] = {}
+    for job in jobs:
+        key = (job.worker_id or "", job.queue, job.type, FEATURE_FAILED)
+        rows.setdefault(key, [0] * len(SUMMED))[0] += 1
+    add(using, rows, now)
+
+
+def add(using: str, rows: dict[Key, list[int]], now: datetime) -> None:
+    """Add ``rows`` (sums in the columns of ``SUMMED``) to ``now``'s minute and hour rows."""
     connection = connections[using]
     adapt = connection.ops.adapt_datetimefield_value
     spans = ((MINUTE, adapt(bucket(now))), (HOUR, adapt(hour(now))))

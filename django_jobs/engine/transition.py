@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -118,12 +119,20 @@ def apply(outcome: AttemptOutcome, change: Transition) -> None:
 Apply = Callable[["AttemptOutcome", Transition], None]
 
 
+# The outcomes applied in the outermost ``undone_on_error`` block running, to put back
+_undo: ContextVar[list[tuple[AttemptOutcome, str, dict[str, Any]]] | None] = ContextVar(
+    "django_jobs_undo", default=None)
+
+
 @contextmanager
 def undone_on_error() -> Iterator[Apply]:
     """An ``apply`` for a write that runs in a transaction with more statements after it: if
     anything in the block raises (the transaction then rolls back), each outcome and job it
-    applied to is put back as it was, so that writing them again starts from the same place."""
-    undo: list[tuple[AttemptOutcome, str, dict[str, Any]]] = []
+    applied to is put back as it was, so that writing them again starts from the same place.
+    Inside another such block (a finish inside a worker's turn) it applies for the outer one,
+    which puts back all it applied if anything in it raises, after this block too."""
+    outer = _undo.get()
+    undo: list[tuple[AttemptOutcome, str, dict[str, Any]]] = [] if outer is None else outer
 
     def applying(outcome: AttemptOutcome, change: Transition) -> None:
         held = outcome.job.__dict__
@@ -131,6 +140,10 @@ def undone_on_error() -> Iterator[Apply]:
                                              if name in held}))
         apply(outcome, change)
 
+    if outer is not None:
+        yield applying
+        return
+    token = _undo.set(undo)
     try:
         yield applying
     except BaseException:
@@ -138,3 +151,5 @@ def undone_on_error() -> Iterator[Apply]:
             outcome.job.__dict__.update(values)
             outcome.kind = kind
         raise
+    finally:
+        _undo.reset(token)

@@ -223,13 +223,15 @@ class Engine(StaffVerbs, LeaseVerbs):
         self, outcomes: Sequence[AttemptOutcome], request: ClaimRequest
     ) -> tuple[list[AttemptOutcome], list[Job]]:
         """A worker's turn: ``finish`` these outcomes, then ``claim`` up to ``request.limit``
-        jobs, in one transaction (no savepoint inside it: ``verb_atomic``). Returns the outcomes
-        written and the jobs claimed."""
-        with transaction.atomic(using=self.db):
+        jobs, in one transaction (no savepoint inside it: ``verb_atomic``); the finish hooks of
+        the features ``late_in_turn`` run after the claim. Returns the outcomes written and the
+        jobs claimed."""
+        with undone_on_error(), transaction.atomic(using=self.db), hooks.late() as late:
             token = _turn.set(self.db)
             try:
                 done = self.finish(outcomes) if outcomes else []
                 claimed = self.claim(request) if request.limit > 0 else []
+                late()  # the features late_in_turn (groups), after the claim
             finally:
                 _turn.reset(token)
         return done, claimed

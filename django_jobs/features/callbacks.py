@@ -33,6 +33,7 @@ from django_jobs.core.retry import FixedSchedule
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import JobStatus
 from django_jobs.core.validation import callback_url_problem
+from django_jobs.engine.feature_writes import guarded
 from django_jobs.engine.hooks import Feature
 from django_jobs.exceptions import PermanentError
 
@@ -98,16 +99,20 @@ class Callbacks(Feature):
             with tracing.attached(trace):
                 self.ended(jobs, manager.db)
 
+    def ended(self, jobs: Sequence[Job], using: str) -> None:
+        """The deliveries of the jobs that have a callback_url, in a savepoint (``guarded``):
+        refused, they are logged and counted, and the jobs' ends stand without them."""
+        hooked = [job for job in jobs if job.callback_url]
+        if hooked:
+            with guarded(using, "callbacks", "the completion callbacks", hooked[0]):
+                enqueue_callbacks(hooked, using)
+
     def hold_for_cancel(self, cancelable: JobQuerySet) -> list[Job]:
         """The jobs that have a callback_url, locked (where the database can) until commit."""
         hooked = cancelable.exclude(callback_url="")
         if connections[cancelable.db].features.has_select_for_update:
             hooked = hooked.select_for_update()
         return list(hooked)
-
-    def ended(self, jobs: Sequence[Job], using: str) -> None:
-        if any(job.callback_url for job in jobs):
-            enqueue_callbacks(jobs, using)
 
 
 def sign(body: bytes, timestamp: int, secret: str) -> str:

@@ -18,6 +18,14 @@ job's end: a worker killed before its commit leaves neither, and the rescue's en
 counts it once. A retry of a dead or canceled job of the group (``reopen``) takes it out of the
 counts again; a group whose callback was enqueued never enqueues another.
 
+The callback's payload holds the group's counts and id, not its jobs' ids: its size does not
+grow with the group, so ``enqueue_group`` checks it at its largest before anything is written,
+and the callback reads the ids it needs with ``group_jobs``. The callback's enqueue runs in a
+savepoint (``engine/feature_writes.py``): if it is refused all the same (a deploy that lowered
+``MAX_PAYLOAD_BYTES`` or removed the callback's handler since), the job's end stands, and the
+group is finished with no callback and the refusal in its ``error`` (logged, counted); a retry
+of one of its jobs that ends again tries the callback again.
+
 A finish of a job without a group reads only its ``group_id`` (``joins_finish``): no query.
 """
 
@@ -34,11 +42,15 @@ from django.db.models import F
 from django_jobs.core import clock
 from django_jobs.core.states import JobStatus
 from django_jobs.core.validation import check_payload, enqueue_fields
+from django_jobs.engine.feature_writes import guarded
 from django_jobs.engine.hooks import Feature
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job, JobGroup, JobGroupMember
+from django_jobs.models.groups import GROUP_ID_PREFIX
 
 if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
     from django_jobs.core.json_rules import JSONValue
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models.managers import JobManager, JobQuerySet
@@ -48,6 +60,8 @@ COUNTED = (JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELED)
 # the group; the group is set by the group.
 REFUSED_OPTIONS = ("unique_key", "unique_states", "unique_for", "group_id")
 CALLBACK_OPTIONS = ("priority", "queue", "delay", "max_attempts", "callback_url")
+# A group's jobs are inserted and linked this many at a time (one statement each).
+BATCH = 5000
 
 
 def job_specs(jobs: Iterable[object]) -> list[tuple[str, JSONValue, dict[str, Any]]]:
@@ -85,9 +99,10 @@ def enqueue_group(
     ``Job.enqueue`` but unique keys. When every job of the group has ended (completed, dead
     or canceled), a job of type ``callback`` is enqueued once, with ``callback_options``
     (``priority``, ``queue``, ``delay``, ``max_attempts``, ``callback_url``) and as payload
-    ``callback_payload`` with a ``"group"`` key: the group's id, name, counts and the public ids
-    of its completed, dead and canceled jobs. Raises InvalidJob (UnknownJobType) on bad input,
-    before anything is written.
+    ``callback_payload`` with a ``"group"`` key: the group's public id, name, total and counts
+    of completed, dead and canceled jobs (``group_jobs`` reads the jobs themselves). Raises
+    InvalidJob (UnknownJobType) on bad input, before anything is written: a callback payload
+    that would be over ``MAX_PAYLOAD_BYTES`` once the group's counts are added is one.
     """
     if not isinstance(name, str) or len(name) > 200:
         raise InvalidJob({"name": "must be a string of at most 200 characters"})
@@ -102,6 +117,12 @@ def enqueue_group(
     if unknown:
         raise InvalidJob({"callback_options": f"unknown: {', '.join(sorted(unknown))}"})
     enqueue_fields(callback, **options)  # checked now, used when the group ends
+    largest = callback_payload_of(payload, GROUP_ID_PREFIX + "f" * 20, name, *[len(specs)] * 4)
+    try:  # at its largest: every count the total
+        check_payload(largest)
+    except InvalidJob as exc:
+        raise InvalidJob({"callback_payload": "with the group's summary added: "
+                          + " ".join(exc.messages)}) from None
     manager = Job.objects.db_manager(using)
     db = manager.db
     with transaction.atomic(using=db):
@@ -109,16 +130,65 @@ def enqueue_group(
             name=name, callback_type=callback, callback_payload=payload,
             callback_options=options, created_at=clock.now(db))
         created: list[Job] = []
-        for type, job_payload, job_options in specs:
-            created.append(manager.enqueue(type, job_payload, group_id=group.pk, **job_options))
+        for type, job_options, payloads in batches(specs):
+            if len(payloads) == 1:
+                created.append(manager.enqueue(type, payloads[0], group_id=group.pk,
+                                               **job_options))
+            else:
+                created += manager.enqueue_many(type, payloads, group_id=group.pk, **job_options)
         JobGroupMember.objects.using(db).bulk_create(
-            [JobGroupMember(group=group, job=job) for job in created])
+            [JobGroupMember(group=group, job=job) for job in created], batch_size=BATCH)
         # The total last: a job that ended during the enqueue (a dependency's policy) was
         # counted, but a group with no total does not finish (``count``).
         JobGroup.objects.using(db).filter(pk=group.pk).update(total=len(created))
         finish_if_done(db, group.pk, clock.now(db))
     group.refresh_from_db()
     return group
+
+
+def batches(specs: list[tuple[str, JSONValue, dict[str, Any]]]
+            ) -> list[tuple[str, dict[str, Any], list[JSONValue]]]:
+    """Runs of jobs of one type with the same options, in order, at most ``BATCH`` each: one
+    insert each."""
+    runs: list[tuple[str, dict[str, Any], list[JSONValue]]] = []
+    for type, payload, options in specs:
+        if runs and runs[-1][0] == type and runs[-1][1] == options and \
+                len(runs[-1][2]) < BATCH:
+            runs[-1][2].append(payload)
+        else:
+            runs.append((type, options, [payload]))
+    return runs
+
+
+def callback_payload_of(payload: Mapping[str, JSONValue] | None, public_id: str, name: str,
+                        total: int, completed: int, dead: int, canceled: int
+                        ) -> dict[str, JSONValue]:
+    """The callback job's payload: the caller's, with the group's summary as ``"group"``."""
+    return {**(payload or {}), "group": {
+        "id": public_id, "name": name, "total": total,
+        "completed": completed, "dead": dead, "canceled": canceled,
+    }}
+
+
+def group_jobs(group: JobGroup | str | int, status: str | None = None,
+               using: str | None = None) -> QuerySet[Job]:
+    """The jobs of a group (a ``JobGroup``, its public id as the callback's payload has it,
+    or its primary key), ``status`` alone if given, in the order they were enqueued; read
+    through the group's members, so a pruned job is not among them. For a callback::
+
+        for job in group_jobs(payload["group"]["id"], "dead").iterator():
+            ...
+
+    Raises JobGroup.DoesNotExist for a public id no group has."""
+    manager = Job.objects.db_manager(using)
+    if isinstance(group, str):
+        group = JobGroup.objects.using(manager.db).only("pk").get(public_id=group)
+    group_id = group.pk if isinstance(group, JobGroup) else group
+    members = JobGroupMember.objects.using(manager.db).filter(group_id=group_id)
+    jobs = manager.filter(pk__in=members.values("job_id"))
+    if status is not None:
+        jobs = jobs.filter(status=status)
+    return jobs.order_by("pk")
 
 
 def count(using: str, jobs: Sequence[Job], now: datetime) -> None:
@@ -132,38 +202,45 @@ def count(using: str, jobs: Sequence[Job], now: datetime) -> None:
     groups = JobGroup.objects.using(using)
     for group_id in sorted(by_group):
         ended = by_group[group_id]
-        groups.filter(pk=group_id).update(  # locks the group's row until commit
-            completed=F("completed") + ended[JobStatus.COMPLETED],
-            dead=F("dead") + ended[JobStatus.DEAD],
-            canceled=F("canceled") + ended[JobStatus.CANCELED],
-        )
-        finish_if_done(using, group_id, now)
+        added = {name: F(name) + ended[name] for name in COUNTED}
+        # One statement while jobs are left after these (it locks the group's row until
+        # commit; the database decides the condition on the row as it is once locked): the
+        # group is not done and needs no read. Otherwise the same count, and the read.
+        if groups.filter(pk=group_id, total__gt=F("completed") + F("dead") + F("canceled")
+                         + sum(ended.values())).update(**added):
+            continue
+        groups.filter(pk=group_id).update(**added)
+        last = next(job for job in reversed(jobs) if job.group_id == group_id)
+        finish_if_done(using, group_id, now, last)
 
 
-def finish_if_done(using: str, group_id: int, now: datetime) -> Job | None:
+def finish_if_done(using: str, group_id: int, now: datetime,
+                   ended: Job | None = None) -> Job | None:
     """If the group (its row locked by the caller) has a total, all its jobs ended and no
-    callback yet: enqueue the callback job and record it; returns it."""
-    group = JobGroup.objects.using(using).filter(pk=group_id).first()
+    callback yet: enqueue the callback job and record it; returns it. After the end of the
+    job ``ended`` (a finish, a cancel, a rescue) the enqueue is ``guarded``: refused, it leaves the
+    group finished with its ``error`` and returns None; at the group's own enqueue
+    (``ended`` None) the refusal is raised."""
+    groups = JobGroup.objects.using(using)
+    group = groups.filter(pk=group_id).first()
     if group is None or not group.total or group.ended < group.total or \
             group.callback_job_id is not None:
         return None
-    members = JobGroupMember.objects.using(using).filter(group_id=group_id)
-    ids: dict[str, list[str]] = {status: [] for status in COUNTED}
-    rows = (Job.objects.db_manager(using).filter(pk__in=members.values("job_id"))
-            .order_by("pk").values_list("public_id", "status"))
-    for public_id, status in rows:
-        if status in ids:
-            ids[status].append(public_id)
-    payload = {**(group.callback_payload or {}), "group": {
-        "id": group.public_id, "name": group.name, "total": group.total,
-        "completed": group.completed, "dead": group.dead, "canceled": group.canceled,
-        "completed_ids": ids[JobStatus.COMPLETED], "dead_ids": ids[JobStatus.DEAD],
-        "canceled_ids": ids[JobStatus.CANCELED],
-    }}
-    callback = Job.objects.db_manager(using).enqueue(
-        group.callback_type, payload, **group.callback_options)
-    JobGroup.objects.using(using).filter(pk=group_id, callback_job_id__isnull=True).update(
-        callback_job_id=callback.pk, finished_at=now)
+    payload = callback_payload_of(group.callback_payload, group.public_id, group.name,
+                                  group.total, group.completed, group.dead, group.canceled)
+    manager = Job.objects.db_manager(using)
+    if ended is None:
+        callback = manager.enqueue(group.callback_type, payload, **group.callback_options)
+    else:
+        with guarded(using, "groups", f"the callback job of group {group.public_id}",
+                     ended) as failure:
+            callback = manager.enqueue(group.callback_type, payload, **group.callback_options)
+        if failure:
+            groups.filter(pk=group_id, callback_job_id__isnull=True).update(
+                error=failure.error, finished_at=now)
+            return None
+    groups.filter(pk=group_id, callback_job_id__isnull=True).update(
+        callback_job_id=callback.pk, finished_at=now, error=None)
     return callback
 
 
@@ -188,6 +265,7 @@ class Groups(Feature):
     a dependency's policy) and where a retry takes it back (``reopen``)."""
 
     name = "groups"
+    late_in_turn = True  # every job's end locks its group's row: after the turn's claim
 
     def joins_finish(self, job: Job) -> bool:
         return job.group_id is not None

@@ -15,7 +15,6 @@ An ``async def`` handler awaits ``aset_progress`` (a database write); the others
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from django.core.exceptions import SynchronousOnlyOperation
 from django_jobs.core import tracing
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.states import Outcome
+from django_jobs.engine.feature_writes import guarded
 from django_jobs.engine.hooks import Feature, take_enqueue_options
 from django_jobs.exceptions import InvalidJob
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from django_jobs.models import Job
     from django_jobs.models.managers import JobManager
 
-logger = logging.getLogger("django_jobs.worker")
 
 MESSAGE_LENGTH = 200
 
@@ -110,7 +109,8 @@ def _on_event_loop() -> bool:
 
 class FollowUps(Feature):
     """The finish hook of ``enqueue_after_success``: a completed job's follow-ups are inserted
-    in the transaction that records the completion."""
+    in the transaction that records the completion, each in a savepoint (``guarded``): one
+    that is refused is logged and counted, and neither the completion nor the others undone."""
 
     name = "follow-ups"
 
@@ -123,9 +123,8 @@ class FollowUps(Feature):
             if outcome.kind != Outcome.COMPLETED:
                 continue
             for type, payload, options, trace in outcome.job.__dict__.pop("_after_success", []):
-                try:
-                    with tracing.attached(trace):
-                        manager.enqueue(type, payload, **options)
-                except InvalidJob as exc:  # checked when asked; only a vanished dependency
-                    logger.error("job %s: follow-up %s not enqueued: %s",
-                                 outcome.job.public_id, type, exc.messages)
+                # Checked when asked; still refused if a dependency it names was deleted
+                # since, or the database refuses it: the completion stands without it.
+                with guarded(manager.db, "follow-ups", f"the follow-up {type}", outcome.job), \
+                        tracing.attached(trace):
+                    manager.enqueue(type, payload, **options)

@@ -40,6 +40,9 @@ class JobGroup(models.Model):
     # not read this table.
     callback_job_id = models.BigIntegerField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Why a write of the group's that followed the end of one of its jobs could not be made
+    # (its callback job, its counts), as a stored error; the job's end stands without it.
+    error = models.JSONField(null=True, blank=True)
 
     objects = RoutedManager()
 

@@ -151,6 +151,41 @@ def test_a_turn_that_a_feature_joins_opens_no_savepoint(add_feature):
     assert not [sql for sql in statements if "SAVEPOINT" in sql]
 
 
+def test_a_feature_late_in_turn_runs_after_the_turns_claim_and_its_error_puts_all_back(
+        add_feature):
+    seen = []
+
+    class Late(hooks.Feature):
+        late_in_turn = True  # as groups: its lock held for its own statement and the commit
+
+        def joins_finish(self, job):
+            return True
+
+        def after_finish(self, manager, written, now):
+            seen.append(sorted(manager.filter(status=S.PROCESSING).values_list("pk", flat=True)))
+            if len(seen) == 2:
+                raise RuntimeError("the late feature failed")
+
+    add_feature(Late())
+    first, second, third = (Job.enqueue("echo", {}) for _ in range(3))
+    (claimed,) = claim(limit=1)
+    written, jobs = Job.objects.finish_and_claim(
+        [completed(claimed)], worker_id="w1", limit=1, lease_seconds=30)
+    assert [o.job.pk for o in written] == [first.pk] and [j.pk for j in jobs] == [second.pk]
+    assert seen == [[second.pk]]  # the claim had taken the second, the first was finished
+    outcome = completed(jobs[0])
+    with pytest.raises(RuntimeError, match="the late feature failed"):
+        Job.objects.finish_and_claim([outcome], worker_id="w1", limit=1, lease_seconds=30)
+    assert seen[1] == [third.pk]
+    # All rolled back, and the outcome and its job as they were before the turn
+    assert (outcome.kind, outcome.job.status) == ("completed", S.PROCESSING)
+    assert dict(Job.objects.values_list("pk", "status")) == {
+        first.pk: S.COMPLETED, second.pk: S.PROCESSING, third.pk: S.PENDING}
+    written, _ = Job.objects.finish_and_claim([outcome], worker_id="w1", limit=0,
+                                              lease_seconds=30)
+    assert [o.job.pk for o in written] == [second.pk]
+
+
 def test_a_finish_in_the_callers_transaction_is_a_savepoint_the_caller_goes_on_after(
         add_feature):
     class Broken(hooks.Feature):

@@ -1,14 +1,16 @@
 """Groups of jobs: counted where each job ends, the callback enqueued once when all have
-ended with the counts and ids, retries taken out of the counts, bad input refused, the admin's
-progress read from the group's row, and no extra query on the finish of a job without one."""
+ended with the counts (the ids read through the group), retries taken out of the counts, bad
+input refused, the admin's progress read from the group's row, and no extra query on the
+finish of a job without one."""
 
+import json
 import threading
 
 import pytest
 from django.db import close_old_connections, connection
 from django.test.utils import CaptureQueriesContext
 
-from django_jobs import InvalidJob, UnknownJobType, enqueue_group
+from django_jobs import InvalidJob, UnknownJobType, enqueue_group, group_jobs
 from django_jobs.engine import hooks
 from django_jobs.engine.postgres import partitions
 from django_jobs.features.groups import Groups
@@ -47,7 +49,7 @@ def members(group: JobGroup) -> list[Job]:
     return list(Job.objects.filter(group_id=group.pk).order_by("pk"))
 
 
-def test_the_callback_is_enqueued_once_when_the_last_job_ends_with_counts_and_ids():
+def test_the_callback_is_enqueued_once_when_the_last_job_ends_with_counts_and_reads_ids():
     group = enqueue_group("nightly", [("echo", {"n": 1}, q("a")), ("echo", {"n": 2}, q("b")),
                                       ("permanent", {}, q("c")),
                                       ("echo", {"n": 3}, {"delay": 3600})],
@@ -70,9 +72,13 @@ def test_the_callback_is_enqueued_once_when_the_last_job_ends_with_counts_and_id
     assert (callback.queue, callback.priority) == ("reports", 10)
     assert callback.payload == {"day": "2026-11-29", "group": {
         "id": group.public_id, "name": "nightly", "total": 4,
-        "completed": 2, "dead": 1, "canceled": 1,
-        "completed_ids": [first.public_id, second.public_id],
-        "dead_ids": [doomed.public_id], "canceled_ids": [later.public_id]}}
+        "completed": 2, "dead": 1, "canceled": 1}}
+    # The callback reads the ids through the group
+    read = callback.payload["group"]["id"]
+    assert [j.public_id for j in group_jobs(read, "completed")] == [first.public_id,
+                                                                     second.public_id]
+    assert [j.public_id for j in group_jobs(read, "dead")] == [doomed.public_id]
+    assert [j.pk for j in group_jobs(group)] == [first.pk, second.pk, doomed.pk, later.pk]
 
 
 def test_a_retried_job_leaves_the_counts_and_a_finished_group_calls_back_only_once():
@@ -142,6 +148,30 @@ def test_bad_input_is_refused_and_writes_nothing(jobs, options, field):
         enqueue_group("bad", jobs, **{"callback": "record", **options})
     assert field in err.value.message_dict
     assert not Job.objects.exists() and not JobGroup.objects.exists()
+
+
+def test_a_callback_payload_that_fits_alone_but_not_with_the_groups_counts_is_refused(settings):
+    payload = {"pad": "x" * 500}
+    alone = len(json.dumps(payload, separators=(",", ":")).encode())
+    settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "MAX_PAYLOAD_BYTES": alone + 40}
+    Job.enqueue("record", payload)  # it fits alone
+    with pytest.raises(InvalidJob) as err:
+        enqueue_group("too big", [("echo", {})] * 3, callback="record", callback_payload=payload)
+    assert "MAX_PAYLOAD_BYTES" in err.value.message_dict["callback_payload"][0]
+    assert Job.objects.count() == 1 and not JobGroup.objects.exists()
+
+
+def test_the_callbacks_payload_does_not_grow_with_the_group(settings):
+    """Checked at its largest at enqueue (every count the total): what is accepted fits."""
+    settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "MAX_PAYLOAD_BYTES": 400}
+    group = enqueue_group("two thousand", [("echo", {"n": n}) for n in range(2000)],
+                          callback="record", callback_payload={"pad": "x" * 200})
+    Job.objects.filter(group_id=group.pk).cancel()
+    ended = group_of(group)
+    (callback,) = callbacks()
+    assert (ended.canceled, ended.callback_job_id, ended.error) == (2000, callback.pk, None)
+    assert callback.payload["group"]["canceled"] == 2000
+    assert group_jobs(group, "canceled").count() == 2000
 
 
 def test_an_unknown_callback_type_is_an_unknown_job_type():
@@ -232,6 +262,43 @@ def test_the_admin_shows_groups_with_their_progress_from_their_row(client):
     assert f">{first.public_id}</a> (Completed)" in page and "record, once all have ended" in page
     page = client.get(job_url(first)).content.decode()
     assert group.public_id in page and f"{GROUPS}{group.pk}/change/" in page
+
+
+def test_a_callback_refused_at_the_end_leaves_the_end_and_shows_on_the_groups_page(
+        client, settings, caplog):
+    group = enqueue_group("lowered since", [("echo", {"n": 1})], callback="record",
+                          callback_payload={"pad": "x" * 3000})
+    (job,) = members(group)
+    settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "MAX_PAYLOAD_BYTES": 2000}  # a deploy
+    with caplog.at_level("WARNING", logger="django_jobs.worker"):
+        assert run_once(job).status == "completed"
+    ended = group_of(group)
+    assert (ended.completed, ended.callback_job_id, callbacks()) == (1, None, [])
+    assert ended.finished_at is not None and "MAX_PAYLOAD_BYTES" in ended.error["message"]
+    (line,) = [r for r in caplog.records if "not written after job" in r.getMessage()]
+    assert line.levelname == "WARNING" and job.public_id in line.getMessage()
+    client.force_login(staff("op", "view_job", "view_jobgroup"))
+    page = client.get(f"{GROUPS}{group.pk}/change/").content.decode()
+    assert "the callback job of group" in page and "MAX_PAYLOAD_BYTES" in page
+    listed = client.get(GROUPS).content.decode()
+    assert "MAX_PAYLOAD_BYTES" in listed
+
+
+def test_a_retry_of_a_job_of_a_group_whose_callback_was_refused_tries_the_callback_again(
+        settings):
+    group = enqueue_group("again", [("permanent", {})], callback="record",
+                          callback_payload={"pad": "x" * 3000})
+    (job,) = members(group)
+    limits = settings.DJANGO_JOBS
+    settings.DJANGO_JOBS = {**limits, "MAX_PAYLOAD_BYTES": 2000}
+    assert run_once(job).status == "dead"
+    assert group_of(group).error is not None and callbacks() == []
+    settings.DJANGO_JOBS = limits  # the limit raised again
+    assert job.retry()
+    assert run_once(job).status == "dead"
+    ended = group_of(group)
+    (callback,) = callbacks()
+    assert (ended.dead, ended.callback_job_id, ended.error) == (1, callback.pk, None)
 
 
 def test_a_prune_pass_drops_groups_finished_before_their_jobs_retention_with_members():

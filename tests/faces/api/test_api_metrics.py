@@ -120,7 +120,7 @@ def test_job_types_carry_outcomes_mean_time_and_error_rate(api, history):
     echoes = JobAttempt.objects.filter(job__type="echo", outcome="completed")
     echo = {k: v for k, v in types["echo"].items() if not k.endswith("_seconds")}
     assert echo == {"type": "echo", "count": 2, "completed": 2, "failed": 0, "dead": 0,
-                    "canceled": 0, "error_rate": 0.0,
+                    "canceled": 0, "error_rate": 0.0, "feature_write_failures": 0,
                     "avg_time": round(sum(attempt_us(a) for a in echoes) / 2 / 1000, 3)}
     assert (types["always_fails"]["failed"], types["always_fails"]["error_rate"]) == (1, 1.0)
     assert types["always_fails"]["avg_time"] is None
