@@ -7,10 +7,11 @@ from __future__ import annotations
 import itertools
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from django.db import connections
+from django.db import connection, connections, transaction
 
 from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.models import Job, JobAttempt
@@ -114,3 +115,46 @@ def end_state(job: Job) -> str | None:
         return "requested"
     assert not row.cancel_requested or row.status in ("pending", "failed"), row.status
     return row.status
+
+
+@contextmanager
+def row_held(job: Job) -> Iterator[None]:
+    """Another transaction holds the job's row (as a worker's write or another person's action
+    does) until the block ends; a real lock, taken from another thread's connection."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                list(Job.objects.select_for_update().filter(pk=job.pk))
+                locked.set()
+                release.wait(60)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        yield
+    finally:
+        release.set()
+        holder.join()
+
+
+@contextmanager
+def short_lock_waits() -> Iterator[None]:
+    """This thread's connection waits a second at most for a row lock (PostgreSQL's
+    ``lock_timeout``, MariaDB's ``innodb_lock_wait_timeout``), then its statement fails."""
+    set_it, reset = {
+        "postgresql": ("SET lock_timeout = '1s'", "RESET lock_timeout"),
+        "mysql": ("SET SESSION innodb_lock_wait_timeout = 1",
+                  "SET SESSION innodb_lock_wait_timeout = DEFAULT"),
+    }[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(set_it)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(reset)

@@ -10,7 +10,8 @@ from django.db import connection, connections
 
 from django_jobs.models import Job
 from tests.api_support import Api, make_token
-from tests.races import Raised, at_once, end_state, job_in, serially
+from tests.conftest import requires_row_locks
+from tests.races import Raised, at_once, end_state, job_in, row_held, serially, short_lock_waits
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,3 +69,17 @@ def test_retry_cancel_and_delete_at_once_answer_as_some_order_of_them(
                 assert seen in serially(start, verbs, answer), (start, verbs, seen)
                 met.append(seen)
     assert not [a for _, answers in met for a in answers if a == "500"]
+
+
+@requires_row_locks
+@pytest.mark.parametrize("verb", ["retry", "cancel"])
+def test_an_action_that_cannot_get_the_job_is_a_409_that_changed_nothing(verb):
+    """Another transaction holds the job's row past the request's lock wait: a 409 that says
+    so, not a 500, and the job as it was."""
+    job = job_in("failed")
+    api = Api(make_token("manage", "read"))
+    with short_lock_waits(), row_held(job):
+        response = api.post(f"/api/jobs/{job.public_id}/{verb}")
+    assert response.status_code == 409, response.content
+    assert "at the same moment" in response.json()["detail"]
+    assert end_state(job) == "failed"
