@@ -148,7 +148,8 @@ class StaffVerbs:
             locked = self._locked(jobs.filter(status__in=(*states, PROCESSING)))
             ids = [pk for pk, status in locked if status != PROCESSING]
             rows = model._default_manager.using(jobs.db)
-            hooked = hooks.hold_for_cancel(rows.filter(pk__in=ids)) if ids else []
+            # read (and locked) for the features: the rows locked above, still cancelable
+            hooked = hooks.hold_for_cancel(jobs.filter(status__in=states)) if ids else []
             attempts = JobAttempt.objects.using(jobs.db)
             waiting = 0
             for start in range(0, len(ids), CHUNK):
