@@ -72,8 +72,11 @@ def test_actions_on_one_job_at_once_end_as_some_order_of_them(monkeypatch, atomi
 
 
 @requires_row_locks
+@pytest.mark.parametrize("atomic_requests", [False, True], ids=["autocommit", "atomic"])
 @pytest.mark.parametrize("verb", ["retry", "cancel", "run_now", "edit", "delete"])
-def test_an_action_that_cannot_get_the_job_says_so_and_changes_nothing(verb):
+def test_an_action_that_cannot_get_the_job_says_so_and_changes_nothing(
+        monkeypatch, verb, atomic_requests):
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", atomic_requests)
     job = job_in("dead" if verb in ("edit", "delete") else "failed")
     Job.objects.filter(pk=job.pk).update(run_at=job.run_at.replace(year=2100))
     start = end_state(job)

@@ -72,10 +72,13 @@ def test_retry_cancel_and_delete_at_once_answer_as_some_order_of_them(
 
 
 @requires_row_locks
+@pytest.mark.parametrize("atomic_requests", [False, True], ids=["autocommit", "atomic"])
 @pytest.mark.parametrize("verb", ["retry", "cancel"])
-def test_an_action_that_cannot_get_the_job_is_a_409_that_changed_nothing(verb):
+def test_an_action_that_cannot_get_the_job_is_a_409_that_changed_nothing(
+        monkeypatch, verb, atomic_requests):
     """Another transaction holds the job's row past the request's lock wait: a 409 that says
     so, not a 500, and the job as it was."""
+    monkeypatch.setitem(connection.settings_dict, "ATOMIC_REQUESTS", atomic_requests)
     job = job_in("failed")
     api = Api(make_token("manage", "read"))
     with short_lock_waits(), row_held(job):
