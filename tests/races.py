@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -158,3 +159,42 @@ def short_lock_waits() -> Iterator[None]:
     finally:
         with connection.cursor() as cursor:
             cursor.execute(reset)
+
+
+def waiting_on_a_lock() -> bool:
+    """Whether some other session of the test database waits on a row lock now."""
+    query = {
+        "postgresql": "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                      "AND datname = current_database()",
+        "mysql": "SELECT count(*) FROM information_schema.innodb_trx "
+                 "WHERE trx_state = 'LOCK WAIT'",
+    }[connection.vendor]
+    with connection.cursor() as cursor:
+        cursor.execute(query)
+        return cursor.fetchone()[0] > 0
+
+
+@contextmanager
+def claimed_once_waited_on(job: Job) -> Iterator[None]:
+    """A worker's claim of ``job`` in another transaction, committed once a statement of the
+    block waits on the row it holds: the block read the job before the claim and acts after."""
+    def claim() -> None:
+        try:
+            with transaction.atomic():
+                assert Job.objects.filter(pk=job.pk, status="pending").update(
+                    status="processing", worker_id="w-1", attempt=job.attempt + 1)
+                claimed.set()
+                deadline = time.monotonic() + 30
+                while not waiting_on_a_lock() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+        finally:
+            connections.close_all()
+
+    claimed = threading.Event()
+    worker = threading.Thread(target=claim)
+    worker.start()
+    try:
+        assert claimed.wait(30)
+        yield
+    finally:
+        worker.join()

@@ -12,7 +12,16 @@ from django.test import Client
 from django_jobs.models import Job
 from tests.admin_helpers import job_url, staff
 from tests.conftest import requires_row_locks
-from tests.races import Raised, at_once, end_state, job_in, row_held, serially, short_lock_waits
+from tests.races import (
+    Raised,
+    at_once,
+    claimed_once_waited_on,
+    end_state,
+    job_in,
+    row_held,
+    serially,
+    short_lock_waits,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,3 +96,17 @@ def test_an_action_that_cannot_get_the_job_says_so_and_changes_nothing(
     said = [str(m) for m in get_messages(response.wsgi_request)]
     assert any("at the same moment" in text for text in said), said
     assert end_state(job) == start
+
+
+@requires_row_locks
+def test_a_job_a_worker_claims_while_its_delete_is_confirmed_is_kept_and_the_page_says_so():
+    """The delete page read the job pending; a worker claimed it before the delete got its row:
+    the job is kept, as the claim then the delete give, and the admin does not say deleted."""
+    job = job_in("pending")
+    client = operator()
+    with claimed_once_waited_on(job):
+        response = request(client, job, "delete", follow=True)
+    assert response.redirect_chain[-1][0] == job_url(job)
+    said = [str(m) for m in get_messages(response.wsgi_request)]
+    assert said == [f"{job}: not deleted: running now (cancel it first)"], said
+    assert end_state(job) == "processing"
