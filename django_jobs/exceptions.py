@@ -74,3 +74,11 @@ class ClaimConflict(Exception):
         super().__init__(f"the claim met a row moved under it on each of its {tries} tries")
         self.tries = tries
         self.written: list[AttemptOutcome] = []
+
+
+class JobConflict(Exception):
+    """A staff action (retry, cancel, run now, a payload's edit, a delete) met another action
+    or a worker writing the same jobs at the same moment (a deadlock, a lock wait that ran out,
+    a row moved again under it) and changed nothing. Not an error of the request: trying again
+    acts on the jobs as they are now. The API answers it with 409, the admin with a message,
+    ``manage.py jobs`` with a ``CommandError``."""

@@ -7,6 +7,7 @@ completed").
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -18,6 +19,7 @@ from django.template.response import TemplateResponse
 from django.utils.text import capfirst
 
 from django_jobs.core.states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
+from django_jobs.exceptions import JobConflict
 from django_jobs.features.dependencies import waiting_dependents
 from django_jobs.models.managers import JobQuerySet
 
@@ -48,6 +50,27 @@ SKIP_REASONS: dict[str, dict[str, str]] = {
     },
     "delete": {PROCESSING: "running now (cancel it first)"},
 }
+
+
+# What an action says when it met another one on the same jobs head on (``JobConflict``).
+CONFLICT = ("nothing changed: another action or a worker changed these jobs at the same moment; "
+            "try again")
+
+Result = tuple[int, str, bool]
+
+
+def conflict_reported(result: Callable[[JobQuerySet], Result]) -> Callable[[JobQuerySet], Result]:
+    """An action's result, or ``CONFLICT`` (nothing changed) if its verb met another action on
+    the same jobs head on (``engine/staff.py``)."""
+
+    @functools.wraps(result)
+    def reported(queryset: JobQuerySet) -> Result:
+        try:
+            return result(queryset)
+        except JobConflict:
+            return 0, CONFLICT, False
+
+    return reported
 
 
 def jobs(n: int) -> str:
@@ -98,7 +121,7 @@ def report(modeladmin: admin.ModelAdmin, request: HttpRequest, result: tuple) ->
 
 @admin.action(description="Retry selected jobs (dead, failed, canceled)", permissions=["retry"])
 def retry_jobs(modeladmin, request, queryset):
-    report(modeladmin, request, apply(queryset, "retry", "retried", RETRYABLE, _retry))
+    report(modeladmin, request, retry_result(queryset))
 
 
 @admin.action(description="Cancel selected jobs", permissions=["cancel"])
@@ -115,7 +138,8 @@ def _retry(queryset: JobQuerySet) -> int:
     return queryset.retry()
 
 
-def cancel_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
+@conflict_reported
+def cancel_result(queryset: JobQuerySet) -> Result:
     """Cancel: waiting jobs are canceled, running ones are asked to stop."""
     before = status_counts(queryset)
     changed = queryset.cancel()
@@ -129,7 +153,8 @@ def cancel_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     return changed, summarise("canceled or asked to stop", changed, skipped, "cancel"), changed > 0
 
 
-def run_now_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
+@conflict_reported
+def run_now_result(queryset: JobQuerySet) -> Result:
     """Run now: only pending or failed jobs whose run_at is still ahead."""
     before = status_counts(queryset)
     changed = queryset.run_now()
@@ -140,7 +165,8 @@ def run_now_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
     return changed, summarise("made due now", changed, skipped, "run_now"), changed > 0
 
 
-def retry_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
+@conflict_reported
+def retry_result(queryset: JobQuerySet) -> Result:
     return apply(queryset, "retry", "retried", RETRYABLE, _retry)
 
 
@@ -157,7 +183,8 @@ def dependents_context(jobs: JobQuerySet) -> dict[str, object]:
             "waiting_dependents_more": count - len(shown)}
 
 
-def delete_result(queryset: JobQuerySet) -> tuple[int, str, bool]:
+@conflict_reported
+def delete_result(queryset: JobQuerySet) -> Result:
     before = status_counts(queryset)
     deleted = queryset.discard()
     skipped: Counter[str] = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"]})

@@ -23,7 +23,7 @@ from django.urls import path
 from django_jobs.core.json_rules import MAX_NESTING
 from django_jobs.core.states import DEAD
 from django_jobs.core.validation import check_payload, typed_arguments
-from django_jobs.exceptions import InvalidJob
+from django_jobs.exceptions import InvalidJob, JobConflict
 from django_jobs.models import Job
 
 # The mixins below are only ever mixed into ``JobAdmin``; the type checker reads them as the
@@ -127,6 +127,10 @@ class EditPayloadMixin(_AdminBase):
         except InvalidJob as exc:
             form.add_error("payload", "; ".join(exc.messages))
             return None
+        except JobConflict:
+            self.message_user(request, "Nothing was changed: another action or a worker changed "
+                              "the job at the same moment; try again.", messages.WARNING)
+            return HttpResponseRedirect(self.url("change", job.pk))
         if not changed:
             self.message_user(request, "The job is no longer dead; nothing was changed.",
                               messages.WARNING)

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
@@ -27,7 +27,8 @@ from django_jobs.admin.paginator import EstimatedCountPaginator
 from django_jobs.admin.reads import list_database
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.admin.views import JobViewsMixin
-from django_jobs.core.states import READY_STATES, DependencyPolicy
+from django_jobs.core.states import PROCESSING, READY_STATES, DependencyPolicy
+from django_jobs.exceptions import JobConflict
 from django_jobs.models import Job, JobDependency
 
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
@@ -149,7 +150,26 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         return found
 
     def delete_model(self, request, obj) -> None:
-        Job.objects.filter(pk=obj.pk).discard()
+        """Delete the job unless a worker holds it; what happened is said by
+        ``response_delete``."""
+        try:
+            Job.objects.filter(pk=obj.pk).discard()
+        except JobConflict:
+            request._django_jobs_kept = actions.CONFLICT
+            return
+        status = Job.objects.filter(pk=obj.pk).values_list("status", flat=True).first()
+        if status is not None:  # a worker claimed it first
+            request._django_jobs_kept = (
+                f"not deleted: {actions.SKIP_REASONS['delete'][PROCESSING]}")
+
+    def response_delete(self, request, obj_display, obj_id):
+        kept = getattr(request, "_django_jobs_kept", None)
+        if kept is None:
+            return super().response_delete(request, obj_display, obj_id)
+        self.message_user(request, f"{obj_display}: {kept}", messages.WARNING)
+        return HttpResponseRedirect(reverse(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[obj_id],
+            current_app=self.admin_site.name))
 
     def delete_view(self, request, object_id, extra_context=None):
         # The confirmation page names the waiting jobs the deletion would leave waiting.

@@ -8,8 +8,9 @@ write of the same job, the staff's cancel or retry of it) then cannot follow it 
 partition due to concurrent update", where on a plain table it would have seen the row's new
 version and matched nothing. Sent again, the statement sees the moved row and its fence answers:
 0 rows. So the engine's fenced writes (the finish and a worker's turn, the heartbeat's lease
-extension, progress, release, the rescue) and the staff's cancel and retry send their
-transaction once more on that error, and on that error only: any other ``40001`` (a
+extension, progress, release, the rescue) send their transaction once more on that error, and on
+that error only (the staff's verbs, which two people may send at once, try a few times:
+``engine/staff.py``): any other ``40001`` (a
 serialization failure of a ``REPEATABLE READ`` or ``SERIALIZABLE`` transaction) is raised as
 before, and the worker waits it out as an outage (``core/db_errors.py``).
 

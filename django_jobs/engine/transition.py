@@ -58,14 +58,17 @@ def transition(
     (completed, failed, canceled or snoozed). ``backoff`` is needed for a failure that may be
     retried (ValueError without one)."""
     common: dict[str, Any] = {"updated_at": now, "leased_until": None}
+    # A job this ends keeps no cancel request: one that came while the attempt ran (and that
+    # the handler finished before it was read) has nothing left to stop. A job that runs
+    # again keeps it, and its next attempt is stopped.
+    ended = {**common, "finished_at": now, "cancel_requested": False}
     if kind == Outcome.COMPLETED:
         status, outcome = JobStatus.COMPLETED, Outcome.COMPLETED
-        fields = {**common, "status": status, "result": result, "error": None,
-                  "finished_at": now, "shelf": prune_day(status, now)}
+        fields = {**ended, "status": status, "result": result, "error": None,
+                  "shelf": prune_day(status, now)}
     elif kind == Outcome.CANCELED:
         status, outcome = JobStatus.CANCELED, Outcome.CANCELED
-        fields = {**common, "status": status, "error": error, "finished_at": now,
-                  "shelf": prune_day(status, now)}
+        fields = {**ended, "status": status, "error": error, "shelf": prune_day(status, now)}
     elif kind == Outcome.SNOOZED:  # pending again later; the attempt is given back
         status, outcome = JobStatus.PENDING, Outcome.SNOOZED
         fields = {**common, "status": status, "attempt": attempt - 1, "started_at": None,
@@ -79,7 +82,7 @@ def transition(
                           backoff=backoff, now=now)  # type: ignore[arg-type]
         if decision.dead:
             status, outcome = JobStatus.DEAD, Outcome.DEAD
-            fields = {**common, "status": status, "error": error, "finished_at": now,
+            fields = {**ended, "status": status, "error": error,
                       "shelf": prune_day(status, now)}
         else:
             status, outcome = JobStatus.FAILED, Outcome.FAILED

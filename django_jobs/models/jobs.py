@@ -7,12 +7,12 @@ Rows change only through the engine's verbs (``engine/``); the methods here and 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -22,6 +22,7 @@ from django_jobs.models.managers import JobManager, ReloadsWhereWritten, RoutedM
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONValue
+    from django_jobs.models.managers import JobQuerySet
 
 PUBLIC_ID_PREFIX = "j-"
 # The states the status index holds: all but processing and completed (see Job.Meta.indexes).
@@ -243,20 +244,25 @@ class Job(ReloadsWhereWritten, models.Model):
 
     def retry(self) -> bool:
         """Make a dead, failed or canceled job pending now; True if it changed."""
-        changed = Job.objects.filter(pk=self.pk).retry()
-        self.refresh_from_db()
-        return bool(changed)
+        return self._staff(lambda jobs: jobs.retry())
 
     def cancel(self) -> bool:
         """Cancel a pending or failed job, or ask the worker to stop a processing one."""
-        changed = Job.objects.filter(pk=self.pk).cancel()
-        self.refresh_from_db()
-        return bool(changed)
+        return self._staff(lambda jobs: jobs.cancel())
 
     def run_now(self) -> bool:
         """Make a scheduled job due now."""
-        changed = Job.objects.filter(pk=self.pk).run_now()
-        self.refresh_from_db()
+        return self._staff(lambda jobs: jobs.run_now())
+
+    def _staff(self, verb: Callable[[JobQuerySet], int]) -> bool:
+        """Run a staff verb on this job and reload it in the verb's transaction: the instance
+        holds what this action left, not what an action right after it did. Raises
+        ``Job.DoesNotExist`` if the job was deleted, ``JobConflict`` if another action met
+        this one (``engine/staff.py``)."""
+        jobs = Job.objects.filter(pk=self.pk)
+        with transaction.atomic(using=jobs.db):
+            changed = verb(jobs)
+            self.refresh_from_db()
         return bool(changed)
 
 

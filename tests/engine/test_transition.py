@@ -25,11 +25,12 @@ def change(kind, **kwargs):
     return transition(**values)
 
 
-def test_a_completion_stores_the_result_and_clears_the_error_and_the_lease():
+def test_a_completion_stores_the_result_and_clears_the_error_the_lease_and_a_cancel_request():
     made = change("completed", result={"n": 1}, error=ERROR)
     assert (made.status, made.outcome) == ("completed", "completed")
     assert made.fields == {"status": "completed", "result": {"n": 1}, "error": None,
                            "finished_at": NOW, "updated_at": NOW, "leased_until": None,
+                           "cancel_requested": False,
                            "shelf": date(2026, 1, 8)}  # NOW + 7 days is a day boundary
 
 
@@ -37,7 +38,8 @@ def test_a_cancel_keeps_its_error_and_ends_the_job():
     made = change("canceled", error=ERROR)
     assert (made.status, made.outcome) == ("canceled", "canceled")
     assert made.fields == {"status": "canceled", "error": ERROR, "finished_at": NOW,
-                           "updated_at": NOW, "leased_until": None, "shelf": date(2026, 1, 8)}
+                           "updated_at": NOW, "leased_until": None, "cancel_requested": False,
+                           "shelf": date(2026, 1, 8)}
 
 
 def test_a_failure_with_attempts_left_is_retried_after_the_backoff():
@@ -46,6 +48,7 @@ def test_a_failure_with_attempts_left_is_retried_after_the_backoff():
     assert made.fields["run_at"] == NOW + timedelta(seconds=10)
     assert made.fields["error"] == ERROR and "finished_at" not in made.fields
     assert "shelf" not in made.fields  # still open
+    assert "cancel_requested" not in made.fields  # a request stops its next attempt
 
 
 def test_a_failure_of_the_last_attempt_goes_dead():
@@ -53,6 +56,7 @@ def test_a_failure_of_the_last_attempt_goes_dead():
     assert (made.status, made.outcome) == ("dead", "dead")
     assert made.fields["finished_at"] == NOW and "run_at" not in made.fields
     assert made.fields["shelf"] == date(2026, 1, 31)
+    assert made.fields["cancel_requested"] is False
 
 
 def test_a_permanent_failure_goes_dead_with_attempts_left_and_needs_no_backoff():

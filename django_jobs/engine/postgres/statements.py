@@ -78,6 +78,8 @@ FINISH_CTES = """v AS (
             WHEN {canceled} THEN %s::date ELSE j.shelf END,
         updated_at = %s,
         leased_until = NULL,
+        -- a job this ends keeps no cancel request (engine/transition.py)
+        cancel_requested = j.cancel_requested AND v.status NOT IN ({completed}, {dead}, {canceled}),
         -- unique jobs: the key stays only if it guards the new state (unique.keep_key_if)
         unique_key = CASE WHEN substr(j.unique_key, array_position({key_states}, v.status), 1)
             = '1' THEN j.unique_key END

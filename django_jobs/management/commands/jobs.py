@@ -18,8 +18,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
 from django_jobs.core.job_json import attempt_json, iso, job_json
+from django_jobs.exceptions import JobConflict
 from django_jobs.management import arguments
 from django_jobs.models import Job
+
+# Why a job was not changed when another action came first.
+GONE = "it was deleted meanwhile"
+CONFLICT = "another action or a worker changed it at the same moment; try again"
 
 VERBS: dict[str, tuple[Callable[[Job], bool], str]] = {
     # verb: (the job's own method, which jobs it changes)
@@ -128,21 +133,35 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"no job {', '.join(missing)}: nothing was changed")
         method, rule = VERBS[verb]
-        results = [(found[pk], method(found[pk])) for pk in wanted]
+        results = [(found[pk], *self.act(method, found[pk])) for pk in wanted]
         if as_json:
             self.stdout.write(json.dumps(
-                [{"job_id": job.public_id, "changed": changed, "status": job.status,
-                  "cancel_requested": job.cancel_requested} for job, changed in results],
+                [{"job_id": job.public_id, "changed": changed,
+                  "status": None if why == GONE else job.status,
+                  "cancel_requested": job.cancel_requested, **({"why": why} if why else {})}
+                 for job, changed, why in results],
                 indent=2))
         else:
-            for job, changed in results:
+            for job, changed, why in results:
                 said = "asked to stop" if verb == "cancel" and job.status == Job.Status.PROCESSING \
                     else job.status
                 self.stdout.write(f"{job.public_id}: {said}" if changed else
-                                  f"{job.public_id}: unchanged, it is {job.status}")
-        unchanged = sum(1 for _job, changed in results if not changed)
+                                  f"{job.public_id}: unchanged, {why or 'it is ' + job.status}")
+        unchanged = [why for _job, changed, why in results if not changed]
         if unchanged:
-            raise CommandError(f"{unchanged} of {len(results)} job(s) not changed: {rule}")
+            reasons = "; ".join(dict.fromkeys(why or rule for why in unchanged))
+            raise CommandError(f"{len(unchanged)} of {len(results)} job(s) not changed: {reasons}")
+
+    @staticmethod
+    def act(method: Callable[[Job], bool], job: Job) -> tuple[bool, str]:
+        """``method(job)``, and why nothing changed if another action came first: the job was
+        deleted, or the two met head on (``JobConflict``)."""
+        try:
+            return method(job), ""
+        except Job.DoesNotExist:
+            return False, GONE
+        except JobConflict:
+            return False, CONFLICT
 
     def counts(self, as_json: bool) -> None:
         grouped = Job.objects.order_by().values_list("queue", "status").annotate(n=Count("pk"))
