@@ -20,8 +20,17 @@ from django_jobs.engine.writes import retry_fields
 from django_jobs.exceptions import InvalidJob
 
 if TYPE_CHECKING:
+    from datetime import date
+
     from django_jobs.core.json_rules import JSONValue
     from django_jobs.models.managers import JobQuerySet
+
+
+def batch_again(jobs: JobQuerySet, rows: list[tuple[int, date]]) -> JobQuerySet:
+    """Those of ``jobs`` among the locked ``rows`` (id, shelf), read again: what a batch
+    deletes. The shelves let PostgreSQL read only their partitions."""
+    return jobs.filter(pk__in=[pk for pk, _ in rows],
+                       shelf__in={shelf for _, shelf in rows}).order_by()
 
 
 class StaffVerbs:
@@ -114,17 +123,20 @@ class StaffVerbs:
 
     def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
         """Delete up to ``limit`` of these jobs (oldest first) and their attempts, in one short
-        transaction; returns how many jobs went. Rows another transaction holds are skipped."""
+        transaction; returns how many jobs went. Rows another transaction holds are skipped.
+
+        The delete reads ``jobs``' filter again, by a statement of its own once the rows are
+        locked (``batch_again``): a job that came to match no longer since the first read (a
+        dependent's enqueue, which locks its dependencies, committed in between) stays."""
         with transaction.atomic(using=jobs.db):
             batch = jobs.order_by("created_at", "pk")
             if self.row_locks:
                 batch = batch.select_for_update(skip_locked=True)
-            ids = list(batch.values_list("pk", flat=True)[:limit])
-            if not ids:
+            rows = list(batch.values_list("pk", "shelf")[:limit])
+            if not rows:
                 return 0
-            model = jobs.model
-            deleted = model._default_manager.using(jobs.db).filter(pk__in=ids).delete()[1]
-        return deleted.get(model._meta.label, 0)
+            deleted = batch_again(jobs, rows).delete()[1]
+        return deleted.get(jobs.model._meta.label, 0)
 
     def discard(self, jobs: JobQuerySet) -> int:
         """Delete jobs no worker holds (all but processing) with their attempts; returns jobs.

@@ -229,6 +229,20 @@ def waited_on() -> Exists:
                                                job__status=JobStatus.WAITING))
 
 
+UNENDED = (JobStatus.WAITING, JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
+
+
+def kept_for_dependents() -> Q:
+    """For a filter on finished jobs: those pruning keeps for their dependents. A dead or
+    canceled job while a job waits on it (it can still be retried); a completed one while a
+    job that depends on it has not ended (it may still read its result:
+    ``dependency_results()``)."""
+    return Q(has_dependents=True) & (
+        (~Q(status=JobStatus.COMPLETED) & waited_on())
+        | (Q(status=JobStatus.COMPLETED) & Exists(JobDependency.objects.filter(
+            depends_on=OuterRef("pk"), job__status__in=UNENDED))))
+
+
 def waiting_dependents(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """The waiting jobs that depend on one of ``jobs`` (a queryset) and are not among them:
     what deleting ``jobs`` would leave waiting on a deleted job."""
