@@ -149,7 +149,21 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         return found
 
     def delete_model(self, request, obj) -> None:
-        Job.objects.filter(pk=obj.pk).discard()
+        actions.deletable(Job.objects.filter(pk=obj.pk)).discard()
+
+    def get_deleted_objects(self, objs, request):
+        """As Django's, with the waiting jobs that depend on a job that has not completed as
+        protected objects: the page then refuses the delete, as for ``on_delete=PROTECT``
+        (deleted, the dependency would never complete, and they would wait for ever)."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        jobs = Job.objects.filter(pk__in=[obj.pk for obj in objs])
+        waiting = actions.waiting_dependents(jobs).order_by("pk")
+        for job in waiting[:actions.WAITING_SHOWN]:
+            url = reverse("admin:django_jobs_job_change", args=[job.pk],
+                          current_app=self.admin_site.name)
+            protected.append(format_html('Waiting job: <a href="{}">{}</a> {}', url,
+                                         job.public_id, job.type))
+        return deleted, counts, perms_needed, protected
 
     def delete_view(self, request, object_id, extra_context=None):
         # The confirmation page names the waiting jobs the deletion would leave waiting.

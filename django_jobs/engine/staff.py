@@ -142,7 +142,9 @@ class StaffVerbs:
         """Delete jobs no worker holds (all but processing) with their attempts; returns jobs.
 
         The rows are locked first on databases with row locks, so a worker cannot claim a
-        job between the check and the delete (claims skip locked rows).
+        job between the check and the delete (claims skip locked rows); the delete then reads
+        ``jobs``' filter again on them, so what changed before the lock (a dependent's enqueue,
+        which locks its dependencies, committed meanwhile) counts.
         """
         deleted = 0
         model = jobs.model
@@ -154,7 +156,7 @@ class StaffVerbs:
             for start in range(0, len(ids), 1000):
                 chunk = model._default_manager.using(jobs.db).filter(
                     pk__in=ids[start : start + 1000]
-                )
+                ).filter(pk__in=jobs.values("pk"))
                 _, per_model = chunk.exclude(status=PROCESSING).only("pk").delete()
                 deleted += per_model.get(model._meta.label, 0)
         return deleted

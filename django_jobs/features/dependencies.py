@@ -243,6 +243,16 @@ def kept_for_dependents() -> Q:
             depends_on=OuterRef("pk"), job__status__in=UNENDED))))
 
 
+def held_by_dependents(jobs: QuerySet[Job]) -> Q:
+    """For a filter on ``jobs``: those a waiting job outside ``jobs`` depends on, and that have
+    not completed. Deleted, such a job would never complete, and that job would wait for ever;
+    the admin does not delete them."""
+    waiting_outside = Exists(JobDependency.objects.using(jobs.db).filter(
+        depends_on=OuterRef("pk"), job__status=JobStatus.WAITING)
+        .exclude(job_id__in=jobs.values("pk")))
+    return ~Q(status=JobStatus.COMPLETED) & Q(has_dependents=True) & Q(waiting_outside)
+
+
 def waiting_dependents(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """The waiting jobs that depend on one of ``jobs`` (a queryset) and are not among them:
     what deleting ``jobs`` would leave waiting on a deleted job."""

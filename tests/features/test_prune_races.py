@@ -1,6 +1,7 @@
-"""Pruning and the enqueue of a dependent, racing: however their transactions interleave, a
-dead or canceled job a waiting job depends on is never deleted, and a completed one is kept
-while a job that depends on it has not ended (it may still read its result).
+"""Pruning (and the admin's delete) and the enqueue of a dependent, racing: however their
+transactions interleave, a dead or canceled job a waiting job depends on is never deleted, and
+pruning keeps a completed one while a job that depends on it has not ended (it may still read
+its result).
 
 The enqueue of a job with ``depends_on`` locks its dependencies until it commits (``FOR KEY
 SHARE`` on PostgreSQL, ``LOCK IN SHARE MODE`` on MariaDB), and a prune batch reads its filter
@@ -118,6 +119,26 @@ def test_a_dependents_enqueue_waits_for_a_prune_that_locked_its_dependency_then_
     assert "no such job" in str(enqueued["error"])
     assert not Job.objects.filter(status="waiting").exists()
     assert not JobDependency.objects.filter(depends_on_id=unmet.pk).exists()
+
+
+@ROW_LOCKS
+def test_the_admins_delete_waits_for_an_open_enqueue_of_a_dependent_then_keeps_the_job():
+    """The admin's delete locks the selected rows (it waits for the open enqueue's lock),
+    then reads its selection again: the new waiting dependent keeps its dependency."""
+    from django_jobs.admin.actions import delete_result
+
+    unmet = depended_on_before("dead")
+    commit = held_open(lambda: Job.enqueue("echo", depends_on=[unmet]))
+    delete_thread, deleted = in_thread(lambda: delete_result(Job.objects.filter(pk=unmet.pk)))
+    try:
+        wait_for(lambda: lock_waits() >= 1 or not delete_thread.is_alive(), timeout=10)
+        assert delete_thread.is_alive(), f"the delete did not wait: {deleted}"
+    finally:
+        dependent = commit()
+        delete_thread.join(30)
+    assert deleted["result"][0] == 0, deleted
+    assert status_of(unmet) == "dead"
+    assert JobDependency.objects.get(job=dependent).depends_on_id == unmet.pk
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'",
