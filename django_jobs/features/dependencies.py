@@ -1,8 +1,9 @@
 """Jobs that wait for other jobs: ``Job.enqueue(..., depends_on=[a, b])``.
 
 A job with unfinished dependencies is inserted ``waiting`` (outside the claim index). Enqueue
-marks each dependency ``has_dependents`` (an UPDATE, which also locks it, so a concurrent finish
-waits for the enqueue to commit) before reading its status. The finish transaction of a job with
+marks each dependency ``has_dependents`` (an UPDATE) and locks it until it commits (the engine's
+``mark_has_dependents``: a delete waits for it, a prune batch passes over it) before reading
+its status. The finish transaction of a job with
 ``has_dependents`` makes pending the waiting jobs whose dependencies have all completed (the
 ``Dependencies`` hooks); it locks those waiting rows first, so two dependencies completing at
 once are counted one after the other. Each worker's heartbeat also sweeps waiting jobs
@@ -12,12 +13,13 @@ it was set) is released there, within one heartbeat. A finish of a job without d
 costs nothing.
 
 Only a dependency that completed releases: one that went dead or was canceled keeps its
-dependents waiting, and so does one deleted before it completed (in the admin, by
-``QuerySet.delete()``). A deleted dependency's link stays, with no ``depends_on`` and the
-status it had in ``deleted_status`` (``models.keep_unmet_dependency``): met if that was
-completed. ``depends_on`` may name the dependencies (a mapping), for ``dependency_results()``
-(``features/dependency_results.py``). Retention does not prune a dead or
-canceled job while a job waits on it (``retention.prunable``), so it can still be retried.
+dependents waiting, and so does one deleted before it completed (by ``QuerySet.delete()``;
+the admin refuses: ``held_by_dependents``). A deleted dependency's link stays, with no
+``depends_on`` and the status it had in ``deleted_status`` (``models.keep_unmet_dependency``):
+met if that was completed. ``depends_on`` may name the dependencies (a mapping), for
+``dependency_results()`` (``features/dependency_results.py``). Retention does not prune a dead
+or canceled job while a job waits on it, so it can still be retried, nor a completed one while
+a job that depends on it has not ended, so its result stays readable (``kept_for_dependents``).
 
 A dependent's ``on_dependency_failure`` says what it does when a dependency goes dead or is
 canceled (in a finish, a cancel or a rescue: the transaction that ends the dependency applies

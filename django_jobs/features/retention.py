@@ -1,7 +1,8 @@
 """Retention: delete finished jobs past their age, in small batches, by command or by workers.
 
-Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``, and a
-canceled or dead one only once no waiting job depends on it. Each batch
+Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``: a
+canceled or dead one only once no waiting job depends on it, a completed one once every job that
+depends on it has ended (``prunable``). Each batch
 is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
 are outside the claim index: pruning never blocks a claim and never holds a lock for long.
 Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``. A pass
