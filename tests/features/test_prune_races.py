@@ -198,3 +198,40 @@ def test_a_completed_dependency_is_kept_while_its_dependent_may_read_its_result(
     assert status_of(dependent) == "completed"
     # Its dependents ended: the dependencies go (and then the dependent).
     assert prune(EVERYTHING, now=later)["completed"] == 3
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="PgBouncer is PostgreSQL's")
+@pytest.mark.slow
+def test_behind_pgbouncer_in_transaction_mode_the_races_go_the_same_way(start_worker):
+    """Every connection (the test's, its threads', the worker's) through a real PgBouncer in
+    transaction mode: the enqueue's lock lives in its transaction, whatever server session
+    PgBouncer lends it."""
+    from tests.pgbouncer import default_through, pgbouncer
+
+    with pgbouncer("transaction") as bouncer, default_through(bouncer):
+        unmet = depended_on_before("dead")
+        other = dependency("dead")
+        commit = held_open(lambda: Job.enqueue("echo", depends_on=[unmet]))
+        extra = ('{"PRUNE_INTERVAL": 0.2, "RETENTION": {"completed": 0, "dead": 0, '
+                 '"canceled": 0}}')
+        worker = start_worker("--heartbeat", "0.1", "--lease", "5", "--queues", "idle",
+                              env={"DJANGO_JOBS_TEST_EXTRA": extra, **bouncer.env()})
+        try:
+            wait_for(lambda: not Job.objects.filter(pk=other.pk).exists(), timeout=60)
+            assert status_of(unmet) == "dead"
+        finally:
+            dependent = commit()
+        assert JobDependency.objects.get(job=dependent).depends_on_id == unmet.pk
+        assert "Traceback" not in worker.output()
+        worker.stop()
+        # A prune that locked the dependency first: the enqueue waits, then is refused.
+        assert dependent.cancel()
+        commit = held_open(lambda: prunable("dead", timedelta(0)).delete_batch(100))
+        enqueue_thread, enqueued = in_thread(lambda: Job.enqueue("echo", depends_on=[unmet]))
+        try:
+            wait_for(lambda: lock_waits() >= 1 or not enqueue_thread.is_alive(), timeout=10)
+            assert enqueue_thread.is_alive(), f"the enqueue did not wait: {enqueued}"
+        finally:
+            assert commit() >= 1
+            enqueue_thread.join(30)
+        assert isinstance(enqueued.get("error"), InvalidJob), enqueued
