@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.db.models import Q
 
 from django_jobs.core import clock
 from django_jobs.core.shelves import OPEN_SHELF
@@ -26,11 +27,23 @@ if TYPE_CHECKING:
     from django_jobs.models.managers import JobQuerySet
 
 
-def batch_again(jobs: JobQuerySet, rows: list[tuple[int, date]]) -> JobQuerySet:
-    """Those of ``jobs`` among the locked ``rows`` (id, shelf), read again: what a batch
-    deletes. The shelves let PostgreSQL read only their partitions."""
-    return jobs.filter(pk__in=[pk for pk, _ in rows],
-                       shelf__in={shelf for _, shelf in rows}).order_by()
+# What a batch's locking read returns of each row: its latest version, once locked.
+BATCH_FIELDS = ("pk", "shelf", "has_dependents")
+
+
+def batch_again(jobs: JobQuerySet, rows: list[tuple[int, date, bool]]) -> JobQuerySet:
+    """What a batch deletes of the locked ``rows`` (id, shelf, has_dependents): those flagged
+    ``has_dependents`` only if ``jobs`` reads them again (a statement of its own, which sees
+    a dependent enqueued since the first read), the others as they are: a locked row that is
+    not flagged gets no dependent before the batch commits (an enqueue flags its dependencies
+    first, which waits for the lock). The shelves let PostgreSQL read only their partitions."""
+    plain = [pk for pk, _, flagged in rows if not flagged]
+    flagged = [pk for pk, _, is_flagged in rows if is_flagged]
+    found = Q(pk__in=plain)
+    if flagged:
+        found |= Q(pk__in=jobs.filter(pk__in=flagged).values("pk"))
+    return jobs.model._default_manager.using(jobs.db).filter(
+        found, shelf__in={shelf for _, shelf, _ in rows})
 
 
 class StaffVerbs:
@@ -125,14 +138,15 @@ class StaffVerbs:
         """Delete up to ``limit`` of these jobs (oldest first) and their attempts, in one short
         transaction; returns how many jobs went. Rows another transaction holds are skipped.
 
-        The delete reads ``jobs``' filter again, by a statement of its own once the rows are
-        locked (``batch_again``): a job that came to match no longer since the first read (a
-        dependent's enqueue, which locks its dependencies, committed in between) stays."""
+        The delete reads ``jobs``' filter again for the rows flagged ``has_dependents``, by a
+        statement of its own once the rows are locked (``batch_again``): a job that came to
+        match no longer since the first read (a dependent's enqueue, which locks its
+        dependencies, committed in between) stays."""
         with transaction.atomic(using=jobs.db):
             batch = jobs.order_by("created_at", "pk")
             if self.row_locks:
                 batch = batch.select_for_update(skip_locked=True)
-            rows = list(batch.values_list("pk", "shelf")[:limit])
+            rows = list(batch.values_list(*BATCH_FIELDS)[:limit])
             if not rows:
                 return 0
             deleted = batch_again(jobs, rows).delete()[1]

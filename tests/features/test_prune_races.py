@@ -144,13 +144,15 @@ def test_the_admins_delete_waits_for_an_open_enqueue_of_a_dependent_then_keeps_t
 @pytest.mark.skipif("connection.vendor != 'postgresql'",
                     reason="pauses a statement between its snapshot and its lock by row-level "
                            "security, PostgreSQL's")
-def test_a_prune_batch_reads_again_what_committed_between_its_read_and_its_lock():
+@pytest.mark.parametrize("first", [True, False], ids=["first-dependent", "another-dependent"])
+def test_a_prune_batch_reads_again_what_committed_between_its_read_and_its_lock(first):
     """The batch's locking read is paused at the dependency's row after it took its
-    snapshot; a dependent's enqueue commits meanwhile; the batch then locks the row, and its
-    delete must see the new dependent."""
+    snapshot; a dependent's enqueue commits meanwhile (the job's first dependent, which flags
+    it, or another); the batch then locks the row, and its delete must see the new
+    dependent."""
     from tests.partitioned import paused_claims
 
-    unmet = depended_on_before("dead")
+    unmet = dependency("dead") if first else depended_on_before("dead")
     with paused_claims(unmet) as pause:
         pause.start(lambda: prunable("dead", timedelta(0)).delete_batch(100))
         dependent = Job.enqueue("echo", depends_on=[unmet])

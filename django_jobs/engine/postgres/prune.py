@@ -6,9 +6,9 @@ Django's delete of a batch of jobs reads the jobs' full rows into model instance
 per related table and one per hundred jobs, each a round trip: about half of a prune pass's
 time, and CPU that a busy site's producers and workers want. Here the batch's ids are selected
 and locked (``FOR UPDATE SKIP LOCKED``, oldest first, as the plain path does); then one
-statement reads the batch's filter again on those ids (``staff.batch_again``, its own snapshot:
-a job a waiting job came to depend on meanwhile stays) in a ``MATERIALIZED`` common table
-expression, and every related table's ``on_delete`` work and the jobs' DELETE are
+statement reads the batch's filter again on those flagged ``has_dependents`` (``staff.batch_again``,
+its own snapshot: a job a waiting job came to depend on meanwhile stays) in a ``MATERIALIZED``
+common table expression, and every related table's ``on_delete`` work and the jobs' DELETE are
 data-modifying expressions of it.
 
 The statement is derived from the model's relations, not written for today's tables, and it
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from django.db import connections, models, transaction
 from django.db.models.signals import m2m_changed, post_delete, pre_delete
 
-from django_jobs.engine.staff import batch_again
+from django_jobs.engine.staff import BATCH_FIELDS, batch_again
 from django_jobs.models.dependencies import JobDependency, keep_unmet_dependency
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def delete_batch(jobs: JobQuerySet, limit: int) -> int | None:
     jobs_table, pk = quote(meta.db_table), quote(meta.pk.column)
     with transaction.atomic(using=jobs.db):
         batch = jobs.order_by("created_at", "pk").select_for_update(skip_locked=True)
-        rows = list(batch.values_list("pk", "shelf")[:limit])
+        rows = list(batch.values_list(*BATCH_FIELDS)[:limit])
         if not rows:
             return 0
         select, params = batch_again(jobs, rows).values_list("pk").query.get_compiler(
