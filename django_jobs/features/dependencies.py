@@ -234,15 +234,15 @@ def waited_on() -> Exists:
 UNENDED = (JobStatus.WAITING, JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
 
 
-def kept_for_dependents() -> Q:
-    """For a filter on finished jobs: those pruning keeps for their dependents. A dead or
-    canceled job while a job waits on it (it can still be retried); a completed one while a
-    job that depends on it has not ended (it may still read its result:
-    ``dependency_results()``)."""
-    return Q(has_dependents=True) & (
-        (~Q(status=JobStatus.COMPLETED) & waited_on())
-        | (Q(status=JobStatus.COMPLETED) & Exists(JobDependency.objects.filter(
-            depends_on=OuterRef("pk"), job__status__in=UNENDED))))
+def kept_for_dependents(status: str) -> Q:
+    """For a filter on finished jobs of ``status``: those pruning keeps for their dependents.
+    A dead or canceled job while a job waits on it (it can still be retried); a completed one
+    while a job that depends on it has not ended (it may still read its result:
+    ``dependency_results()``). One uncorrelated subquery, read once per statement: a
+    correlated one is planned again for each partition of a partitioned table."""
+    needing = UNENDED if status == JobStatus.COMPLETED else (JobStatus.WAITING,)
+    return Q(has_dependents=True, pk__in=JobDependency.objects.filter(
+        job__status__in=needing, depends_on__isnull=False).values("depends_on_id"))
 
 
 def held_by_dependents(jobs: QuerySet[Job]) -> Q:

@@ -66,7 +66,7 @@ def prunable(status: str, age: timedelta, now: datetime | None = None):
     # pruned; it bounds the batch's walk of the created-at index (its order) to the jobs older
     # than the cutoff, where without it a pass with nothing to delete walks every row.
     rows = Job.objects.filter(status=status, finished_at__lt=cutoff, created_at__lt=cutoff)
-    return rows.exclude(kept_for_dependents())
+    return rows.exclude(kept_for_dependents(status))
 
 
 def kept_for_dependents(status: str, age: timedelta, now: datetime | None = None) -> int:
@@ -76,7 +76,7 @@ def kept_for_dependents(status: str, age: timedelta, now: datetime | None = None
     from django_jobs.models import Job
 
     cutoff = (now or clock.now(Job.objects.db)) - age
-    return Job.objects.filter(dependencies.kept_for_dependents(), status=status,
+    return Job.objects.filter(dependencies.kept_for_dependents(status), status=status,
                               finished_at__lt=cutoff).count()
 
 
