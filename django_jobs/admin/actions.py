@@ -20,7 +20,7 @@ from django.utils.text import capfirst
 
 from django_jobs.core.states import CANCELED, COMPLETED, DEAD, FAILED, PENDING, PROCESSING
 from django_jobs.exceptions import JobConflict
-from django_jobs.features.dependencies import waiting_dependents
+from django_jobs.features.dependencies import held_by_dependents, waiting_dependents
 from django_jobs.models.managers import JobQuerySet
 
 RETRYABLE = (DEAD, FAILED, CANCELED)
@@ -48,7 +48,8 @@ SKIP_REASONS: dict[str, dict[str, str]] = {
         DEAD: "dead (retry it instead)",
         CANCELED: "canceled",
     },
-    "delete": {PROCESSING: "running now (cancel it first)"},
+    "delete": {PROCESSING: "running now (cancel it first)",
+               "held": "a waiting job depends on it (select that job too, or cancel it)"},
 }
 
 
@@ -183,12 +184,21 @@ def dependents_context(jobs: JobQuerySet) -> dict[str, object]:
             "waiting_dependents_more": count - len(shown)}
 
 
+def deletable(queryset: JobQuerySet) -> JobQuerySet:
+    """The jobs of ``queryset`` a delete takes: not those a waiting job outside the selection
+    depends on and that have not completed (``held_by_dependents``); ``discard`` reads that
+    again once their rows are locked, so a dependent enqueued meanwhile keeps its dependency."""
+    return queryset.exclude(held_by_dependents(queryset))
+
+
 @conflict_reported
 def delete_result(queryset: JobQuerySet) -> Result:
     before = status_counts(queryset)
-    deleted = queryset.discard()
-    skipped: Counter[str] = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"]})
-    expected = sum(before.values()) - skipped[PROCESSING]
+    held = queryset.exclude(status=PROCESSING).filter(held_by_dependents(queryset)).count()
+    deleted = deletable(queryset).discard()
+    skipped: Counter[str] = Counter({PROCESSING: before[PROCESSING] + before["cancel_requested"],
+                                     "held": held})
+    expected = sum(before.values()) - skipped[PROCESSING] - held
     if expected > deleted:
         skipped["changed_meanwhile"] += expected - deleted
     return deleted, summarise("deleted", deleted, skipped, "delete"), deleted > 0

@@ -150,17 +150,17 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         return found
 
     def delete_model(self, request, obj) -> None:
-        """Delete the job unless a worker holds it; what happened is said by
-        ``response_delete``."""
+        """Delete the job unless a worker holds it or a waiting job depends on it; what
+        happened is said by ``response_delete``."""
         try:
-            Job.objects.filter(pk=obj.pk).discard()
+            actions.deletable(Job.objects.filter(pk=obj.pk)).discard()
         except JobConflict:
             request._django_jobs_kept = actions.CONFLICT
             return
         status = Job.objects.filter(pk=obj.pk).values_list("status", flat=True).first()
-        if status is not None:  # a worker claimed it first
-            request._django_jobs_kept = (
-                f"not deleted: {actions.SKIP_REASONS['delete'][PROCESSING]}")
+        if status is not None:  # a worker claimed it, or a dependent was enqueued, first
+            reason = "held" if status != PROCESSING else PROCESSING
+            request._django_jobs_kept = f"not deleted: {actions.SKIP_REASONS['delete'][reason]}"
 
     def response_delete(self, request, obj_display, obj_id):
         kept = getattr(request, "_django_jobs_kept", None)
@@ -170,6 +170,20 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         return HttpResponseRedirect(reverse(
             f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[obj_id],
             current_app=self.admin_site.name))
+
+    def get_deleted_objects(self, objs, request):
+        """As Django's, with the waiting jobs that depend on a job that has not completed as
+        protected objects: the page then refuses the delete, as for ``on_delete=PROTECT``
+        (deleted, the dependency would never complete, and they would wait for ever)."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        jobs = Job.objects.filter(pk__in=[obj.pk for obj in objs])
+        waiting = actions.waiting_dependents(jobs).order_by("pk")
+        for job in waiting[:actions.WAITING_SHOWN]:
+            url = reverse("admin:django_jobs_job_change", args=[job.pk],
+                          current_app=self.admin_site.name)
+            protected.append(format_html('Waiting job: <a href="{}">{}</a> {}', url,
+                                         job.public_id, job.type))
+        return deleted, counts, perms_needed, protected
 
     def delete_view(self, request, object_id, extra_context=None):
         # The confirmation page names the waiting jobs the deletion would leave waiting.

@@ -1,7 +1,8 @@
 """``Idempotency-Key`` on ``POST /jobs``: the same key and body give back the first job.
 
 Keys are per caller (token or user), remembered for ``IDEMPOTENCY_TTL`` seconds, and
-compared with the body as canonical JSON (key order and spacing do not matter).
+compared with the body as canonical JSON (key order and spacing do not matter). A key outlives
+its job: a replay after the job was pruned answers the same job id, and makes no second job.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ def request_hash(data: JSONObject) -> str:
 
 
 def submit_once(owner: str, key: str, data: JSONObject, create: Callable[[], Job]) -> tuple[
-    Job, bool
+    str, bool
 ]:
-    """The job for this key: created now (False) or the one created before (True).
+    """The public id of the job for this key: created now (False) or the one created before
+    (True), whether that job still exists or was pruned since.
 
     The key row is inserted in the job's transaction; if a concurrent request with the same
     key wins the unique constraint, this request's job is rolled back and theirs answered.
@@ -60,25 +62,25 @@ def submit_once(owner: str, key: str, data: JSONObject, create: Callable[[], Job
                    {"Idempotency-Key": "in use by a concurrent request"})
 
 
-def _submit(owner: str, key: str, digest: str, create: Callable[[], Job]) -> tuple[Job, bool]:
+def _submit(owner: str, key: str, digest: str, create: Callable[[], Job]) -> tuple[str, bool]:
     using = IdempotencyKey.objects.db  # the jobs' database: the key and its job commit together
     now = clock.now(using)
     with transaction.atomic(using=using):
         IdempotencyKey.objects.filter(expires_at__lte=now).delete()
-        seen = IdempotencyKey.objects.select_related("job").filter(owner=owner, key=key).first()
+        seen = IdempotencyKey.objects.filter(owner=owner, key=key).first()
         if seen is not None:
             if seen.request_hash != digest:
                 raise ApiError(409, "this Idempotency-Key was used with a different body",
                                {"Idempotency-Key": "reused with a different body"})
-            return seen.job, True
+            return seen.job_public_id, True
         job = create()
         ttl = timedelta(seconds=float(jobs_settings.IDEMPOTENCY_TTL))
         try:
             with transaction.atomic(using=using):
                 IdempotencyKey.objects.create(
-                    owner=owner, key=key, request_hash=digest, job=job, created_at=now,
-                    expires_at=now + ttl,
+                    owner=owner, key=key, request_hash=digest, job=job,
+                    job_public_id=job.public_id, created_at=now, expires_at=now + ttl,
                 )
         except IntegrityError:
             raise _Raced from None
-    return job, False
+    return job.public_id, False

@@ -54,14 +54,15 @@ def submit(request: HttpRequest) -> HttpResponse:
 
     key = request.headers.get("Idempotency-Key")
     if key is None:
-        job, replayed = create(), False
+        public_id, replayed = create().public_id, False
     else:
-        job, replayed = submit_once(caller_of(request).owner, check_key(key), data, create)
-    url = job_url(request, job.public_id)
+        public_id, replayed = submit_once(caller_of(request).owner, check_key(key), data,
+                                          create)
+    url = job_url(request, public_id)
     headers = {"Location": url}
     if replayed:
         headers["Idempotent-Replayed"] = "true"
-    return json_response({"job_id": job.public_id, "url": url}, 200 if replayed else 201,
+    return json_response({"job_id": public_id, "url": url}, 200 if replayed else 201,
                          headers=headers)
 
 

@@ -187,9 +187,22 @@ class LeaseVerbs:
         with transaction.atomic(using=self.db):
             return hooks.release(self.jobs, waiting, clock.now(self.db))
 
+    @once_more_if_moved
     def mark_has_dependents(self, ids: list[int]) -> None:
-        """Flag these jobs as depended on (which also locks their rows until commit)."""
+        """Flag these jobs as depended on, and lock their rows until the caller commits
+        (``lock_depended_on``): a prune's ``FOR UPDATE SKIP LOCKED`` passes over them, and a
+        delete waits for the dependent's enqueue, then sees its link. The flag first: two
+        enqueues flagging one job then wait for each other in turn, never in a circle."""
         self.jobs.filter(pk__in=ids, has_dependents=False).update(has_dependents=True)
+        self.lock_depended_on(ids)
+
+    def lock_depended_on(self, ids: list[int]) -> None:
+        """Lock these jobs' rows against a delete until commit. Here the ORM's ``FOR UPDATE``
+        (no lighter lock is portable); PostgreSQL and MariaDB take a shared one, which a finish
+        and other enqueues do not wait for; SQLite has one writer at a time, and no lock."""
+        if self.row_locks:
+            list(self.jobs.filter(pk__in=ids).order_by("pk").select_for_update()
+                 .values_list("pk", flat=True))
 
     def cancel_waiting(self, ids: list[int], error: JSONObject, now: datetime) -> list[Job]:
         """Waiting jobs among ``ids`` become canceled, with ``error`` saying why (a dependency

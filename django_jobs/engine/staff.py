@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from django.db import DatabaseError, connections, transaction
+from django.db.models import Q
 
 from django_jobs.core import clock
 from django_jobs.core.db_errors import lock_conflict
@@ -33,6 +34,8 @@ from django_jobs.engine.writes import retry_fields
 from django_jobs.exceptions import InvalidJob, JobConflict
 
 if TYPE_CHECKING:
+    from datetime import date
+
     from django_jobs.core.json_rules import JSONValue
     from django_jobs.models.managers import JobQuerySet
 
@@ -70,6 +73,25 @@ def staff_verb(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S
         raise AssertionError("unreachable")  # the last try returns or raises
 
     return verb
+
+
+# What a batch's locking read returns of each row: its latest version, once locked.
+BATCH_FIELDS = ("pk", "shelf", "has_dependents")
+
+
+def batch_again(jobs: JobQuerySet, rows: list[tuple[int, date, bool]]) -> JobQuerySet:
+    """What a batch deletes of the locked ``rows`` (id, shelf, has_dependents): those flagged
+    ``has_dependents`` only if ``jobs`` reads them again (a statement of its own, which sees
+    a dependent enqueued since the first read), the others as they are: a locked row that is
+    not flagged gets no dependent before the batch commits (an enqueue flags its dependencies
+    first, which waits for the lock). The shelves let PostgreSQL read only their partitions."""
+    plain = [pk for pk, _, flagged in rows if not flagged]
+    flagged = [pk for pk, _, is_flagged in rows if is_flagged]
+    found = Q(pk__in=plain)
+    if flagged:
+        found |= Q(pk__in=jobs.filter(pk__in=flagged).values("pk"))
+    return jobs.model._default_manager.using(jobs.db).filter(
+        found, shelf__in={shelf for _, shelf, _ in rows})
 
 
 class StaffVerbs:
@@ -183,17 +205,21 @@ class StaffVerbs:
 
     def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
         """Delete up to ``limit`` of these jobs (oldest first) and their attempts, in one short
-        transaction; returns how many jobs went. Rows another transaction holds are skipped."""
+        transaction; returns how many jobs went. Rows another transaction holds are skipped.
+
+        The delete reads ``jobs``' filter again for the rows flagged ``has_dependents``, by a
+        statement of its own once the rows are locked (``batch_again``): a job that came to
+        match no longer since the first read (a dependent's enqueue, which locks its
+        dependencies, committed in between) stays."""
         with transaction.atomic(using=jobs.db):
             batch = jobs.order_by("created_at", "pk")
             if self.row_locks:
                 batch = batch.select_for_update(skip_locked=True)
-            ids = list(batch.values_list("pk", flat=True)[:limit])
-            if not ids:
+            rows = list(batch.values_list(*BATCH_FIELDS)[:limit])
+            if not rows:
                 return 0
-            model = jobs.model
-            deleted = model._default_manager.using(jobs.db).filter(pk__in=ids).delete()[1]
-        return deleted.get(model._meta.label, 0)
+            deleted = batch_again(jobs, rows).delete()[1]
+        return deleted.get(jobs.model._meta.label, 0)
 
     @staff_verb
     def discard(self, jobs: JobQuerySet) -> int:
@@ -201,7 +227,9 @@ class StaffVerbs:
 
         The rows are locked first (in the order of their ids) on databases with row locks, so
         a worker cannot claim a job between the check and the delete (claims skip locked
-        rows), and the job's row is held before its attempts go.
+        rows), and the job's row is held before its attempts go; the delete then reads
+        ``jobs``' filter again on them, so what changed before the lock (a dependent's enqueue,
+        which locks its dependencies, committed meanwhile) counts.
         """
         deleted = 0
         model = jobs.model
@@ -213,7 +241,7 @@ class StaffVerbs:
             for start in range(0, len(ids), CHUNK):
                 chunk = model._default_manager.using(jobs.db).filter(
                     pk__in=ids[start : start + CHUNK]
-                )
+                ).filter(pk__in=jobs.values("pk"))
                 _, per_model = chunk.exclude(status=PROCESSING).only("pk").delete()
                 deleted += per_model.get(model._meta.label, 0)
         return deleted

@@ -1,8 +1,9 @@
 """Jobs that wait for other jobs: ``Job.enqueue(..., depends_on=[a, b])``.
 
 A job with unfinished dependencies is inserted ``waiting`` (outside the claim index). Enqueue
-marks each dependency ``has_dependents`` (an UPDATE, which also locks it, so a concurrent finish
-waits for the enqueue to commit) before reading its status. The finish transaction of a job with
+marks each dependency ``has_dependents`` (an UPDATE) and locks it until it commits (the engine's
+``mark_has_dependents``: a delete waits for it, a prune batch passes over it) before reading
+its status. The finish transaction of a job with
 ``has_dependents`` makes pending the waiting jobs whose dependencies have all completed (the
 ``Dependencies`` hooks); it locks those waiting rows first, so two dependencies completing at
 once are counted one after the other. Each worker's heartbeat also sweeps waiting jobs
@@ -12,12 +13,13 @@ it was set) is released there, within one heartbeat. A finish of a job without d
 costs nothing.
 
 Only a dependency that completed releases: one that went dead or was canceled keeps its
-dependents waiting, and so does one deleted before it completed (in the admin, by
-``QuerySet.delete()``). A deleted dependency's link stays, with no ``depends_on`` and the
-status it had in ``deleted_status`` (``models.keep_unmet_dependency``): met if that was
-completed. ``depends_on`` may name the dependencies (a mapping), for ``dependency_results()``
-(``features/dependency_results.py``). Retention does not prune a dead or
-canceled job while a job waits on it (``retention.prunable``), so it can still be retried.
+dependents waiting, and so does one deleted before it completed (by ``QuerySet.delete()``;
+the admin refuses: ``held_by_dependents``). A deleted dependency's link stays, with no
+``depends_on`` and the status it had in ``deleted_status`` (``models.keep_unmet_dependency``):
+met if that was completed. ``depends_on`` may name the dependencies (a mapping), for
+``dependency_results()`` (``features/dependency_results.py``). Retention does not prune a dead
+or canceled job while a job waits on it, so it can still be retried, nor a completed one while
+a job that depends on it has not ended, so its result stays readable (``kept_for_dependents``).
 
 A dependent's ``on_dependency_failure`` says what it does when a dependency goes dead or is
 canceled (in a finish, a cancel or a rescue: the transaction that ends the dependency applies
@@ -227,6 +229,30 @@ def waited_on() -> Exists:
     """For a filter on jobs: some waiting job depends on this one."""
     return Exists(JobDependency.objects.filter(depends_on=OuterRef("pk"),
                                                job__status=JobStatus.WAITING))
+
+
+UNENDED = (JobStatus.WAITING, JobStatus.PENDING, JobStatus.PROCESSING, JobStatus.FAILED)
+
+
+def kept_for_dependents(status: str) -> Q:
+    """For a filter on finished jobs of ``status``: those pruning keeps for their dependents.
+    A dead or canceled job while a job waits on it (it can still be retried); a completed one
+    while a job that depends on it has not ended (it may still read its result:
+    ``dependency_results()``). One uncorrelated subquery, read once per statement: a
+    correlated one is planned again for each partition of a partitioned table."""
+    needing = UNENDED if status == JobStatus.COMPLETED else (JobStatus.WAITING,)
+    return Q(has_dependents=True, pk__in=JobDependency.objects.filter(
+        job__status__in=needing, depends_on__isnull=False).values("depends_on_id"))
+
+
+def held_by_dependents(jobs: QuerySet[Job]) -> Q:
+    """For a filter on ``jobs``: those a waiting job outside ``jobs`` depends on, and that have
+    not completed. Deleted, such a job would never complete, and that job would wait for ever;
+    the admin does not delete them."""
+    waiting_outside = Exists(JobDependency.objects.using(jobs.db).filter(
+        depends_on=OuterRef("pk"), job__status=JobStatus.WAITING)
+        .exclude(job_id__in=jobs.values("pk")))
+    return ~Q(status=JobStatus.COMPLETED) & Q(has_dependents=True) & Q(waiting_outside)
 
 
 def waiting_dependents(jobs: QuerySet[Job]) -> QuerySet[Job]:

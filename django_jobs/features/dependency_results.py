@@ -10,7 +10,8 @@
 
 One read of the job's links with their dependencies' status and result (``JobDependency``),
 made when it is called. A dependency that did not complete (dead or canceled, for a dependent
-whose policy runs it anyway), or that was deleted (pruned) after it completed, has no result:
+whose policy runs it anyway), or that was deleted after it completed (retention keeps it until
+its dependents have ended), has no result:
 asking for it raises ``DependencyUnavailable`` saying which; ``status(key)`` says what it came
 to without raising.
 """

@@ -1,7 +1,8 @@
 """Retention: delete finished jobs past their age, in small batches, by command or by workers.
 
-Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``, and a
-canceled or dead one only once no waiting job depends on it. Each batch
+Only ``completed``, ``canceled`` and ``dead`` jobs are ever pruned, by ``finished_at``: a
+canceled or dead one only once no waiting job depends on it, a completed one once every job that
+depends on it has ended (``prunable``). Each batch
 is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
 are outside the claim index: pruning never blocks a claim and never holds a lock for long.
 Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``. A pass
@@ -18,7 +19,6 @@ import time
 from datetime import date, datetime, timedelta
 
 from django.db import DatabaseError
-from django.db.models import Q
 
 from django_jobs.core import clock
 from django_jobs.core.db_errors import lock_conflict
@@ -53,9 +53,12 @@ def configured_ages() -> dict[str, timedelta | None]:
 
 def prunable(status: str, age: timedelta, now: datetime | None = None):
     """The jobs of ``status`` finished more than ``age`` ago; but not a dead or canceled job a
-    waiting job depends on: pruned, it would leave that job waiting on a deleted job, when it
-    can still be retried (or the dependent canceled) and then pruned."""
-    from django_jobs.features.dependencies import waited_on
+    waiting job depends on (pruned, it would leave that job waiting on a deleted job, when it
+    can still be retried, or the dependent canceled, and then pruned), nor a completed job a
+    job that has not ended depends on (it may still read its result). A batch reads this
+    filter again once its rows are locked (``JobQuerySet.delete_batch``), and the enqueue of a
+    dependent locks its dependencies: a prune and that enqueue never both go ahead."""
+    from django_jobs.features.dependencies import kept_for_dependents
     from django_jobs.models import Job
 
     cutoff = (now or clock.now(Job.objects.db)) - age
@@ -63,22 +66,18 @@ def prunable(status: str, age: timedelta, now: datetime | None = None):
     # pruned; it bounds the batch's walk of the created-at index (its order) to the jobs older
     # than the cutoff, where without it a pass with nothing to delete walks every row.
     rows = Job.objects.filter(status=status, finished_at__lt=cutoff, created_at__lt=cutoff)
-    if status != JobStatus.COMPLETED:
-        rows = rows.exclude(Q(has_dependents=True) & waited_on())
-    return rows
+    return rows.exclude(kept_for_dependents(status))
 
 
 def kept_for_dependents(status: str, age: timedelta, now: datetime | None = None) -> int:
-    """How many jobs of ``status`` past ``age`` pruning keeps because a waiting job depends
-    on them (none for completed jobs)."""
-    from django_jobs.features.dependencies import waited_on
+    """How many jobs of ``status`` past ``age`` pruning keeps for their dependents
+    (``prunable``)."""
+    from django_jobs.features import dependencies
     from django_jobs.models import Job
 
-    if status == JobStatus.COMPLETED:
-        return 0
     cutoff = (now or clock.now(Job.objects.db)) - age
-    return Job.objects.filter(waited_on(), status=status, finished_at__lt=cutoff,
-                              has_dependents=True).count()
+    return Job.objects.filter(dependencies.kept_for_dependents(status), status=status,
+                              finished_at__lt=cutoff).count()
 
 
 def prune(

@@ -71,12 +71,17 @@ class ApiToken(ReloadsWhereWritten, models.Model):
 
 
 class IdempotencyKey(models.Model):
-    """A POST /jobs with an ``Idempotency-Key``: the same key and body return the same job."""
+    """A POST /jobs with an ``Idempotency-Key``: the same key and body return the same job.
+
+    A key lives until ``expires_at`` whatever becomes of its job: it keeps the job's public id,
+    which is all a replay answers, and a pruned or deleted job only empties ``job``."""
 
     owner = models.CharField(max_length=64)  # "token:<id>" or "user:<id>": keys are per caller
     key = models.CharField(max_length=255)
     request_hash = models.CharField(max_length=64)
-    job = models.ForeignKey("django_jobs.Job", on_delete=models.CASCADE, related_name="+")
+    job = models.ForeignKey("django_jobs.Job", on_delete=models.SET_NULL, null=True,
+                            blank=True, related_name="+")
+    job_public_id = models.CharField(max_length=24, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
 

@@ -1,6 +1,6 @@
 """Only a completed dependency releases its dependents (of the default policy): a dead, canceled
-or pending one that is pruned, deleted in the admin or deleted with ``QuerySet.delete()`` leaves
-them waiting."""
+or pending one deleted with ``QuerySet.delete()`` leaves them waiting; pruning and the admin do
+not delete it while a job waits on it."""
 
 from datetime import timedelta
 
@@ -73,39 +73,57 @@ def assert_waits_on_a_deleted_job(dependent: Job, sibling: Job, status: str) -> 
 
 
 @pytest.mark.parametrize("status", UNMET)
-def test_deleting_an_unmet_dependency_with_queryset_delete_leaves_its_dependent_waiting(status):
-    unmet, sibling, dependent = chain(status)
-    Job.objects.filter(pk=unmet.pk).delete()
-    assert_waits_on_a_deleted_job(dependent, sibling, status)
-
-
-@pytest.mark.parametrize("status", UNMET)
-def test_deleting_an_unmet_dependency_in_the_admin_leaves_its_dependent_waiting(
+def test_deleting_an_unmet_dependency_with_queryset_delete_leaves_its_dependent_waiting(
         status, operator):
     unmet, sibling, dependent = chain(status)
-    page = operator.get(job_url(unmet, "delete")).content.decode()
-    assert "1 waiting job depends on this job" in page and dependent.public_id in page
-    operator.post(job_url(unmet, "delete"), {"post": "yes"})
-    assert not Job.objects.filter(pk=unmet.pk).exists()
+    Job.objects.filter(pk=unmet.pk).delete()
     assert_waits_on_a_deleted_job(dependent, sibling, status)
     page = operator.get(job_url(dependent)).content.decode()
     assert f"a deleted job (it was {status.capitalize()})" in page
     assert f">{sibling.public_id}</a> (Completed)" in page
 
 
+def assert_still_waits_on(dependent: Job, unmet: Job, status: str) -> None:
+    assert status_of(unmet) == status and status_of(dependent) == "waiting"
+    assert JobDependency.objects.filter(job=dependent, depends_on=unmet).exists()
+
+
 @pytest.mark.parametrize("status", UNMET)
-def test_deleting_an_unmet_dependency_with_the_admin_action_leaves_its_dependent_waiting(
+def test_the_admin_refuses_to_delete_an_unmet_dependency_a_job_waits_on(status, operator):
+    """As for ``on_delete=PROTECT``: the page names the waiting job and has no confirm button,
+    and a confirming POST deletes nothing."""
+    unmet, _, dependent = chain(status)
+    page = operator.get(job_url(unmet, "delete")).content.decode()
+    assert "1 waiting job depends on this job" in page and dependent.public_id in page
+    assert "protected related objects" in page and 'name="post"' not in page
+    response = operator.post(job_url(unmet, "delete"), {"post": "yes"})
+    assert response.status_code == 200
+    assert_still_waits_on(dependent, unmet, status)
+    # Once nothing waits on it, it goes.
+    assert dependent.cancel()
+    operator.post(job_url(unmet, "delete"), {"post": "yes"})
+    assert not Job.objects.filter(pk=unmet.pk).exists()
+
+
+@pytest.mark.parametrize("status", UNMET)
+def test_the_admin_action_skips_unmet_dependencies_jobs_wait_on_unless_selected_too(
         status, operator):
-    unmet, sibling, dependent = chain(status)
-    other, other_sibling, other_dependent = chain(status)
+    unmet, _, dependent = chain(status)
+    other, _, other_dependent = chain(status)
     data = {"action": "delete_jobs", ACTION_CHECKBOX_NAME: [unmet.pk, other.pk], "index": 0}
     page = operator.post(LIST, data).content.decode()
     assert "2 waiting jobs depend on the selected jobs" in page
     assert dependent.public_id in page and other_dependent.public_id in page
+    response = operator.post(LIST, {**data, "post": "yes"}, follow=True)
+    assert "0 jobs deleted; 2 skipped: a waiting job depends on it" in \
+        response.content.decode()
+    assert_still_waits_on(dependent, unmet, status)
+    assert_still_waits_on(other_dependent, other, status)
+    # With its dependent selected too, both go.
+    data[ACTION_CHECKBOX_NAME] = [unmet.pk, dependent.pk]
     operator.post(LIST, {**data, "post": "yes"})
-    assert not Job.objects.filter(pk__in=[unmet.pk, other.pk]).exists()
-    assert_waits_on_a_deleted_job(dependent, sibling, status)
-    assert_waits_on_a_deleted_job(other_dependent, other_sibling, status)
+    assert not Job.objects.filter(pk__in=[unmet.pk, dependent.pk]).exists()
+    assert_still_waits_on(other_dependent, other, status)
 
 
 def test_the_delete_pages_say_nothing_of_dependents_deleted_with_the_job_or_released(operator):
@@ -158,12 +176,14 @@ def test_a_retried_dependency_retention_kept_releases_its_dependent():
     assert status_of(dependent) == "pending"
 
 
-def test_a_completed_dependency_pruned_after_it_released_its_dependent_changes_nothing():
+def test_a_completed_dependency_deleted_after_it_released_its_dependent_changes_nothing():
     done = Job.enqueue("echo")
     dependent = Job.enqueue("echo", depends_on=[done])
     run_once(done)
     assert status_of(dependent) == "pending"
-    assert prune(EVERYTHING, now=timezone.now() + timedelta(days=1))["completed"] == 1
+    # Pruning keeps it until its dependent has run (it may read its result).
+    assert prune(EVERYTHING, now=timezone.now() + timedelta(days=1))["completed"] == 0
+    Job.objects.filter(pk=done.pk).delete()
     ReleaseWaiting()()
     assert status_of(dependent) == "pending"
     (link,) = JobDependency.objects.filter(job=dependent)  # kept, met: the result is gone
@@ -171,11 +191,12 @@ def test_a_completed_dependency_pruned_after_it_released_its_dependent_changes_n
     assert run_once(dependent).status == "completed"
 
 
-def test_a_completed_dependency_pruned_before_the_others_complete_does_not_hold_back():
+def test_a_completed_dependency_deleted_before_the_others_complete_does_not_hold_back():
     done, later = Job.enqueue("echo"), Job.enqueue("echo", {"n": "later"})
     dependent = Job.enqueue("echo", depends_on=[done, later])
     run_once(done)
-    assert prune(EVERYTHING, now=timezone.now() + timedelta(days=1))["completed"] == 1
+    assert prune(EVERYTHING, now=timezone.now() + timedelta(days=1))["completed"] == 0
+    Job.objects.filter(pk=done.pk).delete()
     assert status_of(dependent) == "waiting"
     run_once(later)
     assert status_of(dependent) == "pending"

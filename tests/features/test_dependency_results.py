@@ -1,6 +1,6 @@
 """A dependent reads its dependencies' results (``dependency_results()``), by name, job, id or
-public id; a dependency pruned after it completed still counts as met, and its result is
-reported gone."""
+public id; a dependency deleted after it completed still counts as met, and its result is
+reported gone (pruning keeps it while a job that depends on it has not ended)."""
 
 from datetime import timedelta
 
@@ -45,11 +45,13 @@ def test_unnamed_dependencies_are_keyed_by_public_id():
                                           b.public_id: {"result": {"echo": {"n": 2}}}}
 
 
-def test_a_dependency_pruned_after_it_completed_is_met_and_its_result_reported_gone():
+def test_a_dependency_deleted_after_it_completed_is_met_and_its_result_reported_gone():
     early = run_once(Job.enqueue("echo", {"n": "early"}))
     late = Job.enqueue("echo", {"n": "late"})
     dependent = Job.enqueue("read_dependencies", depends_on={"early": early, "late": late})
-    assert prune({"completed": timedelta(0)}) == {"completed": 1}  # the early one goes
+    # Pruning keeps it for its dependent, which has not run; a delete does not.
+    assert prune({"completed": timedelta(0)}) == {"completed": 0}
+    Job.objects.filter(pk=early.pk).delete()
     link = JobDependency.objects.get(job=dependent, name="early")
     assert link.depends_on_id is None and link.deleted_status == "completed"
     run_once(late)  # releases the dependent: the pruned link stays met

@@ -25,6 +25,11 @@ class MariaDBEngine(RowLockEngine):
     def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         return locks.lock_ready(ready, limit)
 
+    def lock_depended_on(self, ids: list[int]) -> None:
+        """``LOCK IN SHARE MODE``: a delete waits for it, a prune batch's ``FOR UPDATE SKIP
+        LOCKED`` passes over it, and other enqueues share it."""
+        locks.lock_shared(self.jobs.filter(pk__in=ids))
+
     def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
         """On MariaDB ``bulk_create``'s INSERT with the values all jobs share sent once
         (``engine/mariadb/enqueue.py``); a failed INSERT marks the caller's atomic block for

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.db import connections
+
 if TYPE_CHECKING:
     from django_jobs.models import Job
     from django_jobs.models.managers import JobQuerySet
@@ -33,3 +35,12 @@ def lock_ready(ready: JobQuerySet, limit: int) -> list[Job]:
         if jobs:
             return jobs
         seen += candidates
+
+
+def lock_shared(jobs: JobQuerySet) -> None:
+    """Lock the rows of ``jobs`` in share mode until commit (the ORM has only ``FOR UPDATE``):
+    a delete of them waits, readers and other share locks do not."""
+    select, params = jobs.order_by("pk").values_list("pk").query.get_compiler(
+        using=jobs.db).as_sql()
+    with connections[jobs.db].cursor() as cursor:
+        cursor.execute(f"{select} LOCK IN SHARE MODE", params)

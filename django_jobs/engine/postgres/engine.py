@@ -166,6 +166,15 @@ class PostgresEngine(RowLockEngine):
         run(connection, "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [KEY_LOCKS, key])
         return True
 
+    def lock_depended_on(self, ids: list[int]) -> None:
+        """``FOR KEY SHARE``: only a delete (or a finish that moves the row to its day
+        partition) waits for it; a prune batch's ``FOR UPDATE SKIP LOCKED`` passes over it."""
+        meta = self.jobs.model._meta
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(f"SELECT 1 FROM {sql.quote(meta.db_table)} "  # noqa: S608 (names from the model)
+                           f"WHERE {sql.quote(meta.pk.column)} = ANY(%s) "
+                           f"ORDER BY {sql.quote(meta.pk.column)} FOR KEY SHARE", [ids])
+
     def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
         """The batch, its attempts and what its other relations' ``on_delete`` asks, in one
         statement (``engine/postgres/prune.py``) where that does what Django's delete would."""

@@ -1,12 +1,15 @@
-"""A prune batch on PostgreSQL as one statement: the fast path of ``delete_batch``.
+"""A prune batch on PostgreSQL as one statement after its locking read: the fast path of
+``delete_batch``.
 
 Django's delete of a batch of jobs reads the jobs' full rows into model instances (a custom
 ``on_delete``, ``keep_unmet_dependency``, rules out its fast delete), then sends one statement
 per related table and one per hundred jobs, each a round trip: about half of a prune pass's
 time, and CPU that a busy site's producers and workers want. Here the batch's ids are selected
-and locked (``FOR UPDATE SKIP LOCKED``, oldest first, as the plain path does) in a
-``MATERIALIZED`` common table expression, and every related table's ``on_delete`` work and the
-jobs' DELETE are data-modifying expressions of the same statement.
+and locked (``FOR UPDATE SKIP LOCKED``, oldest first, as the plain path does); then one
+statement reads the batch's filter again on those flagged ``has_dependents`` (``staff.batch_again``,
+its own snapshot: a job a waiting job came to depend on meanwhile stays) in a ``MATERIALIZED``
+common table expression, and every related table's ``on_delete`` work and the jobs' DELETE are
+data-modifying expressions of it.
 
 The statement is derived from the model's relations, not written for today's tables, and it
 stands in for the plain path only where it does exactly what Django's collector would
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 from django.db import connections, models, transaction
 from django.db.models.signals import m2m_changed, post_delete, pre_delete
 
+from django_jobs.engine.staff import BATCH_FIELDS, batch_again
 from django_jobs.models.dependencies import JobDependency, keep_unmet_dependency
 
 if TYPE_CHECKING:
@@ -116,8 +120,8 @@ def part(step: Step, jobs_table: str, pk: str) -> str:
 
 def delete_batch(jobs: JobQuerySet, limit: int) -> int | None:
     """Delete up to ``limit`` of ``jobs`` (oldest first, rows another transaction holds
-    skipped) and what their relations' ``on_delete`` asks, in one statement; returns how many
-    jobs went, or None where ``plan`` leaves it to the plain path."""
+    skipped) and what their relations' ``on_delete`` asks, in one statement after the locking
+    read; returns how many jobs went, or None where ``plan`` leaves it to the plain path."""
     steps = plan(jobs.model)
     if steps is None:
         return None
@@ -125,7 +129,10 @@ def delete_batch(jobs: JobQuerySet, limit: int) -> int | None:
     jobs_table, pk = quote(meta.db_table), quote(meta.pk.column)
     with transaction.atomic(using=jobs.db):
         batch = jobs.order_by("created_at", "pk").select_for_update(skip_locked=True)
-        select, params = batch.values_list("pk")[:limit].query.get_compiler(
+        rows = list(batch.values_list(*BATCH_FIELDS)[:limit])
+        if not rows:
+            return 0
+        select, params = batch_again(jobs, rows).values_list("pk").query.get_compiler(
             using=jobs.db).as_sql()
         parts = "".join(f",\n s{n} AS ({part(step, jobs_table, pk)})"
                         for n, step in enumerate(steps))

@@ -71,6 +71,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"{status}: kept (no age)")
             else:
                 kept = kept_for_dependents(status, status_age)
-                waited = f"; kept {kept} a waiting job depends on" if kept else ""
+                who = "an unfinished job" if status == "completed" else "a waiting job"
+                waited = f"; kept {kept} {who} depends on" if kept else ""
                 self.stdout.write(
                     f"{status}: {verb} {counts[status]} older than {status_age}{waited}")

@@ -1,6 +1,7 @@
 """POST /jobs: creating jobs, refusing bad input without creating anything, idempotency."""
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
 from django.test import override_settings
@@ -8,6 +9,7 @@ from django.utils import timezone
 
 from django_jobs.models import IdempotencyKey, Job
 from tests.api_support import Api, make_token
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -165,6 +167,47 @@ def test_an_expired_key_is_forgotten(api):
     assert again.status_code == 201
     assert again.json()["job_id"] != first
     assert IdempotencyKey.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_replay_after_the_job_was_pruned_answers_the_first_job_and_makes_none(api):
+    """The key lives its ``IDEMPOTENCY_TTL`` whatever becomes of its job: pruned, the job
+    leaves the key, and a replay answers what the first request did."""
+    from django.core.management import call_command
+
+    from tests.features.test_control import run_once
+
+    body = {"type": "echo", "payload": {"n": 1}}
+    first = api.post("/api/jobs", body, headers={"Idempotency-Key": "order-18"})
+    run_once(Job.objects.get(public_id=first.json()["job_id"]))
+    call_command("prunejobs", "--completed", "0", stdout=StringIO())
+    assert not Job.objects.exists()
+    again = api.post("/api/jobs", body, headers={"Idempotency-Key": "order-18"})
+    assert again.status_code == 200
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert not Job.objects.exists()
+    key = IdempotencyKey.objects.get()
+    assert key.job_id is None and key.job_public_id == first.json()["job_id"]
+    # Another body with the key is still refused.
+    other = api.post("/api/jobs", {"type": "echo"}, headers={"Idempotency-Key": "order-18"})
+    assert other.status_code == 409
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_replay_after_a_worker_ran_and_pruned_the_job_makes_no_second_job(api, start_worker):
+    body = {"type": "echo", "payload": {"n": 2}}
+    first = api.post("/api/jobs", body, headers={"Idempotency-Key": "order-19"})
+    # Completed jobs kept a second: pruned by the workers' batched delete.
+    extra = '{"PRUNE_INTERVAL": 0.2, "RETENTION": {"completed": 1}}'
+    worker = start_worker("--heartbeat", "0.1", "--lease", "5",
+                          env={"DJANGO_JOBS_TEST_EXTRA": extra})
+    wait_for(lambda: not Job.objects.exists(), timeout=60)  # run, then pruned
+    assert "Traceback" not in worker.output()
+    again = api.post("/api/jobs", body, headers={"Idempotency-Key": "order-19"})
+    assert (again.status_code, again.json()) == (200, first.json())
+    assert not Job.objects.exists()
 
 
 @override_settings(DJANGO_JOBS={"IDEMPOTENCY_TTL": 60})
