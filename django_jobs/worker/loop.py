@@ -27,7 +27,7 @@ from django_jobs.engine.postgres.cursor import keep_generic_plans
 from django_jobs.engine.postgres.listener import Listener
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
-from django_jobs.worker import claim_size, execution, suspects, turn
+from django_jobs.worker import burst, claim_size, execution, suspects, turn
 from django_jobs.worker.claim_cursor import ClaimCursor
 from django_jobs.worker.deadlines import Running, enforce_deadlines
 from django_jobs.worker.heartbeat import heartbeat
@@ -124,10 +124,17 @@ class Worker:
                     if not self.running:
                         break
                 else:
+                    processed = self.processed
                     claimed = self.safely(turn.claim, self) or 0
                     if self.options.burst and not (claimed or self.running or self.outages.active
                                                    or self.claim_conflicted):
-                        break
+                        if self.processed > processed:
+                            continue  # what its finishes released is seen by the next claim
+                        due = self.safely(burst.due_in, self)
+                        if due is None and not self.outages.active:
+                            break
+                        self._wait(due)
+                        continue
                     if (claimed or self.claim_conflicted) and \
                             len(self.running) < self.options.concurrency:
                         continue
@@ -203,12 +210,14 @@ class Worker:
         register(self.worker_id, list(self.options.queues), self.options.concurrency)
         return True
 
-    def _wait(self) -> None:
-        """Wait to be woken (``wait_time``): by ``wake``, or by a notification on the
-        listener's connection, which it reads at once (``Listener.hear``)."""
+    def _wait(self, at_most: float | None = None) -> None:
+        """Wait to be woken (``wait_time``, or ``at_most`` seconds if sooner): by ``wake``, or
+        by a notification on the listener's connection, which it reads at once
+        (``Listener.hear``)."""
         listener = self.listener
         fileno = listener.fileno() if listener is not None else None
-        self.wake.wait_for(self._wait_time(), fileno)
+        wait = self._wait_time()
+        self.wake.wait_for(wait if at_most is None else min(wait, at_most), fileno)
         self.wake.clear()
         if listener is not None:
             listener.hear()

@@ -83,6 +83,8 @@ def claim(worker: WorkerState) -> int:
     heard, waiter = (0, 0), None
     if listener is not None:
         heard, pid, allowed = listener.heard_so_far(), listener.pid, listener.allowance()
+        if worker.options.burst:  # it claims whatever is ready, and is no waiter (burst.py)
+            pid, allowed = None, None
         if allowed is not None:
             free = min(free, allowed)  # waiting: the jobs it was told of (0: outcomes only)
         if pid is not None and room > 0:
