@@ -211,13 +211,28 @@ class Worker:
         return True
 
     def _wait(self, at_most: float | None = None) -> None:
-        """Wait to be woken (``wait_time``, or ``at_most`` seconds if sooner): by ``wake``, or
-        by a notification on the listener's connection, which it reads at once
-        (``Listener.hear``)."""
+        """Wait to be woken (``wait_time``, or ``at_most`` seconds if sooner): by ``wake``, by
+        a notification on the listener's connection, which it reads at once
+        (``Listener.hear``), or, while it waits for jobs, by overlooked jobs its looks find
+        (``Listener.look``)."""
         listener = self.listener
-        fileno = listener.fileno() if listener is not None else None
+        looker = None if self.stopping else listener
         wait = self._wait_time()
-        self.wake.wait_for(wait if at_most is None else min(wait, at_most), fileno)
+        end = time.monotonic() + (wait if at_most is None else min(wait, at_most))
+        while True:
+            fileno = listener.fileno() if listener is not None else None
+            now = time.monotonic()
+            look = looker.look_in(now) if looker is not None else None
+            if looker is None or look is None or look >= end - now:
+                self.wake.wait_for(end - now, fileno)
+                break
+            woken, readable = self.wake.wait_for(look, fileno)
+            if woken or readable:
+                break
+            # A waiting worker looks for jobs another was told of and did not take: a frozen
+            # or dead worker's (engine/postgres/waiters.py); its next claim takes them.
+            if self.safely(looker.look, sorted(self.paused)) or self.outages.active:
+                break
         self.wake.clear()
         if listener is not None:
             listener.hear()

@@ -14,15 +14,25 @@ turn), and with fewer workers than jobs every worker of the queue on ``django_jo
 Nothing here waits on a lock: the row of a waiter an uncommitted enqueue is taking is skipped
 (``SKIP LOCKED``) and stays as that enqueue leaves it: taken if it commits, waiting if it rolls
 back. The row of a worker killed stays, but is passed over once its session has ended, and the
-workers' heartbeats remove it (``FORGET_GONE``). A waiter that never hears its notification
-(its process died between the enqueue's commit and its claim) is caught by the poll: every
-worker still claims every ``POLL_INTERVAL`` seconds.
+workers' heartbeats remove it (``FORGET_GONE``).
+
+A worker told of a job may not act on it: its process is frozen (SIGSTOP, a long pause of the
+host or of its memory), it died between the enqueue's commit and its claim, or the notification
+was lost. So every waiting worker looks, every ``LOOK_EVERY`` seconds, for ready jobs of its
+queues that came due more than ``LOOK_AFTER`` seconds ago by the database's clock and that no
+claim has taken (``overlooked``, a read of the ready index, no write); its next claim takes
+them (``engine/postgres/listener.py``). Whatever kept the job from its worker, another worker
+with room starts it within about ``LOOK_AFTER + LOOK_EVERY`` seconds; two that look at once
+claim with ``SKIP LOCKED``, and one of them takes it.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
+
+from django_jobs.core.shelves import OPEN_BEFORE
+from django_jobs.core.states import READY_STATES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,7 +42,24 @@ if TYPE_CHECKING:
 
     from django_jobs.core.contract import Waiting
 
+
+
+class CursorLike(Protocol):
+    """A DB-API cursor (Django's, over the worker's own connection)."""
+
+    def execute(self, sql: str, params: Any = ...) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+
 TABLE = "django_jobs_waiter"
+
+# A ready job not claimed this long after it came due (seconds, by the database's clock) was
+# not acted on by the worker its enqueue woke, and waiting workers take it; they look this often.
+LOOK_AFTER = 0.25
+LOOK_EVERY = 0.5
+# At most this many overlooked jobs are counted by one look (its next claim's allowance).
+LOOK_LIMIT = 100
 BROADCAST = "django_jobs"
 
 
@@ -112,3 +139,26 @@ def leave(conn: psycopg.Connection[TupleRow], pid: int) -> None:
 def forget_gone(conn: psycopg.Connection[TupleRow]) -> None:
     """Remove the rows of sessions that no longer exist."""
     conn.execute(FORGET_GONE)
+
+
+# The ready jobs of a worker's queues (parameters: its queues or NULL for all, the queues it
+# passes over) due for more than ``LOOK_AFTER`` seconds, counted up to ``LOOK_LIMIT``, on the
+# open shelf as a claim reads them.
+LOOKED_FOR = """SELECT count(*) FROM (
+    SELECT FROM django_jobs_job
+    WHERE status IN ({states}) AND shelf < DATE '{open_before}'
+        AND run_at <= statement_timestamp() - INTERVAL '{after} seconds'
+        AND (%s::text[] IS NULL OR queue = ANY(%s::text[])) AND queue <> ALL(%s::text[])
+    LIMIT {limit}) AS overlooked"""
+OVERLOOKED = LOOKED_FOR.format(
+    states=", ".join(f"'{state}'" for state in READY_STATES),
+    open_before=OPEN_BEFORE.isoformat(), after=LOOK_AFTER, limit=LOOK_LIMIT)
+
+
+def overlooked(conn: CursorLike, queues: Sequence[str] | None, skips: Sequence[str]) -> int:
+    """How many ready jobs of these queues (None: every queue) but ``skips`` came due more
+    than ``LOOK_AFTER`` seconds ago and are still unclaimed (see the module's docstring)."""
+    names = list(queues) if queues else None
+    conn.execute(OVERLOOKED, [names, names, list(skips)])
+    row = conn.fetchone()
+    return int(row[0]) if row else 0
