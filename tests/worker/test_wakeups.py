@@ -198,24 +198,27 @@ def test_a_lost_listen_connection_is_made_again_and_wakes_the_worker(start_worke
 
 def test_a_job_told_to_a_frozen_worker_is_started_by_another_idle_one(start_worker):
     """The worker an enqueue tells is frozen (SIGSTOP: a long pause of its process looks the
-    same): an idle worker's look finds the job unclaimed and takes it, long before any poll;
-    thawed, the frozen worker takes nothing of it and is woken by the next enqueue again."""
-    idle, idle_pid = start_waiting(start_worker, "idle", *ASLEEP)
+    same): the two idle workers' looks find the job unclaimed, and one of them takes it, long
+    before any poll; thawed, the frozen worker takes nothing of it and is woken by the next
+    enqueue again."""
+    idle = [start_waiting(start_worker, f"idle-{n}", *ASLEEP) for n in range(2)]
     frozen, frozen_pid = start_waiting(start_worker, "frozen", *ASLEEP)
     frozen.signal(signal.SIGSTOP)
     try:
         jobs = []
-        heard = told([frozen_pid, idle_pid], lambda: jobs.append(Job.enqueue("echo")))
+        heard = told([frozen_pid, *(pid for _, pid in idle)],
+                     lambda: jobs.append(Job.enqueue("echo")))
         assert heard == [(f"django_jobs_{frozen_pid}", "default")]  # told the frozen one
         wait_for(lambda: Job.objects.get(pk=jobs[0].pk).status == S.COMPLETED, timeout=60)
-        assert Job.objects.get(pk=jobs[0].pk).worker_id == "idle"
+        assert Job.objects.get(pk=jobs[0].pk).worker_id in ("idle-0", "idle-1")
     finally:
         frozen.signal(signal.SIGCONT)
-    wait_for(lambda: frozen_pid in waiting() and idle_pid in waiting(), timeout=60)
-    assert Job.objects.get(pk=jobs[0].pk).attempt == 1  # claimed once
+    wait_for(lambda: {frozen_pid, *(pid for _, pid in idle)} <= set(waiting()), timeout=60)
+    done = Job.objects.get(pk=jobs[0].pk)
+    assert (done.attempt, done.attempts.count()) == (1, 1)  # claimed once, run once
     again = Job.enqueue("echo")
     wait_for(lambda: Job.objects.get(pk=again.pk).status == S.COMPLETED, timeout=60)
-    for worker in (idle, frozen):
+    for worker in (*(worker for worker, _ in idle), frozen):
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0, worker.output()
 
