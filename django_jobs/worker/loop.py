@@ -223,6 +223,8 @@ class Worker:
             fileno = listener.fileno() if listener is not None else None
             now = time.monotonic()
             look = looker.look_in(now) if looker is not None else None
+            if look is not None:  # not before a backoff's end (outage.py)
+                look = max(look, self.outages.wait(now, default=0.0))
             if looker is None or look is None or look >= end - now:
                 self.wake.wait_for(end - now, fileno)
                 break

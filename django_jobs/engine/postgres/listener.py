@@ -89,6 +89,7 @@ class Listener(threading.Thread):
         # takes them too).
         self.look_at = 0.0
         self.overlooked = 0
+        self.look_every = LOOK_EVERY  # by its rank among the waiting workers (waiters.look_every)
 
     @classmethod
     def start_for(
@@ -197,8 +198,9 @@ class Listener(threading.Thread):
         another worker was quicker) puts the next look off until the poll."""
         self.claimed_at = time.monotonic()
         self.waiting_since = heard if waiting and self.pid is not None else None
-        wait = POLL_SLACK * self.poll_interval if self.overlooked and not took else LOOK_EVERY
-        self.look_at, self.overlooked = self.claimed_at + max(wait, LOOK_EVERY), 0
+        wait = POLL_SLACK * self.poll_interval if self.overlooked and not took else 0.0
+        self.look_at = self.claimed_at + max(wait, self.look_every)
+        self.overlooked = 0
 
     def look_in(self, now: float) -> float | None:
         """Seconds until this worker looks for overlooked jobs (``look``); None while it does
@@ -211,10 +213,17 @@ class Listener(threading.Thread):
         """Count the jobs of its queues (but ``skips``, its paused queues) that came due more
         than ``waiters.LOOK_AFTER`` seconds ago and that no worker has claimed, over the
         caller's own connection: the worker its enqueue told did not act on them (frozen,
-        dead, or the notification lost). Its next claim takes them (``allowance``)."""
-        self.look_at = time.monotonic() + LOOK_EVERY
+        dead, or the notification lost). Its next claim takes them (``allowance``). The next
+        look is due after ``waiters.look_every`` of its rank."""
+        pid, looked = self.pid, time.monotonic()
+        self.look_at = looked + self.look_every  # also if the read fails
+        if pid is None:
+            return 0
         with self.db_wrapper.cursor() as cursor:
-            self.overlooked = waiters.overlooked(cursor, sorted(self.queues) or None, skips)
+            self.overlooked, rank = waiters.overlooked(
+                cursor, pid, sorted(self.queues) or None, skips)
+        self.look_every = waiters.look_every(rank)
+        self.look_at = looked + self.look_every
         return self.overlooked
 
     def allowance(self) -> int | None:

@@ -18,12 +18,15 @@ workers' heartbeats remove it (``FORGET_GONE``).
 
 A worker told of a job may not act on it: its process is frozen (SIGSTOP, a long pause of the
 host or of its memory), it died between the enqueue's commit and its claim, or the notification
-was lost. So every waiting worker looks, every ``LOOK_EVERY`` seconds, for ready jobs of its
-queues that came due more than ``LOOK_AFTER`` seconds ago by the database's clock and that no
-claim has taken (``overlooked``, a read of the ready index, no write); its next claim takes
-them (``engine/postgres/listener.py``). Whatever kept the job from its worker, another worker
-with room starts it within about ``LOOK_AFTER + LOOK_EVERY`` seconds; two that look at once
-claim with ``SKIP LOCKED``, and one of them takes it.
+was lost. So waiting workers look for ready jobs of their queues that came due more than
+``LOOK_AFTER`` seconds ago by the database's clock and that no claim has taken (``overlooked``,
+a read of the ready index, no write); a worker's next claim takes what its look found
+(``engine/postgres/listener.py``). Each look also says how many workers of the same queues have
+waited longer than this one (its rank): the two that waited longest, which enqueues tell last,
+look every ``LOOK_EVERY`` seconds, the one of rank r every r times that, so that N idle workers
+look about 2 + 2 ln N times a second between them, not 2N. Whatever kept the job from its worker,
+another worker with room starts it within about ``LOOK_AFTER + LOOK_EVERY`` seconds while one of
+the two is healthy; two that find it claim with ``SKIP LOCKED``, and one of them takes it.
 """
 
 from __future__ import annotations
@@ -143,22 +146,31 @@ def forget_gone(conn: psycopg.Connection[TupleRow]) -> None:
 
 # The ready jobs of a worker's queues (parameters: its queues or NULL for all, the queues it
 # passes over) due for more than ``LOOK_AFTER`` seconds, counted up to ``LOOK_LIMIT``, on the
-# open shelf as a claim reads them.
-LOOKED_FOR = """SELECT count(*) FROM (
+# open shelf as a claim reads them; and the worker's rank (parameter: its listening session):
+# how many waiting workers of the same queues began waiting before it.
+LOOKED_FOR = """SELECT (SELECT count(*) FROM (
     SELECT FROM django_jobs_job
     WHERE status IN ({states}) AND shelf < DATE '{open_before}'
         AND run_at <= statement_timestamp() - INTERVAL '{after} seconds'
         AND (%s::text[] IS NULL OR queue = ANY(%s::text[])) AND queue <> ALL(%s::text[])
-    LIMIT {limit}) AS overlooked"""
+    LIMIT {limit}) AS overlooked), (SELECT count(*) FROM {table} AS me, {table} AS o
+    WHERE me.pid = %s AND o.waiting < me.waiting AND o.queues IS NOT DISTINCT FROM me.queues)"""
 OVERLOOKED = LOOKED_FOR.format(
-    states=", ".join(f"'{state}'" for state in READY_STATES),
+    states=", ".join(f"'{state}'" for state in READY_STATES), table=TABLE,
     open_before=OPEN_BEFORE.isoformat(), after=LOOK_AFTER, limit=LOOK_LIMIT)
 
 
-def overlooked(conn: CursorLike, queues: Sequence[str] | None, skips: Sequence[str]) -> int:
+def overlooked(conn: CursorLike, pid: int, queues: Sequence[str] | None, skips: Sequence[str]
+               ) -> tuple[int, int]:
     """How many ready jobs of these queues (None: every queue) but ``skips`` came due more
-    than ``LOOK_AFTER`` seconds ago and are still unclaimed (see the module's docstring)."""
+    than ``LOOK_AFTER`` seconds ago and are still unclaimed, and the rank of the waiting worker
+    of listening session ``pid`` (see the module's docstring)."""
     names = list(queues) if queues else None
-    conn.execute(OVERLOOKED, [names, names, list(skips)])
+    conn.execute(OVERLOOKED, [names, names, list(skips), pid])
     row = conn.fetchone()
-    return int(row[0]) if row else 0
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def look_every(rank: int) -> float:
+    """Seconds between the looks of the waiting worker of ``rank`` (0: it waited longest)."""
+    return LOOK_EVERY * max(1, rank)
