@@ -2,7 +2,7 @@
 idle workers cost the database.
 
     python benchmarks/frozen_waiter.py [--workers 6] [--jobs 10] [--poll-interval 10]
-                                       [--idle-seconds 20] [--tree PATH]
+                                       [--idle-seconds 20] [--heartbeat S] [--tree PATH]
 
 ``--workers`` ``runworker`` processes (``--poll-interval`` apart from their looks; the default
 ``POLL_INTERVAL`` is 1 s, a long poll shows what the looks alone do) wait, idle, on PostgreSQL.
@@ -52,7 +52,9 @@ def start_workers(args: argparse.Namespace) -> list[subprocess.Popen]:
     logs.mkdir(parents=True, exist_ok=True)
     return [subprocess.Popen(
         [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings",
-         "--worker-id", f"w{i}", "--poll-interval", str(args.poll_interval)],
+         "--worker-id", f"w{i}", "--poll-interval", str(args.poll_interval),
+         *(["--heartbeat", str(args.heartbeat), "--lease", str(max(30.0, 3 * args.heartbeat))]
+           if args.heartbeat else [])],
         cwd=tree, env={**os.environ, "PGAPPNAME": f"{APP}{i}",
                        "PYTHONPATH": f"{tree}:{ROOT}"},
         stdout=open(logs / f"frozen-waiter-{i}.log", "w"), stderr=subprocess.STDOUT,
@@ -124,6 +126,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10, help="jobs per set-up")
     parser.add_argument("--poll-interval", type=float, default=10.0)
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument("--heartbeat", type=float, default=None,
+                        help="runworker --heartbeat (default: HEARTBEAT_SECONDS); a long one "
+                        "leaves the idle workers' looks and polls alone in the count")
     parser.add_argument("--tree", help="run the workers from this checkout instead")
     args = parser.parse_args()
     with bench_database():
