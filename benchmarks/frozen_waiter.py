@@ -15,22 +15,25 @@ known. Then, with every worker waiting again before each job:
   continued (SIGCONT) once another worker has started the job.
 
 For each: each job's wait from ``created_at`` to ``started_at`` (both by the database's clock),
-median and maximum, and which worker ran it. Then ``idle``: for ``--idle-seconds`` with every
-worker idle, the transactions the database counted (``pg_stat_database``; each statement of an
-idle worker is a transaction of its own: claims at the poll, looks, heartbeats), per second in
-all and per worker. ``--tree``: run the workers from another checkout of the project (e.g.
-``git archive <commit> | tar -x -C /tmp/before``) to compare. Writes the figures as JSON to
-``benchmarks/results/``.
+median and maximum, and which worker ran it. Before them, ``idle``: for ``--idle-seconds`` with
+every worker idle, the statements the workers sent (claims at the poll, looks, heartbeats),
+counted in them (``benchmarks/frozen_app``), per second in all and per worker. ``--tree``: run
+the workers from another checkout of the project (e.g. ``git archive <commit> | tar -x -C
+/tmp/before``, with this benchmark's ``frozen_app`` and ``settings_frozen.py`` copied into its
+``benchmarks/``) to compare. Writes the figures as JSON to ``benchmarks/results/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,16 +49,16 @@ from benchmarks.throughput import DB_NAME, bench_database, dsn, write_json  # no
 APP = "frozen-bench-"
 
 
-def start_workers(args: argparse.Namespace) -> list[subprocess.Popen]:
+def start_workers(args: argparse.Namespace, counts: Path) -> list[subprocess.Popen]:
     tree = Path(args.tree).resolve() if args.tree else ROOT
     logs = ROOT / "benchmarks" / "results"
     logs.mkdir(parents=True, exist_ok=True)
     return [subprocess.Popen(
-        [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings",
+        [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings_frozen",
          "--worker-id", f"w{i}", "--poll-interval", str(args.poll_interval),
          *(["--heartbeat", str(args.heartbeat), "--lease", str(max(30.0, 3 * args.heartbeat))]
            if args.heartbeat else [])],
-        cwd=tree, env={**os.environ, "PGAPPNAME": f"{APP}{i}",
+        cwd=tree, env={**os.environ, "PGAPPNAME": f"{APP}{i}", "BENCH_COUNTS_DIR": str(counts),
                        "PYTHONPATH": f"{tree}:{ROOT}"},
         stdout=open(logs / f"frozen-waiter-{i}.log", "w"), stderr=subprocess.STDOUT,
     ) for i in range(args.workers)]
@@ -104,20 +107,19 @@ def one_job(control: psycopg.Connection, workers: list[subprocess.Popen],
     return {"wait_s": float(row[0]), "ran_on": row[1], "told": f"w{told}"}
 
 
-def idle_cost(control: psycopg.Connection, seconds: float) -> dict:
-    """Transactions per second the database counted while the workers idle (the control
-    session's own two reads taken off)."""
+def idle_cost(counts: Path, workers: int, seconds: float) -> dict:
+    """Statements per second the idle workers sent, counted in them
+    (``benchmarks/frozen_app``)."""
     def count() -> int:
-        control.execute("SELECT pg_stat_clear_snapshot()")
-        return control.execute(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-            "WHERE datname = current_database()").fetchone()[0]
+        return sum(json.loads(path.read_text() or "{}").get("statements", 0)
+                   for path in counts.glob("*.json"))
 
-    time.sleep(2.0)  # the last stats of the jobs' runs are flushed
+    time.sleep(1.0)  # past the workers' last writes of their counts
     before = count()
     time.sleep(seconds)
     after = count()
-    return {"transactions_per_s": (after - before - 2) / seconds}
+    per_s = (after - before) / seconds
+    return {"statements_per_s": per_s, "per_worker": per_s / workers}
 
 
 def main() -> None:
@@ -133,13 +135,13 @@ def main() -> None:
     args = parser.parse_args()
     with bench_database():
         with psycopg.connect(dsn(DB_NAME), autocommit=True) as control:
-            workers = start_workers(args)
+            counts = Path(tempfile.mkdtemp(prefix="frozen-waiter-"))
+            workers = start_workers(args, counts)
             try:
                 all_waiting(control, args.workers)
                 time.sleep(4.0)  # the listeners' test notifications are settled
-                idle = idle_cost(control, args.idle_seconds)
-                idle["per_worker"] = idle["transactions_per_s"] / args.workers
-                print(f"idle: {idle['transactions_per_s']:.1f} transactions/s for "
+                idle = idle_cost(counts, args.workers, args.idle_seconds)
+                print(f"idle: {idle['statements_per_s']:.1f} statements/s for "
                       f"{args.workers} workers ({idle['per_worker']:.2f} each)", flush=True)
                 figures: dict = {"idle": idle}
                 for name, freeze in (("healthy", False), ("frozen", True)):
@@ -160,6 +162,7 @@ def main() -> None:
                     worker.terminate()
                 for worker in workers:
                     worker.wait(timeout=60)
+                shutil.rmtree(counts)
         path = write_json("frozen-waiter", args, **figures)
         print(f"written to {path.relative_to(ROOT)}")
 
