@@ -125,11 +125,13 @@ class Worker:
                         break
                 else:
                     processed = self.processed
+                    sent = burst.now() if self.options.burst else None
                     claimed = self.safely(turn.claim, self) or 0
-                    if self.options.burst and not (claimed or self.running or self.outages.active
-                                                   or self.claim_conflicted):
-                        if self.processed > processed:
-                            continue  # what its finishes released is seen by the next claim
+                    if sent is not None and not (claimed or self.running or self.outages.active
+                                                 or self.claim_conflicted):
+                        if self.processed > processed and (
+                                self.safely(burst.released, self, sent) or self.outages.active):
+                            continue  # what its finishes released is claimed by the next turn
                         due = self.safely(burst.due_in, self)
                         if due is None and not self.outages.active:
                             break
