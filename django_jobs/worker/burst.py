@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.db.models import F, Min
+from django.utils import timezone
 
 from django_jobs.core import clock
 from django_jobs.core.states import READY_STATES
@@ -27,22 +28,25 @@ if TYPE_CHECKING:
     from django_jobs.models.managers import JobQuerySet
     from django_jobs.worker.state import WorkerState
 
-# A job that came due this recently may have come due after the claim before (see ``due_in``).
+# A job that came due this recently may have come due after the claim before (``due_in``); one
+# made ready this long before a turn began may be that turn's (``released``).
 MARGIN = 1.0
 # The shortest wait for a job due: it is claimed by the next turn.
 MIN_WAIT = 0.05
 
 
 def now() -> datetime:
-    """The database's time, taken before a turn: what that turn's writes are at or after."""
-    return clock.now(jobs_database())
+    """The database's time, taken before a turn: what that turn's writes are at or after (by
+    the offset the heartbeat measured: no query)."""
+    return timezone.now() + clock.offset(jobs_database())
 
 
 def released(worker: WorkerState, since: datetime) -> bool:
-    """Whether a job of the worker's queues was made ready at once, at or after ``since``,
-    and is still ready: a turn begun then released it (see the module's docstring)."""
+    """Whether a job of the worker's queues was made ready at once, at or after ``since``
+    (less ``MARGIN``, for a clock offset measured again meanwhile), and is still ready: a turn
+    begun then released it (see the module's docstring)."""
     jobs = Job.objects.in_states(*READY_STATES).filter(
-        updated_at__gte=since, run_at__lte=F("updated_at"))
+        updated_at__gte=since - timedelta(seconds=MARGIN), run_at__lte=F("updated_at"))
     return _theirs(worker, jobs).exists()
 
 

@@ -125,7 +125,7 @@ class Worker:
                         break
                 else:
                     processed = self.processed
-                    sent = burst.now() if self.options.burst else None
+                    sent = self.safely(burst.now) if self.options.burst else None
                     claimed = self.safely(turn.claim, self) or 0
                     if sent is not None and not (claimed or self.running or self.outages.active
                                                  or self.claim_conflicted):
