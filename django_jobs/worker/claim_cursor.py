@@ -53,6 +53,10 @@ class ClaimCursor:
             self.restart_at = now + self.restart_seconds
         self.key = ClaimKey.furthest(jobs)
 
+    def restart(self) -> None:
+        """The next claim reads from the start (it is for rows placed before the key)."""
+        self.restart_at = 0.0
+
     def conflicted(self, after: ClaimKey | None, now: float) -> None:
         """A claim sent with ``after`` met rows moved under it on every try and took nothing
         (``ClaimConflict``): other workers are claiming where it read. The key stays; a claim

@@ -27,7 +27,7 @@ from django_jobs.engine.postgres.cursor import keep_generic_plans
 from django_jobs.engine.postgres.listener import Listener
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
-from django_jobs.worker import claim_size, execution, suspects, turn
+from django_jobs.worker import burst, claim_size, execution, suspects, turn
 from django_jobs.worker.claim_cursor import ClaimCursor
 from django_jobs.worker.deadlines import Running, enforce_deadlines
 from django_jobs.worker.handoff import handoff
@@ -132,10 +132,19 @@ class Worker:
                     if not self.running:
                         break
                 else:
+                    processed = self.processed
+                    sent = self.safely(burst.now) if self.options.burst else None
                     claimed = self.safely(turn.claim, self) or 0
-                    if self.options.burst and not (claimed or self.running or self.outages.active
-                                                   or self.claim_conflicted):
-                        break
+                    if sent is not None and not (claimed or self.running or self.outages.active
+                                                 or self.claim_conflicted):
+                        if self.processed > processed and (
+                                self.safely(burst.released, self, sent) or self.outages.active):
+                            continue  # what its finishes released is claimed by the next turn
+                        due = self.safely(burst.due_in, self)
+                        if due is None and not self.outages.active:
+                            break
+                        self._wait(due)
+                        continue
                     if (claimed or self.claim_conflicted) and \
                             len(self.running) < self.options.concurrency:
                         continue
@@ -211,12 +220,31 @@ class Worker:
         register(self.worker_id, list(self.options.queues), self.options.concurrency)
         return True
 
-    def _wait(self) -> None:
-        """Wait to be woken (``wait_time``): by ``wake``, or by a notification on the
-        listener's connection, which it reads at once (``Listener.hear``)."""
+    def _wait(self, at_most: float | None = None) -> None:
+        """Wait to be woken (``wait_time``, or ``at_most`` seconds if sooner): by ``wake``, by
+        a notification on the listener's connection, which it reads at once
+        (``Listener.hear``), or, while it waits for jobs, by overlooked jobs its looks find
+        (``Listener.look``)."""
         listener = self.listener
-        fileno = listener.fileno() if listener is not None else None
-        self.wake.wait_for(self._wait_time(), fileno)
+        looker = None if self.stopping else listener
+        wait = self._wait_time()
+        end = time.monotonic() + (wait if at_most is None else min(wait, at_most))
+        while True:
+            fileno = listener.fileno() if listener is not None else None
+            now = time.monotonic()
+            look = looker.look_in(now) if looker is not None else None
+            if look is not None:  # not before a backoff's end (outage.py)
+                look = max(look, self.outages.wait(now, default=0.0))
+            if looker is None or look is None or look >= end - now:
+                self.wake.wait_for(end - now, fileno)
+                break
+            woken, readable = self.wake.wait_for(look, fileno)
+            if woken or readable:
+                break
+            # A waiting worker looks for jobs another was told of and did not take: a frozen
+            # or dead worker's (engine/postgres/waiters.py); its next claim takes them.
+            if self.safely(looker.look, sorted(self.paused)) or self.outages.active:
+                break
         self.wake.clear()
         if listener is not None:
             listener.hear()

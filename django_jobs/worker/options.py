@@ -15,6 +15,7 @@ class WorkerOptions:
     queues: Sequence[str] = ()
     concurrency: int = 1
     burst: bool = False
+    burst_wait: float = 0.0  # a burst worker waits for jobs due within this many seconds
     max_jobs: int | None = None
     poll_interval: float = field(default_factory=lambda: float(jobs_settings.POLL_INTERVAL))
     shutdown_timeout: float = field(default_factory=lambda: float(jobs_settings.SHUTDOWN_TIMEOUT))

@@ -3,9 +3,10 @@ one transaction; then free the slots of what was written, count, log and signal 
 
 On PostgreSQL a claim that takes fewer jobs than the worker has room for registers the worker
 as waiting; until the poll is due, a waiting worker's claims take only as many jobs as the
-listener heard of for it since (none: its turns write outcomes only): the trigger gives each new
-job to one worker, and a claim of more would take it from under that one
-(``engine/postgres/listener.py``, ``allowance``).
+listener heard of for it since (none: its turns write outcomes only), and the jobs its last look
+found overlooked: the trigger gives each new job to one worker, and a claim of more would take
+it from under that one (``engine/postgres/listener.py``, ``allowance``). A waiting worker's loop
+looks for overlooked jobs while it waits (``worker/loop.py``, ``Listener.look``).
 
 One commit per turn instead of two: commits per second are what bound a queue's throughput
 (docs/explanation-performance.md). An outcome the write could not make (the database is
@@ -84,6 +85,10 @@ def claim(worker: WorkerState) -> int:
     heard, waiter = (0, 0), None
     if listener is not None:
         heard, pid, allowed = listener.heard_so_far(), listener.pid, listener.allowance()
+        if worker.options.burst:  # it claims whatever is ready, and is no waiter (burst.py)
+            pid, allowed = None, None
+        elif listener.overlooked:
+            worker.cursor.restart()  # the overlooked jobs are at the ready index's front
         if allowed is not None:
             free = min(free, allowed)  # waiting: the jobs it was told of (0: outcomes only)
         if pid is not None and room > 0:
@@ -113,7 +118,7 @@ def claim(worker: WorkerState) -> int:
     if limit > 0:
         worker.cursor.claimed(after, jobs, sent)
     if listener is not None and limit > 0:
-        listener.claim_sent(heard, waiter is not None and len(jobs) < room)
+        listener.claim_sent(heard, waiter is not None and len(jobs) < room, len(jobs))
     record(worker, outcomes, written)
     if worker.outbox.limit is not None and len(worker.outbox):
         worker.wake.set()  # outcomes held back by the limit: write them in the next turn

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 
 from django_jobs.core import contract
 from django_jobs.core.contract import ClaimRequest, Waiting
+from django_jobs.engine.postgres import waiters as waiters_sql
 from django_jobs.models import Job
 from tests.conftest import requires_postgres
 from tests.helpers import claim
@@ -247,3 +248,27 @@ def test_a_waiting_worker_claims_only_what_it_was_told_of_until_its_poll():
     listener.claim_sent(listener.heard_so_far(), waiting=True)
     listener.claimed_at -= 3600  # the poll is due: no bound
     assert listener.allowance() is None
+
+
+def look(waiter: Waiter, queues: list[str] | None = None, skips: tuple[str, ...] = ()
+         ) -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        return waiters_sql.overlooked(cursor, waiter.pid, queues, skips)
+
+
+def test_a_look_counts_the_jobs_due_a_while_and_unclaimed_and_ranks_the_waiter(waiters):
+    first, second, third = waiters(3)
+    assert [look(w) for w in (first, second, third)] == [(0, 0), (0, 1), (0, 2)]
+    assert waiters_sql.look_every(0) == waiters_sql.look_every(1) == waiters_sql.LOOK_EVERY
+    assert waiters_sql.look_every(3) == 3 * waiters_sql.LOOK_EVERY
+    fresh = Job.enqueue("echo")  # told to ``third``: not overlooked yet
+    assert look(first) == (0, 0)
+    told = Job.enqueue("echo", queue="mail")
+    with connection.cursor() as cursor:  # due for a second now, by the database's clock
+        cursor.execute("UPDATE django_jobs_job SET run_at = statement_timestamp() - "
+                       "INTERVAL '1 second' WHERE id IN (%s, %s)", [fresh.pk, told.pk])
+    assert look(first)[0] == 2
+    assert look(first, queues=["mail"])[0] == 1
+    assert look(first, skips=("mail",))[0] == 1
+    assert len(first.claim(limit=5)) == 2  # claimed: no longer overlooked
+    assert look(second)[0] == 0

@@ -194,3 +194,48 @@ def test_a_lost_listen_connection_is_made_again_and_wakes_the_worker(start_worke
     assert worker.proc.poll() is None
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0, worker.output()
+
+
+def test_a_job_told_to_a_frozen_worker_is_started_by_another_idle_one(start_worker):
+    """The worker an enqueue tells is frozen (SIGSTOP: a long pause of its process looks the
+    same): the two idle workers' looks find the job unclaimed, and one of them takes it, long
+    before any poll; thawed, the frozen worker takes nothing of it and is woken by the next
+    enqueue again."""
+    idle = [start_waiting(start_worker, f"idle-{n}", *ASLEEP) for n in range(2)]
+    frozen, frozen_pid = start_waiting(start_worker, "frozen", *ASLEEP)
+    frozen.signal(signal.SIGSTOP)
+    try:
+        jobs = []
+        heard = told([frozen_pid, *(pid for _, pid in idle)],
+                     lambda: jobs.append(Job.enqueue("echo")))
+        assert heard == [(f"django_jobs_{frozen_pid}", "default")]  # told the frozen one
+        wait_for(lambda: Job.objects.get(pk=jobs[0].pk).status == S.COMPLETED, timeout=60)
+        assert Job.objects.get(pk=jobs[0].pk).worker_id in ("idle-0", "idle-1")
+    finally:
+        frozen.signal(signal.SIGCONT)
+    wait_for(lambda: {frozen_pid, *(pid for _, pid in idle)} <= set(waiting()), timeout=60)
+    done = Job.objects.get(pk=jobs[0].pk)
+    assert (done.attempt, done.attempts.count()) == (1, 1)  # claimed once, run once
+    again = Job.enqueue("echo")
+    wait_for(lambda: Job.objects.get(pk=again.pk).status == S.COMPLETED, timeout=60)
+    for worker in (*(worker for worker, _ in idle), frozen):
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0, worker.output()
+
+
+def test_a_job_whose_notification_went_nowhere_is_started_by_an_idle_worker(start_worker):
+    """The worker's registry row points at a session that listens for nobody (the worker died
+    between the enqueue's commit and its claim, or its row was taken over): the notification is
+    lost, and the idle worker's look takes the job."""
+    idle, _ = start_waiting(start_worker, "idle", *ASLEEP)
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as deaf:
+        (deaf_pid,) = deaf.execute("SELECT pg_backend_pid()").fetchone()
+        with connection.cursor() as cursor:  # the newest waiter: the one the enqueue tells
+            cursor.execute("INSERT INTO django_jobs_waiter (pid, waiting) "
+                           "VALUES (%s, statement_timestamp() + INTERVAL '1 hour')", [deaf_pid])
+        job = Job.enqueue("echo")
+        assert rows()[deaf_pid] is None  # taken: told, and never to act
+        wait_for(lambda: Job.objects.get(pk=job.pk).status == S.COMPLETED, timeout=60)
+    assert Job.objects.get(pk=job.pk).worker_id == "idle"
+    idle.signal(signal.SIGTERM)
+    assert idle.wait() == 0, idle.output()

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_jobs.worker")
 
 CHANNEL = waiters.BROADCAST
+LOOK_EVERY = waiters.LOOK_EVERY
 # How long the test notification may take. It travels one local round trip; the margin is for
 # a loaded host.
 PROBE_SECONDS = 3.0
@@ -83,6 +84,12 @@ class Listener(threading.Thread):
         # (heard, heard_all) before the claim that left the worker waiting; when it was sent.
         self.waiting_since: tuple[int, int] | None = None
         self.claimed_at = 0.0
+        # While it waits: when it next looks for jobs other workers were told of and did not
+        # take (``waiters.overlooked``), and how many its last look found (its next claim
+        # takes them too).
+        self.look_at = 0.0
+        self.overlooked = 0
+        self.look_every = LOOK_EVERY  # by its rank among the waiting workers (waiters.look_every)
 
     @classmethod
     def start_for(
@@ -175,7 +182,7 @@ class Listener(threading.Thread):
             self._give_back()
 
     def _give_back(self) -> None:
-        self._conn, self.pid, self.waiting_since = None, None, None
+        self._conn, self.pid, self.waiting_since, self.overlooked = None, None, None, 0
         self._returned.set()
 
     # What the loop asks between its claims: how many jobs it was told of.
@@ -184,20 +191,50 @@ class Listener(threading.Thread):
         self.hear()
         return self.heard, self.heard_all
 
-    def claim_sent(self, heard: tuple[int, int], waiting: bool) -> None:
-        """A claim was sent after ``heard`` (``heard_so_far``); ``waiting``: it took fewer
-        jobs than the worker has room for, and registered the worker as waiting."""
+    def claim_sent(self, heard: tuple[int, int], waiting: bool, took: int = 0) -> None:
+        """A claim was sent after ``heard`` (``heard_so_far``) and took ``took`` jobs;
+        ``waiting``: fewer than the worker has room for, and it registered the worker as
+        waiting. A claim sent for overlooked jobs that took none (a limit refuses them, or
+        another worker was quicker) puts the next look off until the poll."""
         self.claimed_at = time.monotonic()
         self.waiting_since = heard if waiting and self.pid is not None else None
+        wait = POLL_SLACK * self.poll_interval if self.overlooked and not took else 0.0
+        self.look_at = self.claimed_at + max(wait, self.look_every)
+        self.overlooked = 0
+
+    def look_in(self, now: float) -> float | None:
+        """Seconds until this worker looks for overlooked jobs (``look``); None while it does
+        not wait (busy, not listening): then it is not one to take them."""
+        if self.pid is None or self.waiting_since is None:
+            return None
+        return max(self.look_at - now, 0.0)
+
+    def look(self, skips: Sequence[str] = ()) -> int:
+        """Count the jobs of its queues (but ``skips``, its paused queues) that came due more
+        than ``waiters.LOOK_AFTER`` seconds ago and that no worker has claimed, over the
+        caller's own connection: the worker its enqueue told did not act on them (frozen,
+        dead, or the notification lost). Its next claim takes them (``allowance``). The next
+        look is due after ``waiters.look_every`` of its rank."""
+        pid, looked = self.pid, time.monotonic()
+        self.look_at = looked + self.look_every  # also if the read fails
+        if pid is None:
+            return 0
+        with self.db_wrapper.cursor() as cursor:
+            self.overlooked, rank = waiters.overlooked(
+                cursor, pid, sorted(self.queues) or None, skips)
+        self.look_every = waiters.look_every(rank)
+        self.look_at = looked + self.look_every
+        return self.overlooked
 
     def allowance(self) -> int | None:
         """How many jobs a claim should take now: while the worker waits (its last claim left
         it waiting), one per notification on its own channel since that claim, 0 if none came;
         None (as many as it has room for) if it does not wait, if a notification to every
-        worker came, or if the poll is due. Every job that became ready since the last claim
-        was given by the trigger to one waiting worker, or to one woken last, or announced to
-        every worker; so a claim of more would take another worker's job from under it, and a
-        job due later, or a notification lost, is the poll's.
+        worker came, or if the poll is due; and as many more as its last look found
+        overlooked (``look``). Every job that became ready since the last claim was given by
+        the trigger to one waiting worker, or to one woken last, or announced to every worker;
+        so a claim of more would take another worker's job from under it, and a job due later
+        is the poll's.
 
         Also None while concurrency or rate limits are registered (``hooks.limits_claims``): a
         finish frees a limit's room with no enqueue to tell of it, and a claim of one job reads
@@ -210,7 +247,7 @@ class Listener(threading.Thread):
         heard, heard_all = self.waiting_since
         if self.heard_all != heard_all:
             return None
-        return self.heard - heard
+        return self.heard - heard + self.overlooked
 
     def _serves(self, queue: str) -> bool:
         """Whether a notification to every worker (its payload a queue, or empty) is ours."""

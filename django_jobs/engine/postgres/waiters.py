@@ -14,15 +14,28 @@ turn), and with fewer workers than jobs every worker of the queue on ``django_jo
 Nothing here waits on a lock: the row of a waiter an uncommitted enqueue is taking is skipped
 (``SKIP LOCKED``) and stays as that enqueue leaves it: taken if it commits, waiting if it rolls
 back. The row of a worker killed stays, but is passed over once its session has ended, and the
-workers' heartbeats remove it (``FORGET_GONE``). A waiter that never hears its notification
-(its process died between the enqueue's commit and its claim) is caught by the poll: every
-worker still claims every ``POLL_INTERVAL`` seconds.
+workers' heartbeats remove it (``FORGET_GONE``).
+
+A worker told of a job may not act on it: its process is frozen (SIGSTOP, a long pause of the
+host or of its memory), it died between the enqueue's commit and its claim, or the notification
+was lost. So waiting workers look for ready jobs of their queues that came due more than
+``LOOK_AFTER`` seconds ago by the database's clock and that no claim has taken (``overlooked``,
+a read of the ready index, no write); a worker's next claim takes what its look found
+(``engine/postgres/listener.py``). Each look also says how many workers of the same queues have
+waited longer than this one (its rank): the two that waited longest, which enqueues tell last,
+look every ``LOOK_EVERY`` seconds, the one of rank r every r times that, so that N idle workers
+look about 2 + 2 ln N times a second between them, not 2N. Whatever kept the job from its worker,
+another worker with room starts it within about ``LOOK_AFTER + LOOK_EVERY`` seconds while one of
+the two is healthy; two that find it claim with ``SKIP LOCKED``, and one of them takes it.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
+
+from django_jobs.core.shelves import OPEN_BEFORE
+from django_jobs.core.states import READY_STATES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,7 +45,24 @@ if TYPE_CHECKING:
 
     from django_jobs.core.contract import Waiting
 
+
+
+class CursorLike(Protocol):
+    """A DB-API cursor (Django's, over the worker's own connection)."""
+
+    def execute(self, sql: str, params: Any = ...) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+
 TABLE = "django_jobs_waiter"
+
+# A ready job not claimed this long after it came due (seconds, by the database's clock) was
+# not acted on by the worker its enqueue woke, and waiting workers take it; they look this often.
+LOOK_AFTER = 0.25
+LOOK_EVERY = 0.5
+# At most this many overlooked jobs are counted by one look (its next claim's allowance).
+LOOK_LIMIT = 100
 BROADCAST = "django_jobs"
 
 
@@ -112,3 +142,35 @@ def leave(conn: psycopg.Connection[TupleRow], pid: int) -> None:
 def forget_gone(conn: psycopg.Connection[TupleRow]) -> None:
     """Remove the rows of sessions that no longer exist."""
     conn.execute(FORGET_GONE)
+
+
+# The ready jobs of a worker's queues (parameters: its queues or NULL for all, the queues it
+# passes over) due for more than ``LOOK_AFTER`` seconds, counted up to ``LOOK_LIMIT``, on the
+# open shelf as a claim reads them; and the worker's rank (parameter: its listening session):
+# how many waiting workers of the same queues began waiting before it.
+LOOKED_FOR = """SELECT (SELECT count(*) FROM (
+    SELECT FROM django_jobs_job
+    WHERE status IN ({states}) AND shelf < DATE '{open_before}'
+        AND run_at <= statement_timestamp() - INTERVAL '{after} seconds'
+        AND (%s::text[] IS NULL OR queue = ANY(%s::text[])) AND queue <> ALL(%s::text[])
+    LIMIT {limit}) AS overlooked), (SELECT count(*) FROM {table} AS me, {table} AS o
+    WHERE me.pid = %s AND o.waiting < me.waiting AND o.queues IS NOT DISTINCT FROM me.queues)"""
+OVERLOOKED = LOOKED_FOR.format(
+    states=", ".join(f"'{state}'" for state in READY_STATES), table=TABLE,
+    open_before=OPEN_BEFORE.isoformat(), after=LOOK_AFTER, limit=LOOK_LIMIT)
+
+
+def overlooked(conn: CursorLike, pid: int, queues: Sequence[str] | None, skips: Sequence[str]
+               ) -> tuple[int, int]:
+    """How many ready jobs of these queues (None: every queue) but ``skips`` came due more
+    than ``LOOK_AFTER`` seconds ago and are still unclaimed, and the rank of the waiting worker
+    of listening session ``pid`` (see the module's docstring)."""
+    names = list(queues) if queues else None
+    conn.execute(OVERLOOKED, [names, names, list(skips), pid])
+    row = conn.fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def look_every(rank: int) -> float:
+    """Seconds between the looks of the waiting worker of ``rank`` (0: it waited longest)."""
+    return LOOK_EVERY * max(1, rank)

@@ -70,8 +70,9 @@ def seconds(text: str) -> float:
     return value
 
 
-def prefetch_seconds(text: str) -> float:
-    """0 (claim only free slots) or a horizon in seconds, as the other seconds options."""
+def zero_or_seconds(text: str) -> float:
+    """0 (--prefetch: only the free slots; --burst-wait: no wait) or seconds, as the other
+    seconds options."""
     try:
         if float(text) == 0:
             return 0.0
@@ -118,12 +119,16 @@ class Command(BaseCommand):
                             help="restart the worker when the site's Python files change, as "
                             "runserver does, its running jobs handed back first; for "
                             "development (default: no restart)")
+        parser.add_argument("--burst-wait", type=zero_or_seconds, default=0.0,
+                            metavar="SECONDS",
+                            help="with --burst: before exiting, wait for jobs due within this "
+                            "many seconds (default: 0, exit when nothing is ready)")
         parser.add_argument("--max-jobs", type=positive_int, default=None,
                             help="exit after claiming this many jobs (default: no limit)")
         parser.add_argument("--poll-interval", type=seconds, default=None,
                             help="seconds an idle worker waits before looking again (default: "
                             f"POLL_INTERVAL, now {jobs_settings.POLL_INTERVAL})")
-        parser.add_argument("--prefetch", type=prefetch_seconds, default=None,
+        parser.add_argument("--prefetch", type=zero_or_seconds, default=None,
                             help="claim, beyond the free slots, the jobs the threads are expected "
                             "to start within this many seconds, from recent job durations; 0: "
                             f"only the free slots (default: {PREFETCH_HORIZON_SECONDS})")
@@ -141,12 +146,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         worker_id = options["worker_id"]
+        if options["burst_wait"] and not options["burst"]:
+            raise CommandError("--burst-wait needs --burst")
         if worker_id and not re.match(r"^[\w.:@\-]{1,100}$", worker_id):
             raise CommandError(f"--worker-id {worker_id!r}: use letters, digits and ._:@-")
         kwargs = {
             "queues": options["queues"],
             "concurrency": options["concurrency"],
             "burst": options["burst"],
+            "burst_wait": options["burst_wait"],
             "max_jobs": options["max_jobs"],
             "worker_id": worker_id,
         }
