@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.db import transaction
@@ -43,7 +43,6 @@ class Failure:
     """What ``guarded`` yields: ``error`` is set (a stored error) if the write failed."""
 
     error: JSONObject | None = None
-    exception: BaseException | None = field(default=None, repr=False)
 
     def __bool__(self) -> bool:
         return self.error is not None
@@ -61,7 +60,6 @@ def guarded(using: str, feature: str, what: str, job: Job | None) -> Iterator[Fa
     except Exception as exc:
         if classify(exc) is not REFUSAL:
             raise
-        failure.exception = exc
         failure.error = error_dict(exc, message=f"{what} not written: {exc}")
         failure.error["traceback"] = ""  # the log line has it
         logger.warning(
