@@ -7,6 +7,11 @@ SDK or to instrument Django), or when a job or a request brings a stored context
 span can be active, so an enqueue stores nothing and costs a dictionary lookup; a process that
 never traces never pays the import. Without the package every function here does nothing.
 
+The spans this package ends (an enqueue's, an attempt's) are ended by ``end``: at once, or,
+while a worker runs in the process, on a thread of the worker's (``worker/span_ends.py``), so
+that a span processor that exports as a span ends (``SimpleSpanProcessor``) cannot hold the
+worker's loop, a finish's transaction or a job's thread while its exporter waits.
+
 A context is stored as the W3C Trace Context headers, ``traceparent`` and, when there is one,
 ``tracestate``, in a compact JSON object (the job's ``trace_context`` column).
 
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
@@ -58,6 +63,27 @@ def api(load: bool = False) -> Any:
         ERROR=trace.StatusCode.ERROR, proxy=trace.ProxyTracerProvider,
     )
     return _api
+
+
+# What ends a recording span that this package made: None to end it at once, here
+_ender: Callable[[Any], None] | None = None
+
+
+def end_spans_with(ender: Callable[[Any], None] | None) -> None:
+    """Have ``ender`` end the recording spans this package makes from now on (None: end
+    each at once, in the thread that is done with it)."""
+    global _ender
+    _ender = ender
+
+
+def end(span: Any) -> None:
+    """End ``span``, now or by the ender set (``end_spans_with``); a span that records
+    nothing ends at once, as its end does nothing."""
+    ender = _ender
+    if ender is None or not span.is_recording():
+        span.end()
+    else:
+        ender(span)
 
 
 def traces(otel: Any) -> bool:
@@ -211,7 +237,7 @@ def sending(type: str, queue: object, count: int) -> Iterator[Sending]:
         raise
     finally:
         try:
-            span.end()
+            end(span)
         except Exception as exc:
             observers.report("tracing (ending an enqueue's span)", exc, _UNTRACED)
 

@@ -50,7 +50,7 @@ class AttemptSpan:
                         span.record_exception(exc)
                         span.set_attribute("error.type", tracing.type_name(exc))
                     span.set_status(otel.Status(otel.ERROR, _description(outcome)))
-            span.end()
+            tracing.end(span)  # off this thread while a worker runs (span_ends.py)
         except Exception as exc:
             observers.report("tracing (ending an attempt's span)", exc,
                              "the job's outcome stands as without it")
