@@ -66,24 +66,26 @@ def api(load: bool = False) -> Any:
 
 
 # What ends a recording span that this package made: None to end it at once, here
-_ender: Callable[[Any], None] | None = None
+_ender: Callable[[Any, str, str], None] | None = None
 
 
-def end_spans_with(ender: Callable[[Any], None] | None) -> None:
-    """Have ``ender`` end the recording spans this package makes from now on (None: end
-    each at once, in the thread that is done with it)."""
+def end_spans_with(ender: Callable[[Any, str, str], None] | None) -> None:
+    """Have ``ender(span, what, then)`` end the recording spans this package makes from now
+    on, reporting a failure as ``observers.report(what, exc, then)`` (None: end each at once,
+    in the thread that is done with it)."""
     global _ender
     _ender = ender
 
 
-def end(span: Any) -> None:
+def end(span: Any, what: str, then: str) -> None:
     """End ``span``, now or by the ender set (``end_spans_with``); a span that records
-    nothing ends at once, as its end does nothing."""
+    nothing ends at once, as its end does nothing. Ended now, what it raises is raised; by
+    the ender, reported as ``what`` (``core/observers.py``)."""
     ender = _ender
     if ender is None or not span.is_recording():
         span.end()
     else:
-        ender(span)
+        ender(span, what, then)
 
 
 def traces(otel: Any) -> bool:
@@ -204,6 +206,7 @@ class Sending:
 
 _NOT_TRACED = Sending()
 _UNTRACED = "the enqueue or job goes on as without it, untraced"
+_ENDING = "tracing (ending an enqueue's span)"
 
 
 @contextmanager
@@ -237,9 +240,9 @@ def sending(type: str, queue: object, count: int) -> Iterator[Sending]:
         raise
     finally:
         try:
-            end(span)
+            end(span, _ENDING, _UNTRACED)
         except Exception as exc:
-            observers.report("tracing (ending an enqueue's span)", exc, _UNTRACED)
+            observers.report(_ENDING, exc, _UNTRACED)
 
 
 def _start_sending(otel: Any, type: str, queue: object, count: int) -> Sending:

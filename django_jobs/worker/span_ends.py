@@ -15,9 +15,9 @@ delays neither, nor does a slow log handler delay the spans.
 
 A queue that is full (the exporter takes less than the worker makes) drops the span end that
 comes, rather than wait: that span is never exported. The first drop is said on standard error,
-and the count of the dropped at the worker's end. An ender that raises is reported once
-(``core/observers.py``). At the worker's end what is queued is ended, within the time
-``handoff.stop`` gives.
+and the count of the dropped at the worker's end. A span processor that raises at the end is
+reported once, as it would be where the span was made (``core/observers.py``). At the worker's
+end what is queued is ended, within the time ``handoff.stop`` gives.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from django_jobs.core import observers, tracing
 
 CAPACITY = 10_000  # span ends queued at most: some seconds of a busy worker's
 
-Item = tuple[Any, int] | None  # a span and its end time (ns since the epoch); None: stop
+# A span, its end time (ns since the epoch) and how to report its end's failure; None: stop
+Item = tuple[Any, int, str, str] | None
 
 
 class SpanEnds:
@@ -73,13 +74,14 @@ class SpanEnds:
                 f"django-jobs: {spans.qsize()} span(s) of the worker left unended, never "
                 "exported: its span processors did not take them before it stopped")
 
-    def end(self, span: Any) -> None:
-        """Have the thread end ``span``, as if now; at once if this is the thread."""
+    def end(self, span: Any, what: str, then: str) -> None:
+        """Have the thread end ``span``, as if now, reporting a failure as ``what`` and
+        ``then`` (``core/observers.py``); at once if this is the thread."""
         if threading.current_thread() is self.thread:
             span.end()
             return
         try:
-            self.spans.put_nowait((span, time.time_ns()))
+            self.spans.put_nowait((span, time.time_ns(), what, then))
         except queue.Full:
             self.dropped += 1
             if self.dropped == 1:
@@ -90,12 +92,11 @@ class SpanEnds:
 
     def _work(self, spans: queue.Queue[Item]) -> None:
         while (item := spans.get()) is not None:
-            span, end_time = item
+            span, end_time, what, then = item
             try:
                 span.end(end_time=end_time)
             except Exception as exc:
-                observers.report("tracing (a span processor ending a span)", exc,
-                                 "the span is lost; the worker goes on")
+                observers.report(what, exc, then)
             del item, span
 
 
