@@ -1,6 +1,6 @@
 """The ends of the spans the worker makes, on a thread of their own: an attempt's span, and the
-enqueue spans of what a handler or a finish enqueues (follow-ups, a group's callback, completion
-callbacks).
+enqueue spans of what a handler or a finish enqueues in a trace (the handler's enqueues, its
+follow-ups, the completion callbacks' deliveries).
 
 A span's end runs the span processors' ``on_end``; OpenTelemetry's ``SimpleSpanProcessor``
 exports there, in the thread that ends the span, and waits as long as its exporter waits (a
