@@ -36,28 +36,40 @@ Item = tuple[Any, int, str, str] | None
 
 
 class SpanEnds:
-    """The queue and its thread. ``start`` and ``stop`` are called by ``handoff.py``'s, once
-    for the process's first worker and its last."""
+    """The queue and its thread, started and stopped by ``handoff.py``'s ``start`` and
+    ``stop``; these pair up (the last ``stop`` ends the thread)."""
 
     def __init__(self, capacity: int = CAPACITY) -> None:
         self.capacity = capacity
         self.spans: queue.Queue[Item] = queue.Queue(capacity)
         self.thread: threading.Thread | None = None
         self.dropped = 0
+        self.users = 0
+        self.lock = threading.Lock()
 
     def start(self) -> None:
-        self.spans = queue.Queue(self.capacity)
-        self.dropped = 0
-        self.thread = threading.Thread(target=self._work, args=(self.spans,),
-                                       name="django-jobs-spans", daemon=True)
-        self.thread.start()
-        tracing.end_spans_with(self.end)
+        with self.lock:
+            self.users += 1
+            if self.users > 1:
+                return
+            self.spans = queue.Queue(self.capacity)
+            self.dropped = 0
+            self.thread = threading.Thread(target=self._work, args=(self.spans,),
+                                           name="django-jobs-spans", daemon=True)
+            self.thread.start()
+            tracing.end_spans_with(self.end)
 
     def stop(self, deadline: float) -> None:
         """End the spans still queued, until ``deadline`` (``time.monotonic()``); those left
         are said on standard error. Spans ended from now on end at once."""
-        tracing.end_spans_with(None)
-        thread, spans, self.thread = self.thread, self.spans, None
+        with self.lock:
+            if self.users == 0:
+                return
+            self.users -= 1
+            if self.users:
+                return
+            tracing.end_spans_with(None)
+            thread, spans, self.thread = self.thread, self.spans, None
         if thread is None:
             return
         try:
