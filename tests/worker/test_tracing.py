@@ -148,6 +148,7 @@ def test_an_exporter_that_blocks_holds_no_job_no_finish_and_no_lease(start_worke
     assert (tmp_path / "gate.waited").exists()  # the exporter is held ...
     assert read_spans(spans_file) == []  # ... and has exported nothing
     assert worker.proc.poll() is None
+    assert set(Job.objects.filter(queue="traced").values_list("attempt", flat=True)) == {1}
     # (b) No finish's transaction is held open: another connection locks and updates the rows
     finished_jobs = Job.objects.filter(queue="traced")
     with transaction.atomic():
