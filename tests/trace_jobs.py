@@ -29,3 +29,9 @@ def traced_parent(payload):
 def follows_up(payload):
     """Asks for a follow-up."""
     enqueue_after_success("noop", {"from": "follow-up"})
+
+
+@handler("traced_follows_up")
+def traced_follows_up(payload):
+    """Asks for a follow-up on the ``traced`` queue."""
+    enqueue_after_success("noop", {"from": "follow-up"}, queue="traced")

@@ -5,7 +5,9 @@ as the same records."""
 from __future__ import annotations
 
 import json
+import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,13 +46,21 @@ class Span:
 
 
 class FileExporter(SpanExporter):
-    """Appends each finished span, as ``ReadableSpan.to_json`` gives it, to a file: one line."""
+    """Appends each finished span, as ``ReadableSpan.to_json`` gives it, to a file: one line.
 
-    def __init__(self, path: str) -> None:
+    With a ``gate`` (a file's path), an export waits while that file exists, as an exporter
+    waits on a collector that does not answer, having first created ``gate + ".waited"``."""
+
+    def __init__(self, path: str, gate: str | None = None) -> None:
         self.path = path
+        self.gate = gate
         self.lock = threading.Lock()
 
     def export(self, spans) -> SpanExportResult:
+        if self.gate and os.path.exists(self.gate):
+            open(self.gate + ".waited", "a").close()
+            while os.path.exists(self.gate):
+                time.sleep(0.05)
         with self.lock, open(self.path, "a") as out:
             for span in spans:
                 out.write(span.to_json(indent=None) + "\n")
@@ -83,8 +93,10 @@ def finished(exporter: InMemorySpanExporter) -> list[Span]:
     return [Span.of(span) for span in exporter.get_finished_spans()]
 
 
-def file_provider(path: str) -> None:
-    """The worker subprocess's tracer provider: every span written to ``path`` as it ends."""
+def file_provider(path: str, gate: str | None = None) -> None:
+    """The worker subprocess's tracer provider: every span written to ``path`` as it ends, by
+    the ``SimpleSpanProcessor`` (its export run by the span's end), after waiting while the
+    file ``gate`` exists."""
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(FileExporter(path)))
+    provider.add_span_processor(SimpleSpanProcessor(FileExporter(path, gate)))
     trace.set_tracer_provider(provider)

@@ -7,6 +7,11 @@ SDK or to instrument Django), or when a job or a request brings a stored context
 span can be active, so an enqueue stores nothing and costs a dictionary lookup; a process that
 never traces never pays the import. Without the package every function here does nothing.
 
+The spans this package ends (an enqueue's, an attempt's) are ended by ``end``: at once, or,
+while a worker runs in the process, on a thread of the worker's (``worker/span_ends.py``), so
+that a span processor that exports as a span ends (``SimpleSpanProcessor``) cannot hold the
+worker's loop, a finish's transaction or a job's thread while its exporter waits.
+
 A context is stored as the W3C Trace Context headers, ``traceparent`` and, when there is one,
 ``tracestate``, in a compact JSON object (the job's ``trace_context`` column).
 
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
@@ -58,6 +63,29 @@ def api(load: bool = False) -> Any:
         ERROR=trace.StatusCode.ERROR, proxy=trace.ProxyTracerProvider,
     )
     return _api
+
+
+# What ends a recording span that this package made: None to end it at once, here
+_ender: Callable[[Any, str, str], None] | None = None
+
+
+def end_spans_with(ender: Callable[[Any, str, str], None] | None) -> None:
+    """Have ``ender(span, what, then)`` end the recording spans this package makes from now
+    on, reporting a failure as ``observers.report(what, exc, then)`` (None: end each at once,
+    in the thread that is done with it)."""
+    global _ender
+    _ender = ender
+
+
+def end(span: Any, what: str, then: str) -> None:
+    """End ``span``, now or by the ender set (``end_spans_with``); a span that records
+    nothing ends at once, as its end does nothing. Ended now, what it raises is raised; by
+    the ender, reported as ``what`` (``core/observers.py``)."""
+    ender = _ender
+    if ender is None or not span.is_recording():
+        span.end()
+    else:
+        ender(span, what, then)
 
 
 def traces(otel: Any) -> bool:
@@ -178,6 +206,7 @@ class Sending:
 
 _NOT_TRACED = Sending()
 _UNTRACED = "the enqueue or job goes on as without it, untraced"
+_ENDING = "tracing (ending an enqueue's span)"
 
 
 @contextmanager
@@ -211,9 +240,9 @@ def sending(type: str, queue: object, count: int) -> Iterator[Sending]:
         raise
     finally:
         try:
-            span.end()
+            end(span, _ENDING, _UNTRACED)
         except Exception as exc:
-            observers.report("tracing (ending an enqueue's span)", exc, _UNTRACED)
+            observers.report(_ENDING, exc, _UNTRACED)
 
 
 def _start_sending(otel: Any, type: str, queue: object, count: int) -> Sending:

@@ -13,6 +13,9 @@ are closed when unusable, as a request's are). A queue that is full (the handler
 take less than the worker makes) drops what comes, rather than wait, and says so once on
 standard error; a handler or receiver that raises is reported once (``core/observers.py``). At
 the worker's end what is still queued is handled, for at most ``FLUSH_SECONDS``.
+
+The ends of the worker's spans have a thread of their own (``span_ends.py``), started and
+stopped with this one: an exporter that waits holds neither the log records nor the sends.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from django.conf import settings
 from django.db import connections
 
 from django_jobs.core import observers
+from django_jobs.worker.span_ends import span_ends
 
 LOGGERS = ("django_jobs.worker", "django_jobs.clock", "django_jobs.pooler",
            "django_jobs.observers")
@@ -61,9 +65,12 @@ class Handoff(logging.Filter):
             self.thread.start()
             for name in LOGGERS:
                 logging.getLogger(name).addFilter(self)
+            span_ends.start()
 
     def stop(self, timeout: float = FLUSH_SECONDS) -> None:
-        """Stop handing records off, and write those queued, for at most ``timeout``."""
+        """Stop handing records and span ends off, and write and end those queued, for at
+        most ``timeout`` in all."""
+        deadline = time.monotonic() + timeout
         with self.lock:
             if self.users == 0:
                 return
@@ -75,11 +82,11 @@ class Handoff(logging.Filter):
             thread, records, self.thread = self.thread, self.records, None
         if thread is None:
             return
-        deadline = time.monotonic() + timeout
         try:
-            records.put(None, timeout=timeout)
+            records.put(None, timeout=max(0.0, deadline - time.monotonic()))
         except queue.Full:
             pass
+        span_ends.stop(deadline)  # meanwhile, the records are written
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             observers.write_stderr(

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from django_jobs.models import Job
 
 
+_ENDING = "tracing (ending an attempt's span)"
+_OUTCOME_STANDS = "the job's outcome stands as without it"
+
+
 class AttemptSpan:
     """The span of one attempt, active in the slot thread until ``end``."""
 
@@ -50,16 +54,15 @@ class AttemptSpan:
                         span.record_exception(exc)
                         span.set_attribute("error.type", tracing.type_name(exc))
                     span.set_status(otel.Status(otel.ERROR, _description(outcome)))
-            span.end()
+            tracing.end(span, _ENDING, _OUTCOME_STANDS)  # off this thread (span_ends.py)
         except Exception as exc:
-            observers.report("tracing (ending an attempt's span)", exc,
-                             "the job's outcome stands as without it")
+            observers.report(_ENDING, exc, _OUTCOME_STANDS)
         finally:
             try:
                 otel.context.detach(self.token)
             except Exception as exc:
                 observers.report("tracing (detaching an attempt's context)", exc,
-                                 "the job's outcome stands as without it")
+                                 _OUTCOME_STANDS)
 
 
 def start(job: Job) -> AttemptSpan | None:

@@ -7,11 +7,15 @@ This process records its spans with the SDK's in-memory exporter; the worker sub
 
 import json
 import signal
+from collections import Counter
+from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from opentelemetry import trace
 
-from django_jobs.models import Job
+from django_jobs import enqueue_group
+from django_jobs.models import Job, JobGroup, Worker
 from tests.api_support import Api, make_token
 from tests.conftest import wait_for
 from tests.tracing_support import finished, in_memory, read_spans
@@ -111,3 +115,74 @@ def test_a_worker_without_a_tracer_provider_still_hands_the_enqueue_context_on(s
     assert child.payload == {"from": "parent"}
     assert json.loads(child.trace_context)["traceparent"].split("-")[2] == send.span_id[2:]
     assert child.trace_context == Job.objects.get(pk=job.pk).trace_context
+
+
+def test_an_exporter_that_blocks_holds_no_job_no_finish_and_no_lease(start_worker, tmp_path):
+    """The worker's span processor exports in ``span.end()`` (``SimpleSpanProcessor``) to an
+    exporter that waits while a file exists: the jobs, their follow-ups and a group's callback
+    all complete, the finishes commit (their rows and the group's row can be locked), the
+    heartbeat goes on past a lease; once the exporter is let go, every span is exported, once,
+    with its parent."""
+    memory = in_memory()
+    with trace.get_tracer("the caller").start_as_current_span("caller"):
+        jobs = [Job.enqueue("traced_follows_up", {"n": n}, queue="traced") for n in range(10)]
+        group = enqueue_group("exported late", [("noop", {"n": n}, {"queue": "traced"})
+                                                for n in range(3)],
+                              callback="noop", callback_options={"queue": "traced"})
+    sends = {s.attributes["messaging.message.id"]: s for s in finished(memory)
+             if s.name == "send traced" and "messaging.message.id" in s.attributes}
+    gate = tmp_path / "gate"
+    gate.touch()
+    spans_file = tmp_path / "spans.jsonl"
+    worker = start_worker(*FAST, "--queues", "traced", "--settings=tests.settings_tracing",
+                          env={"JOBS_TRACE_FILE": str(spans_file), "JOBS_TRACE_GATE": str(gate)})
+
+    # (a) Every job completes while the exporter is held, and the worker's heartbeat goes on
+    # past the lease's length (5 s): no job's lease lapses
+    expected = 10 + 10 + 3 + 1  # the jobs, their follow-ups, the group's jobs, its callback
+    wait_for(lambda: Job.objects.filter(queue="traced", status="completed").count() == expected,
+             timeout=60)
+    wait_for(lambda: Worker.objects.filter(
+        last_heartbeat__gt=timedelta(seconds=6) + Worker.objects.get().started_at).exists(),
+        timeout=60)
+    assert (tmp_path / "gate.waited").exists()  # the exporter is held ...
+    assert read_spans(spans_file) == []  # ... and has exported nothing
+    assert worker.proc.poll() is None
+    assert set(Job.objects.filter(queue="traced").values_list("attempt", flat=True)) == {1}
+    # (b) No finish's transaction is held open: another connection locks and updates the rows
+    finished_jobs = Job.objects.filter(queue="traced")
+    with transaction.atomic():
+        if connection.features.has_select_for_update_nowait:
+            assert len(finished_jobs.select_for_update(nowait=True)) == expected
+            JobGroup.objects.select_for_update(nowait=True).get(pk=group.pk)
+        assert finished_jobs.update(queue="traced") == expected
+        assert JobGroup.objects.filter(pk=group.pk).update(name="exported late") == 1
+    group.refresh_from_db()
+    assert group.completed == 3 and group.callback_job_id is not None
+
+    # (c) Let go, the exporter exports every span, each attempt's once, with its parent
+    gate.unlink()
+    wait_for(lambda: sum(s.name == "process traced" for s in read_spans(spans_file))
+             == expected, timeout=60)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()
+    assert "dropped" not in worker.output()
+    spans = read_spans(spans_file)
+    processes = [s for s in spans if s.name == "process traced"]
+    runs = Counter((s.attributes["messaging.message.id"], s.attributes["django_jobs.job.attempt"])
+                   for s in processes)
+    assert runs == {(job.public_id, 1): 1 for job in finished_jobs}  # none run twice
+    process = {s.attributes["messaging.message.id"]: s for s in processes}
+    worker_sends = [s for s in spans if s.kind == "SpanKind.PRODUCER"]
+    for job in jobs:
+        run = process[job.public_id]
+        assert (run.trace_id, run.parent_id) == (sends[job.public_id].trace_id,
+                                                 sends[job.public_id].span_id)
+        [follow_up_send] = [s for s in worker_sends if s.parent_id == run.span_id]
+        assert follow_up_send.trace_id == run.trace_id
+        follow_up = Job.objects.get(public_id=follow_up_send.attributes["messaging.message.id"])
+        assert follow_up.payload == {"from": "follow-up"}
+        follow_up_run = process[follow_up.public_id]
+        assert (follow_up_run.trace_id, follow_up_run.parent_id) == (
+            follow_up_send.trace_id, follow_up_send.span_id)
+    assert len(worker_sends) == 10
