@@ -1,7 +1,7 @@
 """Real ``runworker`` processes woken on PostgreSQL: an enqueue wakes the one worker that began
-waiting last, with concurrency and rate limits registered too, without writing its row; a killed worker's row is passed over
-and then removed by another worker's heartbeat; a worker that stops removes its waiting row
-(migrations 0018 and 0024, ``engine/postgres/waiters.py``)."""
+waiting last, with concurrency and rate limits registered too, without writing its row; a killed
+worker's row is passed over and then removed by another worker's heartbeat; a worker that stops
+removes its waiting row (migrations 0018, 0024 and 0032, ``engine/postgres/waiters.py``)."""
 
 from __future__ import annotations
 
