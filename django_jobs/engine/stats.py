@@ -9,7 +9,8 @@ adds them to their rows of that minute and of its hour in one ``INSERT ... ON CO
 DUPLICATE KEY UPDATE`` on MariaDB and MySQL), a worker only to its own rows, so that workers
 never wait on each other's row locks: the worker's heartbeat calls it (``worker/heartbeat.py``),
 and so does its shutdown; a process with no heartbeat (jobs run inline) writes its counts at
-its first finish ``KEEP_SECONDS`` after the oldest it keeps. So a job's life writes no row here:
+its first finish ``KEEP_SECONDS`` after the oldest it keeps. The ends a feature's write could
+not follow (``record_failures``), rare, are written at once. So a job's life writes no row here:
 a worker writes its rows once per heartbeat, however many jobs it ran meanwhile.
 
 The counts read are therefore up to one heartbeat behind (``HEARTBEAT_SECONDS``). A worker that
@@ -129,12 +130,14 @@ def record(using: str, done: Sequence[AttemptOutcome], now: datetime,
 
 def record_failures(using: str, jobs: Sequence[Job], now: datetime) -> None:
     """Count ``jobs`` as ends a feature's write could not follow (``engine/feature_writes.py``):
-    the outcome ``feature_failed`` of their rows of ``now``'s minute and hour, its count alone."""
-    rows: dict[Key, list[int]] = {}
+    the outcome ``feature_failed`` of their rows of ``now``'s minute and hour, its count alone,
+    written at once in the caller's transaction: rare, and also a staff's action in a web
+    process, which has no heartbeat to write kept counts."""
+    rows: dict[tuple[datetime, Key], list[int]] = {}
     for job in jobs:
         key = (job.worker_id or "", job.queue, job.type, FEATURE_FAILED)
-        rows.setdefault(key, [0] * len(SUMMED))[0] += 1
-    keep(using, rows, now)
+        rows.setdefault((bucket(now), key), [0] * len(SUMMED))[0] += 1
+    write(using, rows)
 
 
 def keep(using: str, rows: dict[Key, list[int]], now: datetime) -> None:
