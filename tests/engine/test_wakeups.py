@@ -298,3 +298,27 @@ def test_a_look_counts_the_jobs_due_a_while_and_unclaimed_and_ranks_the_waiter(w
     assert look(first, skips=("mail",))[0] == 1
     assert len(first.claim(limit=5)) == 2  # claimed: no longer overlooked
     assert look(second)[0] == 0
+
+
+def test_the_migration_back_marks_a_told_waiter_taken_and_forward_again_does_not(waiters):
+    """Migration 0032 back to 0024's function, which writes the waiter it tells, and forward
+    again."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    (waiter,) = waiters(1)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("django_jobs", "0031_idempotency_key_outlives_job")])
+    try:
+        Job.enqueue("echo")
+        assert waiter.heard() == [(waiter.channel, "default")]
+        assert waiter.waiting() is None  # taken
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("django_jobs"))
+    assert len(waiter.claim()) == 1  # short: waiting again
+    waited = waiter.waiting()
+    assert waited is not None
+    Job.enqueue("echo")
+    assert waiter.heard() == [(waiter.channel, "default")]
+    assert waiter.waiting() == waited
