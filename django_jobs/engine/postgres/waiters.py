@@ -130,12 +130,13 @@ def mark_params(waiting: Waiting, queues: Sequence[str] | None, skips: Sequence[
             waiting.holding]
 
 
-# A worker's row, unless an enqueue is taking it (then that enqueue's commit ends it).
+# A worker's row, unless an enqueue holds it (then it stays until the heartbeats of the
+# workers remove it once its session is gone: ``FORGET_GONE``).
 LEAVE = """DELETE FROM django_jobs_waiter WHERE pid = (
     SELECT pid FROM django_jobs_waiter WHERE pid = %s FOR UPDATE SKIP LOCKED)"""
 
 # The rows of sessions that are gone (a worker killed, a listener reconnected), unless an
-# enqueue is taking them.
+# enqueue holds them.
 FORGET_GONE = """DELETE FROM django_jobs_waiter WHERE pid IN (
     SELECT pid FROM django_jobs_waiter AS w
     WHERE NOT EXISTS (SELECT FROM pg_stat_activity AS a WHERE a.pid = w.pid)
