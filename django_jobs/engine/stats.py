@@ -177,18 +177,20 @@ def flush(using: str | None = None) -> None:
         taken = {alias: _kept.pop(alias, None) for alias in aliases}
         for alias in aliases:
             _since.pop(alias, None)
-    for alias, kept in taken.items():
-        if not kept:
-            continue
+    left = [(alias, kept) for alias, kept in taken.items() if kept]
+    while left:
+        alias, kept = left[0]
         try:
             write(alias, kept)
         except BaseException:
-            with _lock:
-                back = _kept.setdefault(alias, {})
-                for at, sums in kept.items():
-                    _add_to(back, at, sums)
-                _since.setdefault(alias, time.monotonic())
+            with _lock:  # this database's counts and those not tried yet, for the next flush
+                for back_alias, back_kept in left:
+                    back = _kept.setdefault(back_alias, {})
+                    for at, sums in back_kept.items():
+                        _add_to(back, at, sums)
+                    _since.setdefault(back_alias, time.monotonic())
             raise
+        left.pop(0)
 
 
 def forget() -> None:
