@@ -2,6 +2,7 @@
 
     python benchmarks/held_snapshot.py [--jobs 100000] [--repeat 1] [--workers 4]
                                         [--only plain|held] [--from-front]
+    python benchmarks/held_snapshot.py --paced 150 [--jobs 5000] [--workers 4]
 
 An open snapshot keeps vacuum from removing the row versions that every claim and every finish
 leave behind, and no scan may mark their index entries dead either. The claimed jobs' entries
@@ -36,6 +37,17 @@ Prints, per kind, the rate and the last tenth over the first (seconds per job, a
 job), and the rate of ``held`` over ``plain`` (the median over repeats of the ratio within each);
 writes the figures as JSON to ``benchmarks/results/``. ``BENCH_DB_NAME`` names the scratch
 database (default ``bench_snapshot_held``); it is dropped at the end.
+
+``--paced RATE`` measures instead the dead row versions a job's life leaves in each table while
+the snapshot is held (``paced``): ``--workers`` ``runworker`` processes with no option wait on an
+empty queue, the second session holds its snapshot, and this process enqueues ``--jobs`` no-op
+jobs one per transaction (``Job.enqueue``) at RATE jobs/s; once all are completed the workers
+stop (SIGTERM: a stopping worker writes what it still holds). Vacuum and pruning can remove
+nothing the snapshot may see, so ``n_dead_tup`` of ``pg_stat_user_tables`` (summed over a
+partitioned table's partitions) counts every row version the drain left dead. Prints, per
+table (the jobs, their attempts, the wake-up registry ``django_jobs_waiter``, the counts
+``django_jobs_jobstat``), the dead rows per job and their ratio to the jobs table's own, and the
+pickup latency (``run_at`` to ``started_at``) p50 and p99.
 """
 
 from __future__ import annotations
@@ -69,6 +81,7 @@ INDEXES = {
 }
 TARGETS = {"last_over_first": 1.5, "held_over_plain": 0.8}
 SAMPLE_SECONDS = 0.25
+WAIT_SECONDS = 600  # at most this long for a paced run's jobs to be completed after the last
 
 
 def fill(control: psycopg.Connection, count: int) -> None:
@@ -229,6 +242,115 @@ def one_drain(args: argparse.Namespace, control: psycopg.Connection, held: bool,
     return {"rate": args.jobs / seconds, "seconds": seconds, "tenths": tenths}
 
 
+SIDE_TABLES = ("django_jobs_job", "django_jobs_jobattempt", "django_jobs_waiter",
+               "django_jobs_jobstat")
+
+
+def dead_rows(control: psycopg.Connection) -> dict[str, int]:
+    """``n_dead_tup`` of each of ``SIDE_TABLES``, a partitioned table's summed over its
+    partitions, as the shared statistics hold it now."""
+    control.execute("SELECT pg_stat_clear_snapshot()")
+    return {
+        table: int(control.execute(
+            "SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables "
+            "WHERE relid = %s::regclass "
+            "OR relid IN (SELECT relid FROM pg_partition_tree(%s::regclass))",
+            (table, table)).fetchone()[0])
+        for table in SIDE_TABLES
+    }
+
+
+def paced(args: argparse.Namespace, control: psycopg.Connection) -> dict[str, Any]:
+    """One paced run with the snapshot held (see the module's docstring)."""
+    import signal
+
+    from django_jobs.models import Job
+
+    throughput.reset(control)
+    control.execute("TRUNCATE django_jobs_jobstat")
+    control.execute("DELETE FROM django_jobs_waiter")
+    dsn = control.info.dsn
+    logs = [tempfile.NamedTemporaryFile(prefix="held-snapshot-worker-", suffix=".log", delete=False)
+            for _ in range(args.workers)]
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings",
+         "--worker-id", f"paced-{i}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        for i, log in enumerate(logs)]
+    holder = psycopg.connect(dsn)  # not autocommit: its transaction stays open
+    try:
+        deadline = time.monotonic() + 120
+        while control.execute("SELECT count(*) FROM django_jobs_worker").fetchone()[0] < len(procs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError(f"the workers did not start: {[log.name for log in logs]}")
+            time.sleep(0.1)
+        time.sleep(3.0)  # listening, and their first claims made
+        Job.enqueue("bench.noop", {})  # this process connects and prepares before the count
+        while control.execute("SELECT count(*) FROM django_jobs_job WHERE status <> 'completed'"
+                              ).fetchone()[0]:
+            time.sleep(0.1)
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute(f"SELECT count(*) FROM {TABLE}").fetchone()  # the snapshot is taken
+        time.sleep(1.2)  # the statistics of what came before reach the shared counts
+        before = dead_rows(control)
+        start = time.perf_counter()
+        for done in range(args.jobs):
+            ahead = start + done / args.paced - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
+            Job.enqueue("bench.noop", {"n": done})
+        enqueued = time.perf_counter() - start
+        deadline = time.monotonic() + WAIT_SECONDS
+        while control.execute("SELECT count(*) FROM django_jobs_job WHERE status <> 'completed'"
+                              ).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the jobs were not all completed in time")
+            time.sleep(0.1)
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(timeout=60)
+        time.sleep(1.2)  # the workers' last statistics reach the shared counts
+        after = dead_rows(control)
+        p50, p99 = control.execute(
+            "SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY "
+            "extract(epoch FROM started_at - run_at)) FROM django_jobs_job "
+            "WHERE (payload->>'n') IS NOT NULL").fetchone()[0]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        holder.close()
+    for log in logs:
+        log.close()
+        os.unlink(log.name)
+    dead = {table: after[table] - before[table] for table in SIDE_TABLES}
+    own = dead[TABLE] / args.jobs
+    return {
+        "enqueue_rate": args.jobs / enqueued,
+        "dead_per_job": {table: count / args.jobs for table, count in dead.items()},
+        "over_job_rows": {table: (count / args.jobs) / own if own else None
+                          for table, count in dead.items()},
+        "pickup_p50_ms": float(p50) * 1000, "pickup_p99_ms": float(p99) * 1000,
+    }
+
+
+def print_paced(args: argparse.Namespace, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"runs": runs}
+    print(f"{args.jobs:,} jobs enqueued one by one at {args.paced:g}/s, {args.workers} workers "
+          f"as shipped, a snapshot held throughout; {args.repeat} repeat(s), medians")
+    print(f"{'table':<24} {'dead/job':>9} {'/ job rows':>11}")
+    for table in SIDE_TABLES:
+        per_job = statistics.median(r["dead_per_job"][table] for r in runs)
+        ratio = statistics.median(r["over_job_rows"][table] or 0.0 for r in runs)
+        summary[table] = {"dead_per_job": per_job, "over_job_rows": ratio}
+        print(f"{table:<24} {per_job:>9.3f} {ratio:>11.3f}")
+    for key in ("pickup_p50_ms", "pickup_p99_ms", "enqueue_rate"):
+        summary[key] = statistics.median(r[key] for r in runs)
+    print(f"pickup latency p50 {summary['pickup_p50_ms']:.1f} ms, "
+          f"p99 {summary['pickup_p99_ms']:.1f} ms; enqueued at {summary['enqueue_rate']:.0f}/s")
+    return summary
+
+
 def growth(tenths: list[dict[str, float]], key: str) -> float:
     first, last = tenths[0][key], tenths[-1][key]
     return last / first if first else float("inf") if last else 1.0
@@ -242,6 +364,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--only", choices=("plain", "held"), help="run one kind only")
     parser.add_argument("--from-front", action="store_true",
                         help="every claim reads the ready index from its front (no key)")
+    parser.add_argument("--paced", type=float, metavar="RATE",
+                        help="enqueue at RATE jobs/s and count each table's dead rows per job")
     args = parser.parse_args()
     if args.jobs < 10 or args.repeat < 1 or args.workers < 1:
         parser.error("--jobs must be at least 10, --repeat and --workers at least 1")
@@ -250,6 +374,15 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    if args.paced:
+        with (
+            throughput.bench_database(),
+            psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as control,
+        ):
+            runs = [paced(args, control) for _ in range(args.repeat)]
+        summary = print_paced(args, runs)
+        print(f"written to {throughput.write_json('held_snapshot_paced', args, summary=summary)}")
+        return
     kinds = [args.only] if args.only else ["plain", "held"]
     runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
     with (

@@ -1,7 +1,6 @@
 """What counting finished jobs (``STATS``, ``engine/stats.py``) costs the finish path.
 
     python benchmarks/stats_cost.py [--jobs 20000] [--repeat 3] [--quick] [--options "..."]
-    python benchmarks/stats_cost.py --statement [--rounds 300] [--batch 10]
 
 Each repeat creates a new database (``as_shipped.fresh_database``) and drains ``--jobs`` no-op
 jobs with 4 ``runworker --burst`` processes twice: with the counts (``STATS = True``, the
@@ -10,13 +9,6 @@ from repeat to repeat, the counts' table emptied before each drain. A no-op job 
 path: this is the worst case. Prints the median rate and workers' CPU per job of each, and
 the median and range of on / off (each ratio taken within one repeat); writes them as JSON to
 ``benchmarks/results/``.
-
-With ``--statement``, the finish statement alone on PostgreSQL (as ``finish_wire.py`` times
-it): each round enqueues and claims a batch twice and finishes one with the counts and one
-without, in rotating order, timing the parameters' making and the statement (client and
-server, prepared as the worker's are) in a transaction whose commit is not timed. Prints the
-median time per batch of each and their ratio. The counts' rows are those of one worker and
-minute, as a worker's batches find them.
 """
 
 from __future__ import annotations
@@ -64,63 +56,7 @@ def one_repeat(args: argparse.Namespace, index: int) -> dict[str, float]:
     return figures
 
 
-def measure_statement(rounds: int, batch: int) -> dict[str, list[float]]:
-    import time
-
-    from django.db import connection, transaction
-
-    from django_jobs.core import clock
-    from django_jobs.core.outcomes import AttemptOutcome
-    from django_jobs.engine.postgres import engine as postgres
-    from django_jobs.engine.postgres import statements as sql
-    from django_jobs.engine.postgres.cursor import run
-    from django_jobs.engine.writes import transition_of
-    from django_jobs.models import Job
-
-    forms = {"stats_on": True, "stats_off": False}
-    times: dict[str, list[float]] = {form: [] for form in forms}
-    names = list(forms)
-    for n in range(rounds + 10):  # the first ten warm up (prepare) and are not counted
-        Job.objects.all().delete()
-        for form in names[n % 2:] + names[:n % 2]:
-            counted = forms[form]
-            Job.enqueue_many("bench.noop", [{"n": i} for i in range(batch)])
-            jobs = Job.objects.claim(worker_id="w", limit=batch, lease_seconds=30)
-            now = clock.now(Job.objects.db)
-            outcomes = [AttemptOutcome(job=job, kind="completed", started_at=now,
-                                       finished_at=now, cpu_time=0.001) for job in jobs]
-            changes = [transition_of(o, now) for o in outcomes]
-            with transaction.atomic():  # the commit's wait, the same for both, left out
-                start = time.perf_counter()
-                params = postgres.finish_params(outcomes, changes, now, counted)
-                rows = run(connection, sql.finish_sql(Job, sql.FINISH, counted), params)
-                spent = time.perf_counter() - start
-            assert len(rows) == batch, (form, len(rows))
-            if n >= 10:
-                times[form].append(spent)
-    return times
-
-
-def statement_main(rounds: int, batch: int) -> None:
-    with throughput.bench_database():
-        times = measure_statement(rounds, batch)
-    base = statistics.median(times["stats_off"])
-    print(f"{rounds} rounds, batches of {batch}: median per finish statement; "
-          f"load {as_shipped.loadavg()}")
-    for form, spent in times.items():
-        median = statistics.median(spent)
-        print(f"{form:10} {1e6 * median:8.1f} us   {median / base:5.3f}x stats_off")
-
-
 def main() -> None:
-    if "--statement" in sys.argv:
-        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-        parser.add_argument("--statement", action="store_true")
-        parser.add_argument("--rounds", type=int, default=300)
-        parser.add_argument("--batch", type=int, default=10)
-        options = parser.parse_args()
-        statement_main(options.rounds, options.batch)
-        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--options", default=as_shipped.TUNED,
                         help=f"runworker's options (default: {as_shipped.TUNED!r})")

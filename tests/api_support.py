@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection
 from django.test import Client
 
+from django_jobs.engine import stats
 from django_jobs.models import ApiToken, Job
 from django_jobs.worker.execution import run_job
 
@@ -50,7 +51,9 @@ def run_ready(limit: int = 10) -> list:
     that call this need ``django_db(transaction=True)``.
     """
     jobs = Job.objects.claim(worker_id="test-worker", limit=limit, lease_seconds=30)
-    return Job.objects.finish([run_job(job) for job in jobs])
+    done = Job.objects.finish([run_job(job) for job in jobs])
+    stats.flush()  # the finished jobs' counts, as the worker's heartbeat writes them
+    return done
 
 
 def page_queries(get) -> list[tuple[str, tuple]]:

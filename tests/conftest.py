@@ -59,6 +59,16 @@ def _last_day_read(request):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _no_counts_kept():
+    """The counts of finished jobs a process keeps until its next flush (``engine/stats.py``):
+    none left over from another test's finishes, whose rows that test's database held."""
+    from django_jobs.engine import stats
+
+    stats.forget()
+    yield
+
+
 requires_postgres = pytest.mark.skipif(
     os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite") != "postgres", reason="needs PostgreSQL"
 )

@@ -83,8 +83,9 @@ DEFAULTS: dict[str, Any] = {
     # Rows deleted per prune transaction.
     "PRUNE_BATCH_SIZE": 500,
     # Count finished jobs per minute, worker, queue, type and outcome, with their wait and run
-    # time, in the transaction that writes the outcomes (engine/stats.py): the admin
-    # overview's charts read them. False: nothing is counted and the charts are empty.
+    # time, kept by the worker once the outcomes commit and written at its heartbeat
+    # (engine/stats.py): the admin overview's charts read them. False: nothing is counted and
+    # the charts are empty.
     "STATS": True,
     # How long those counts are kept (seconds or a timedelta); pruned with the jobs.
     "STATS_RETENTION": 2 * 86400,

@@ -1,17 +1,20 @@
 """The finished jobs counted as the engine writes them (``engine/stats.py``, ``JobStat``): real
 workers' runs counted exactly, per minute, queue, type and outcome, with their waits and run
-times; every write path (PostgreSQL's statement, its turn, the ORM's) counting the same."""
+times; every write path (PostgreSQL's statement, its turn, the ORM's) counting the same; the
+counts kept in the process until a flush (a worker's heartbeat, its stop) writes them."""
 
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Sum
-from django.test import override_settings
+from django.test import TestCase, override_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,10 +25,20 @@ from django_jobs.engine import engine_for, stats
 from django_jobs.engine.verbs import Engine
 from django_jobs.models import Job, JobStat
 from django_jobs.models.stats import HOUR, MINUTE, SUMMED, WAIT_BOUNDS_US, WAIT_FIELDS
-from tests.conftest import requires_postgres, requires_row_locks
+from tests.conftest import requires_postgres, requires_row_locks, wait_for
 from tests.helpers import claim, run_burst
 
 US = timedelta(microseconds=1)
+
+
+@contextmanager
+def committed():
+    """Counts are kept once a finish's transaction commits (``engine/stats.py``); the test's
+    own transaction never commits, so its steps on commit run at the block's end, and the
+    counts kept are then written, as a worker's heartbeat writes them."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        yield
+    stats.flush()
 
 
 def minute(moment):
@@ -125,12 +138,14 @@ def test_two_workers_count_into_their_own_rows(start_worker):
 @pytest.mark.django_db
 def test_off_counts_nothing():
     Job.enqueue("noop")
-    with override_settings(DJANGO_JOBS={"STATS": False}):
+    with override_settings(DJANGO_JOBS={"STATS": False}), committed():
         assert run_burst() == 1
     assert not JobStat.objects.exists()
-    run_burst()  # nothing left to run
+    with committed():
+        run_burst()  # nothing left to run
     Job.enqueue("noop")
-    assert run_burst() == 1
+    with committed():
+        assert run_burst() == 1
     assert [row.count for row in JobStat.objects.order_by("span")] == [1, 1]
 
 
@@ -142,7 +157,8 @@ def test_a_snooze_is_not_counted_and_a_fenced_out_outcome_neither():
     snoozed = AttemptOutcome(first, "snoozed", now, now, snooze_seconds=60)
     Job.objects.filter(pk=second.pk).update(lease_token=None)  # taken over by another
     late = AttemptOutcome(second, "completed", now, now)
-    assert Job.objects.finish([snoozed, late]) == [snoozed]
+    with committed():
+        assert Job.objects.finish([snoozed, late]) == [snoozed]
     assert not JobStat.objects.exists()
     assert {a.pk, b.pk} == {first.pk, second.pk}
 
@@ -215,7 +231,8 @@ def test_every_outcome_is_counted_with_its_wait_and_run_time(cases):
     JobStat.objects.all().delete()
     Job.objects.all().delete()
     outcomes = claimed_with_waits(cases)
-    written = Job.objects.finish(outcomes)
+    with committed():
+        written = Job.objects.finish(outcomes)
     assert len(written) == len(cases)
     assert counted_by_key() == expected_from_cases(cases)
     assert_hours_hold_the_minutes()
@@ -232,7 +249,8 @@ def test_the_orm_path_counts_what_the_statement_counts(cases):
     JobStat.objects.all().delete()
     Job.objects.all().delete()
     outcomes = claimed_with_waits(cases)
-    Engine.finish(engine_for(connection.alias), outcomes)  # the ORM's path on PostgreSQL
+    with committed():
+        Engine.finish(engine_for(connection.alias), outcomes)  # the ORM's path on PostgreSQL
     assert counted_by_key() == expected_from_cases(cases)
     assert_hours_hold_the_minutes()
 
@@ -247,7 +265,8 @@ def test_a_turn_counts_what_a_finish_counts(cases):
     outcomes = claimed_with_waits(cases)
     request = ClaimRequest(worker_id="prop", limit=1, lease_seconds=30.0, queues=None,
                            exclude_queues=())
-    written, _ = engine_for(connection.alias).finish_and_claim(outcomes, request)
+    with committed():
+        written, _ = engine_for(connection.alias).finish_and_claim(outcomes, request)
     assert len(written) == len(cases)
     assert counted_by_key() == expected_from_cases(cases)
     assert_hours_hold_the_minutes()
@@ -259,7 +278,8 @@ def test_a_second_batch_adds_to_the_same_rows():
         Job.enqueue("noop")
     for job in claim(3):
         now = clock.now(Job.objects.db)
-        Job.objects.finish([AttemptOutcome(job, "completed", now, now)])
+        with committed():
+            Job.objects.finish([AttemptOutcome(job, "completed", now, now)])
     rows = list(JobStat.objects.filter(span=MINUTE))
     assert sum(r.count for r in rows) == 3
     # one row per minute: the three finishes fall in one minute or straddle two
@@ -271,22 +291,71 @@ def test_wait_buckets_follow_the_bounds():
         assert stats.wait_bucket(us) == expected_wait_bucket(us)
 
 
+def finished(count: int, queue: str = "default", capture: bool = True) -> list:
+    """``count`` jobs claimed and finished completed, in one batch; with ``capture``, the
+    finish's steps on commit run as its commit would (the test's transaction never commits)."""
+    for _ in range(count):
+        Job.enqueue("noop", queue=queue)
+    now = clock.now(Job.objects.db)
+    outcomes = [AttemptOutcome(job, "completed", now, now) for job in claim(count)]
+    if not capture:
+        assert len(Job.objects.finish(outcomes)) == count
+        return outcomes
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        assert len(Job.objects.finish(outcomes)) == count
+    return outcomes
+
+
+@pytest.mark.django_db
+def test_a_finish_writes_no_count_row_and_the_flush_writes_them_all():
+    finished(3)
+    finished(2, queue="mail")
+    assert not JobStat.objects.exists()  # kept in this process
+    stats.flush()
+    assert {(r.span, r.queue): r.count for r in JobStat.objects.all()} == {
+        (MINUTE, "default"): 3, (HOUR, "default"): 3, (MINUTE, "mail"): 2, (HOUR, "mail"): 2}
+    stats.flush()  # nothing kept: nothing added
+    assert sum(JobStat.objects.values_list("count", flat=True)) == 10
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_finish_rolled_back_is_not_counted():
+    with transaction.atomic():
+        finished(2, capture=False)
+        transaction.set_rollback(True)
+    stats.flush()
+    assert not JobStat.objects.exists()
+    finished(1, capture=False)  # autocommit: kept at once
+    stats.flush()
+    assert [r.count for r in JobStat.objects.all()] == [1, 1]
+
+
 @requires_postgres
 @pytest.mark.django_db
-def test_the_counted_finish_keeps_its_generic_plan(jobs_table):
-    """With the counts, the prepared finish still finds its batch by primary key, and adds to
-    the counts through their unique key (on a never analyzed copy of the jobs table, as every
-    plan check: what the statistics of the suite's earlier tests left does not decide it)."""
-    from django_jobs.engine.postgres import engine as postgres
-    from django_jobs.engine.postgres import statements as sql
-    from tests.engine.test_indexes import generic_plan
+def test_a_flush_that_fails_keeps_the_counts_for_the_next():
+    finished(2)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE django_jobs_jobstat RENAME TO django_jobs_jobstat_away")
+    with pytest.raises(DatabaseError):
+        stats.flush()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE django_jobs_jobstat_away RENAME TO django_jobs_jobstat")
+    finished(1)
+    stats.flush()
+    assert sorted(r.count for r in JobStat.objects.all()) == [3, 3]
 
-    Job.enqueue_many("noop", [{}] * 20)
-    batches = [claim(10, worker_id=f"w{n}") for n in range(2)]
-    now = clock.now(Job.objects.db)
-    outcomes = [AttemptOutcome(job, "completed", now, now) for job in batches[0]]
-    changes = [engine_for(Job.objects.db).transition(outcome, now) for outcome in outcomes]
-    plan = generic_plan(sql.finish_sql(Job, sql.FINISH, True),
-                        postgres.finish_params(outcomes, changes, now, True))
-    assert "django_jobs_job_pkey" in plan and "django_jobs_lease_idx" not in plan
-    assert "django_jobs_stat_key" in plan
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_running_worker_writes_its_counts_at_its_heartbeat(start_worker):
+    """No stop needed: the worker's heartbeat writes what it finished since the last one."""
+    worker = start_worker("--worker-id", "beating", "--heartbeat", "0.5", "--poll-interval",
+                          "0.2")
+    for _ in range(4):
+        Job.enqueue("noop")
+    wait_for(lambda: sum(JobStat.objects.filter(span=MINUTE).values_list("count", flat=True))
+             == 4, timeout=60)
+    assert worker.proc.poll() is None  # still running
+    assert set(JobStat.objects.values_list("worker_id", flat=True)) == {"beating"}
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0, worker.output()

@@ -1,6 +1,7 @@
-"""Which workers an enqueue wakes on PostgreSQL (migration 0018, ``engine/postgres/waiters.py``):
-one waiting worker per ready job, the one that began waiting last first, told on its own
-channel, and only if its session is still there; every worker of
+"""Which workers an enqueue wakes on PostgreSQL (migrations 0018, 0024 and 0032,
+``engine/postgres/waiters.py``): one waiting worker per ready job, the one that began waiting
+last first, told on its own channel, and only if its session is still there, without writing
+its row; every worker of
 the queue when there are fewer waiters than jobs; nobody for a rolled-back enqueue or a job
 that is not due. The waiters are real LISTEN sessions, registered by real claims."""
 
@@ -99,12 +100,11 @@ def test_a_short_claim_registers_its_worker_and_a_full_one_unregisters_it(waiter
 
 def test_one_job_wakes_the_waiter_that_began_waiting_last_alone(waiters):
     first, second, third = waiters(3)
-    waited = [first.waiting(), second.waiting()]
+    waited = [first.waiting(), second.waiting(), third.waiting()]
     Job.enqueue("echo")
     assert third.heard() == [(third.channel, "default")]
     assert first.heard() == [] and second.heard() == []
-    assert third.waiting() is None  # taken: its claim registers it again
-    assert [first.waiting(), second.waiting()] == waited
+    assert [first.waiting(), second.waiting(), third.waiting()] == waited  # no row written
 
 
 def test_the_row_of_a_session_that_is_gone_is_passed_over(waiters):
@@ -214,15 +214,41 @@ def wait_until_gone(pid: int) -> None:
     raise AssertionError(f"session {pid} is still there")
 
 
-def test_with_no_waiter_left_the_worker_woken_last_is_told_alone(waiters):
+def test_a_waiter_is_told_until_its_claim_leaves_it_busy_then_the_next_one(waiters):
     first, second = waiters(2)
     Job.enqueue("echo")
-    assert second.heard() == [(second.channel, "default")]  # taken, busy until it claims
+    assert second.heard() == [(second.channel, "default")]
+    Job.enqueue("echo")  # before its claim: the same waiter, which claims both
+    assert second.heard() == [(second.channel, "default")]
+    assert first.heard() == []
+    assert len(second.claim(limit=2)) == 2  # full: busy
     Job.enqueue("echo")
     assert first.heard() == [(first.channel, "default")]
-    Job.enqueue("echo")  # nobody waits: the one woken last claims again, nobody else is told
-    assert first.heard() == [(first.channel, "default")]
     assert second.heard() == []
+
+
+def test_two_enqueues_at_once_tell_two_waiters(waiters):
+    """An enqueue locks the waiter it tells until it commits: another enqueue meanwhile (the
+    trigger's function, called in a session of its own) tells the next one."""
+    first, second = waiters(2)
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        with transaction.atomic():
+            Job.enqueue("echo")  # tells ``second``, which stays locked until this commits
+            other.execute("SELECT django_jobs_wake('default', 1)")
+            other.commit()
+    assert first.heard() == [(first.channel, "default")]
+    assert second.heard() == [(second.channel, "default")]
+
+
+def test_with_no_waiter_left_a_busy_worker_is_told_alone(waiters):
+    first, second = waiters(2)
+    Job.enqueue_many("echo", [{}, {}])
+    assert first.heard() == [(first.channel, "default")]
+    assert second.heard() == [(second.channel, "default")]
+    assert len(first.claim(limit=1)) == 1 and len(second.claim(limit=1)) == 1  # both busy
+    Job.enqueue("echo")  # nobody waits: one busy worker claims it at its next turn
+    heard = first.heard() + second.heard()
+    assert len(heard) == 1 and heard[0][0] in (first.channel, second.channel)
 
 
 def test_a_waiting_worker_claims_only_what_it_was_told_of_until_its_poll():
@@ -272,3 +298,27 @@ def test_a_look_counts_the_jobs_due_a_while_and_unclaimed_and_ranks_the_waiter(w
     assert look(first, skips=("mail",))[0] == 1
     assert len(first.claim(limit=5)) == 2  # claimed: no longer overlooked
     assert look(second)[0] == 0
+
+
+def test_the_migration_back_marks_a_told_waiter_taken_and_forward_again_does_not(waiters):
+    """Migration 0032 back to 0024's function, which writes the waiter it tells, and forward
+    again."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    (waiter,) = waiters(1)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("django_jobs", "0031_idempotency_key_outlives_job")])
+    try:
+        Job.enqueue("echo")
+        assert waiter.heard() == [(waiter.channel, "default")]
+        assert waiter.waiting() is None  # taken
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes("django_jobs"))
+    assert len(waiter.claim()) == 1  # short: waiting again
+    waited = waiter.waiting()
+    assert waited is not None
+    Job.enqueue("echo")
+    assert waiter.heard() == [(waiter.channel, "default")]
+    assert waiter.waiting() == waited

@@ -1,7 +1,7 @@
 """Real ``runworker`` processes woken on PostgreSQL: an enqueue wakes the one worker that began
-waiting last, with concurrency and rate limits registered too; a killed worker's row is passed over
-and then removed by another worker's heartbeat; a worker that stops removes its waiting row
-(migrations 0018 and 0024, ``engine/postgres/waiters.py``)."""
+waiting last, with concurrency and rate limits registered too, without writing its row; a killed
+worker's row is passed over and then removed by another worker's heartbeat; a worker that stops
+removes its waiting row (migrations 0018, 0024 and 0032, ``engine/postgres/waiters.py``)."""
 
 from __future__ import annotations
 
@@ -233,8 +233,11 @@ def test_a_job_whose_notification_went_nowhere_is_started_by_an_idle_worker(star
         with connection.cursor() as cursor:  # the newest waiter: the one the enqueue tells
             cursor.execute("INSERT INTO django_jobs_waiter (pid, waiting) "
                            "VALUES (%s, statement_timestamp() + INTERVAL '1 hour')", [deaf_pid])
+        deaf.execute(f"LISTEN django_jobs_{deaf_pid}")
         job = Job.enqueue("echo")
-        assert rows()[deaf_pid] is None  # taken: told, and never to act
+        # told, and never to act
+        assert [n.channel for n in deaf.notifies(timeout=30, stop_after=1)] == [
+            f"django_jobs_{deaf_pid}"]
         wait_for(lambda: Job.objects.get(pk=job.pk).status == S.COMPLETED, timeout=60)
     assert Job.objects.get(pk=job.pk).worker_id == "idle"
     idle.signal(signal.SIGTERM)

@@ -116,9 +116,12 @@ class PostgresEngine(RowLockEngine):
             return []
         now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
+        waited = stats.waits(outcomes) if stats.enabled() else None  # before run_at changes
         with undone_on_error() as applying, transaction.atomic(using=self.db, savepoint=False):
             mine = finish(self.jobs.model, outcomes, changes, now, self.db)
             done = written(outcomes, changes, mine, applying)
+            if waited is not None:  # the finished jobs counted (engine/stats.py)
+                stats.record(self.db, done, now, waited)
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
         return done
 
@@ -136,6 +139,7 @@ class PostgresEngine(RowLockEngine):
             return [], self.claim(request)
         now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
+        waited = stats.waits(outcomes) if stats.enabled() else None  # before run_at changes
         mine, jobs = finish_and_claim(
             self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,
             queues=request.queues, exclude_queues=request.exclude_queues, limit=request.limit,
@@ -144,6 +148,8 @@ class PostgresEngine(RowLockEngine):
             waiter=_waiter(request), after=request.after,
         )
         done = written(outcomes, changes, mine)
+        if waited is not None:  # the finished jobs counted (engine/stats.py)
+            stats.record(self.db, done, now, waited)
         if not jobs and request.after is not None and request.limit > 0:
             try:
                 jobs = self.claim(replace(request, after=None))  # nothing after the key
@@ -260,11 +266,9 @@ def finish(
     model: type[Job], outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition],
     now: datetime, using: str,
 ) -> set[int]:
-    """Write each outcome with its job's transition (and count them, ``engine/stats.py``);
-    return the ids written."""
-    counted = stats.enabled()
-    params = finish_params(outcomes, changes, now, counted, using)
-    text = sql.finish_sql(model, sql.FINISH, counted)
+    """Write each outcome with its job's transition; return the ids written."""
+    params = finish_params(outcomes, changes, now, using)
+    text = sql.finish_sql(model, sql.FINISH)
     return {row[0] for row in run(connections[using], text, params)}
 
 
@@ -281,13 +285,11 @@ def finish_and_claim(
     the jobs claimed. ``claim`` holds ``claim``'s keyword arguments, ``waiter`` as ``claim``'s."""
     connection = connections[using]
     claim_text, claim_params, plan = claim_statement(model, **claim)
-    counted = stats.enabled()
-    params = [*finish_params(outcomes, changes, claim["now"], counted, using),
-              *claim_params]
+    params = [*finish_params(outcomes, changes, claim["now"], using), *claim_params]
     marking = ""
     if waiter is not None:
         marking, params = waiters.MARKING, [*params, *waiter]
-    rows = run(connection, sql.turn_sql(model, claim_text, counted, marking), params)
+    rows = run(connection, sql.turn_sql(model, claim_text, marking), params)
     written = set(rows[0][0] or ())
     claimed = [row[1:] for row in rows if row[1] is not None]
     return written, claimed_jobs(model, claimed, plan, claim["values"], using, connection)
@@ -295,13 +297,12 @@ def finish_and_claim(
 
 def finish_params(
     outcomes: Sequence[AttemptOutcome], changes: Sequence[Transition], now: datetime,
-    counted: bool = False, using: str = DEFAULT_DB_ALIAS,
+    using: str = DEFAULT_DB_ALIAS,
 ) -> list[object]:
     """The finish's parameters: the outcomes as one JSON array of objects with the columns of
     ``sql.OUTCOME_COLUMNS`` (encoded by the C json module), the time, the shelves of a job
-    completed, dead and canceled at that time (``core/shelves.py``), the time again, the ids;
-    with ``counted``, the minute and hour the finished jobs are counted in
-    (``sql.COUNTED``)."""
+    completed, dead and canceled at that time (``core/shelves.py``), the time again, the
+    ids."""
     last, token = None, ""  # a claim gives all its jobs one token (one object): one str()
     rows = []
     ids = []
@@ -315,7 +316,7 @@ def finish_params(
         rows.append(dict(zip(names, (
             job.id, token, change.status, values.get("result"), values.get("error"),
             None if run_at is None else micros(run_at), outcome.started, outcome.finished,
-            outcome.cpu_ns, outcome.peak_memory, stats.wait_us(job) if counted else None,
+            outcome.cpu_ns, outcome.peak_memory,
         ), strict=True)))
         ids.append(str(job.id))
     # The ids as an array literal: psycopg's list dumper is Python, a join is C.
@@ -323,6 +324,4 @@ def finish_params(
         json.dumps(rows), now, shelf_for(COMPLETED, now, using), shelf_for(DEAD, now, using),
         shelf_for(CANCELED, now, using), now, f"{{{','.join(ids)}}}",
     ]
-    if counted:
-        params += [stats.bucket(now), stats.hour(now)]
     return params

@@ -232,7 +232,8 @@ class Listener(threading.Thread):
         None (as many as it has room for) if it does not wait, if a notification to every
         worker came, or if the poll is due; and as many more as its last look found
         overlooked (``look``). Every job that became ready since the last claim was given by
-        the trigger to one waiting worker, or to one woken last, or announced to every worker;
+        the trigger to one waiting worker, or to another worker of its queue, or announced to every
+        worker;
         so a claim of more would take another worker's job from under it, and a job due later
         is the poll's.
 

@@ -1,6 +1,6 @@
 """PostgreSQL's statements for the engine's hot paths, each named: the claim (``CLAIM``), the
-finish (``FINISH``), a worker's turn of both (``TURN``), the finish's counts of finished jobs
-(``COUNTED``), and the enqueue INSERTs (``insert_sql``, ``insert_many_sql``), run by ``engine.py``.
+finish (``FINISH``), a worker's turn of both (``TURN``), and the enqueue INSERTs
+(``insert_sql``, ``insert_many_sql``), run by ``engine.py``.
 
 Table, column and state names are written into the text from the models and from ``JobStatus``
 (never as bare literals); every value is a parameter. The outcomes of a finish arrive as one
@@ -11,7 +11,6 @@ JSON array of objects, turned into named, typed columns by ``jsonb_to_recordset`
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -47,12 +46,11 @@ KEY_STATES = f"ARRAY[{', '.join(literal(s) for s in ALL_STATES)}]::text[]"
 
 # The columns each outcome of a finish carries, named and typed: times as whole microseconds
 # since the epoch and CPU time as nanoseconds (integers cost the client a fifth of what floats
-# cost to encode); ``result`` and ``error`` as JSON, null for none; ``wait``, the microseconds
-# from the job's run_at to the attempt's start, for the counts (null when they are off).
+# cost to encode); ``result`` and ``error`` as JSON, null for none.
 OUTCOME_COLUMNS = (
     ("id", "bigint"), ("token", "uuid"), ("status", "text"), ("result", "jsonb"),
     ("error", "jsonb"), ("run_at", "bigint"), ("started", "bigint"), ("finished", "bigint"),
-    ("cpu_ns", "bigint"), ("peak_memory", "bigint"), ("wait", "bigint"),
+    ("cpu_ns", "bigint"), ("peak_memory", "bigint"),
 )
 OUTCOME_NAMES = tuple(name for name, _ in OUTCOME_COLUMNS)
 
@@ -63,8 +61,7 @@ FINISH_CTES = """v AS (
     SELECT o.id, o.token, o.status, o.result, o.error,  -- JSON null reads as SQL NULL
         {epoch} + o.run_at * {us} AS run_at, {epoch} + o.started * {us} AS started_at,
         {epoch} + o.finished * {us} AS finished_at, o.cpu_ns / 1e9 AS cpu_time,
-        o.peak_memory, {processing}::text AS held, o.wait AS wait_us,
-        o.finished - o.started AS run_us
+        o.peak_memory, {processing}::text AS held
     FROM jsonb_to_recordset(%s::jsonb) AS o({outcome_columns})
 ), done AS (
     UPDATE {job} AS j SET
@@ -94,7 +91,7 @@ FINISH_CTES = """v AS (
     -- processing row is on): the write is planned there alone.
     WHERE j.id = ANY(%s::bigint[]) AND j.id = v.id AND j.lease_token = v.token
         AND j.status = v.held AND j.shelf = {open_shelf}
-    RETURNING j.id, j.attempt, j.worker_id, j.shelf{returning}
+    RETURNING j.id, j.attempt, j.worker_id, j.shelf
 ), shelved AS (
     -- the earlier attempts of the jobs finished take their shelf, found by job id on the
     -- open shelf (every attempt of an open job's: the open partition alone is planned)
@@ -102,7 +99,7 @@ FINISH_CTES = """v AS (
     FROM done
     WHERE a.job_id = ANY(ARRAY(SELECT id FROM done WHERE shelf <> {open_shelf}))
         AND a.job_id = done.id AND a.shelf = {open_shelf}
-){counted}"""
+)"""
 RECORD = """INSERT INTO {attempt} (job_id, number, worker_id, started_at, finished_at, outcome,
                        error, cpu_time, peak_memory, shelf)
 SELECT done.id, done.attempt, done.worker_id, v.started_at, v.finished_at, v.status, v.error,
@@ -110,24 +107,6 @@ SELECT done.id, done.attempt, done.worker_id, v.started_at, v.finished_at, v.sta
 FROM done JOIN v ON v.id = done.id
 RETURNING job_id"""
 FINISH = f"WITH {FINISH_CTES}\n{RECORD}"
-
-# The finished jobs counted (engine/stats.py): the written rows summed per worker, queue, type
-# and outcome (the job's new status), added to their rows of the finish's minute and hour (two
-# parameters, the database's time). Rows in key order: a worker adds only to its own rows.
-COUNTED = """, counted AS (
-    INSERT INTO {stat} AS s ({stat_columns})
-    SELECT c.*, span.* FROM (
-        SELECT done.worker_id, done.queue, done.type, v.status, count(*),
-            COALESCE(sum(v.wait_us), 0)::bigint, GREATEST(sum(v.run_us), 0)::bigint,
-            {histogram}
-        FROM done JOIN v ON v.id = done.id
-        GROUP BY done.worker_id, done.queue, done.type, v.status
-    ) AS c CROSS JOIN (VALUES ({minute}, %s::timestamptz), ({hour}, %s::timestamptz))
-        AS span (span, bucket)
-    ORDER BY 1, span.span, 2, 3, 4
-    ON CONFLICT ({stat_key}) DO UPDATE SET {added}
-)"""
-COUNTED_RETURNING = ", j.queue, j.type"
 
 # The claim, written out rather than compiled by the ORM on every call (compiling it cost more
 # than running it). It selects exactly what ``JobQuerySet.ready()`` selects, in its order
@@ -290,43 +269,19 @@ def claim_where_params(
     return [*one[0]] if one else [now, *excluded, *after]
 
 
-def counted_sql() -> str:
-    """``COUNTED`` with the counts' table and columns written in."""
-    from django_jobs.models.stats import HOUR, KEY, MINUTE, SUMMED, WAIT_BOUNDS_US, JobStat
-
-    bounds = WAIT_BOUNDS_US
-    histogram = [f"count(*) FILTER (WHERE v.wait_us <= {bounds[0]})"]
-    histogram += [f"count(*) FILTER (WHERE v.wait_us > {low} AND v.wait_us <= {high})"
-                  for low, high in itertools.pairwise(bounds)]
-    histogram.append(f"count(*) FILTER (WHERE v.wait_us > {bounds[-1]})")
-    return COUNTED.format(
-        stat=quote(JobStat._meta.db_table),
-        stat_columns=", ".join(quote(name) for name in (
-            "worker_id", "queue", "type", "outcome", *SUMMED, "span", "bucket")),
-        minute=MINUTE, hour=HOUR,
-        stat_key=", ".join(quote(name) for name in KEY),
-        histogram=", ".join(histogram),
-        added=", ".join(f"{quote(name)} = s.{quote(name)} + EXCLUDED.{quote(name)}"
-                        for name in SUMMED),
-    )
-
-
 @functools.lru_cache(maxsize=16)
-def finish_sql(model: type[Job], part: str = FINISH, counted: bool = False) -> str:
-    """``FINISH`` (or one of its parts) with the jobs' and attempts' tables written in;
-    ``counted``: with the finished jobs counted (``COUNTED``)."""
+def finish_sql(model: type[Job], part: str = FINISH) -> str:
+    """``FINISH`` (or one of its parts) with the jobs' and attempts' tables written in."""
     attempt = model._meta.get_field("attempts").related_model
     return part.format(job=quote(model._meta.db_table),
-                       attempt=quote(attempt._meta.db_table),
-                       returning=COUNTED_RETURNING if counted else "",
-                       counted=counted_sql() if counted else "", **NAMES)
+                       attempt=quote(attempt._meta.db_table), **NAMES)
 
 
 @functools.lru_cache(maxsize=256)
-def turn_sql(model: type[Job], claim: str, counted: bool = False, marking: str = "") -> str:
-    """``TURN``: the finish's parts (counting the finished jobs if ``counted``) and this claim
-    statement, and ``marking``, CTEs that follow the claim's (``waiters.mark``)."""
-    return TURN.format(finish=finish_sql(model, FINISH_CTES, counted),
+def turn_sql(model: type[Job], claim: str, marking: str = "") -> str:
+    """``TURN``: the finish's parts and this claim statement, and ``marking``, CTEs that follow
+    the claim's (``waiters.MARK``)."""
+    return TURN.format(finish=finish_sql(model, FINISH_CTES),
                        record=finish_sql(model, RECORD), claim=claim,
                        marking=f", {marking}" if marking else "")
 

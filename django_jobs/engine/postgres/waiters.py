@@ -1,24 +1,32 @@
-"""Idle workers as waiters, so that an enqueue wakes one worker per ready job (migrations 0018
-and 0024).
+"""Idle workers as waiters, so that an enqueue wakes one worker per ready job (migrations 0018,
+0024 and 0032).
 
 A worker whose listener hears notifications (``engine/postgres/listener.py``) claims with its
 listening session's process id. A claim that takes fewer jobs than the worker has room for (the
 queue ran dry) marks the worker waiting in ``django_jobs_waiter``, in the claim's own statement
 (``MARK``; after a claim on the ORM's path, which limits take, in one of its own: ``MARK_AFTER``),
-and says whether it still holds jobs; a claim that fills its room marks it busy. The enqueue's
-trigger takes waiters of live sessions, one per ready job, idle ones first, the one that began
-waiting last first, and notifies each on its own channel, ``django_jobs_<pid>``; with fewer
-waiters than jobs it notifies the workers woken last (they are claiming, or claim at their next
-turn), and with fewer workers than jobs every worker of the queue on ``django_jobs``.
+and says whether it still holds jobs; a claim that fills its room marks it busy. The row is
+written only when the worker's state changes (waiting or busy, its queues, the queues it skips),
+never per job: a job's life writes its own row and its attempt, and no dead row version here.
 
-Nothing here waits on a lock: the row of a waiter an uncommitted enqueue is taking is skipped
-(``SKIP LOCKED``) and stays as that enqueue leaves it: taken if it commits, waiting if it rolls
-back. The row of a worker killed stays, but is passed over once its session has ended, and the
-workers' heartbeats remove it (``FORGET_GONE``).
+The enqueue's trigger tells waiters of live sessions, one per ready job, idle ones first, the
+one that began waiting last first, each on its own channel, ``django_jobs_<pid>``, and writes
+nothing: it locks the waiters it tells until it commits (``FOR UPDATE SKIP LOCKED``), so that two
+enqueues at once tell two waiters. Enqueues one after the other tell the same waiter until its
+claim leaves it busy; it claims as many jobs as it was told of, up to its room. With fewer
+waiters than jobs it tells the other workers of the queue, waiting ones first (another enqueue
+holds them), then busy ones (they claim at their next turn), and with fewer workers than jobs
+every worker of the queue on ``django_jobs``.
+
+Nothing here waits on a lock: the row of a waiter an uncommitted enqueue holds is skipped
+(``SKIP LOCKED``): another enqueue tells another waiter, and a claim that would mark it leaves it
+as it is until the worker's next claim. The row of a worker killed stays, but is passed over
+once its session has ended, and the workers' heartbeats remove it (``FORGET_GONE``).
 
 A worker told of a job may not act on it: its process is frozen (SIGSTOP, a long pause of the
-host or of its memory), it died between the enqueue's commit and its claim, or the notification
-was lost. So waiting workers look for ready jobs of their queues that came due more than
+host or of its memory), it died between the enqueue's commit and its claim, it had no room left
+(told again before its claim marked it busy), or the notification was lost. So waiting workers
+look for ready jobs of their queues that came due more than
 ``LOOK_AFTER`` seconds ago by the database's clock and that no claim has taken (``overlooked``,
 a read of the ready index, no write); a worker's next claim takes what its look found
 (``engine/postgres/listener.py``). Each look also says how many workers of the same queues have
@@ -73,8 +81,9 @@ def channel(pid: int) -> str:
 
 # Joined to a claim (``claimed``, a CTE of the claim's rows): the worker's row (parameters: pid,
 # queues or NULL for all, the queues it skips, its room, whether it holds jobs) is made waiting
-# if the claim took fewer jobs than the worker has room for and busy otherwise, and a waiting
-# worker marked holding jobs or idle; written only when one of these changes.
+# if the claim took fewer jobs than the worker has room for and busy otherwise; written only when
+# that or its queues change. ``holding`` is written with it: whether the worker held jobs when
+# it began waiting (a worker with room for several would otherwise write it twice per job).
 MARK = """me AS (
     SELECT %s::integer AS pid, %s::text[] AS queues, %s::text[] AS skips,
         (SELECT count(*) FROM claimed) < %s::integer AS short,
@@ -87,7 +96,6 @@ MARK = """me AS (
     WHERE w.pid = (
         SELECT s.pid FROM {table} AS s, me
         WHERE s.pid = me.pid AND ((s.waiting IS NULL) = me.short
-            OR (me.short AND s.holding <> me.holding)
             OR s.queues IS DISTINCT FROM me.queues OR s.skips IS DISTINCT FROM me.skips)
         FOR UPDATE OF s SKIP LOCKED)
     RETURNING w.pid
@@ -122,12 +130,13 @@ def mark_params(waiting: Waiting, queues: Sequence[str] | None, skips: Sequence[
             waiting.holding]
 
 
-# A worker's row, unless an enqueue is taking it (then that enqueue's commit ends it).
+# A worker's row, unless an enqueue holds it (then it stays until the heartbeats of the
+# workers remove it once its session is gone: ``FORGET_GONE``).
 LEAVE = """DELETE FROM django_jobs_waiter WHERE pid = (
     SELECT pid FROM django_jobs_waiter WHERE pid = %s FOR UPDATE SKIP LOCKED)"""
 
 # The rows of sessions that are gone (a worker killed, a listener reconnected), unless an
-# enqueue is taking them.
+# enqueue holds them.
 FORGET_GONE = """DELETE FROM django_jobs_waiter WHERE pid IN (
     SELECT pid FROM django_jobs_waiter AS w
     WHERE NOT EXISTS (SELECT FROM pg_stat_activity AS a WHERE a.pid = w.pid)
