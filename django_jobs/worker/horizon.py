@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from django_jobs.core import clock
+from django_jobs.core.database_parts import parts
 from django_jobs.core.settings import jobs_settings
-from django_jobs.engine.postgres import horizon
+from django_jobs.core.vacuum_horizon import Holder
 from django_jobs.models import Job
 
 logger = logging.getLogger("django_jobs.worker")
@@ -31,11 +32,12 @@ class HorizonWatch:
     def __call__(self, worker_id: str) -> None:
         bound = jobs_settings.HORIZON_WARNING_SECONDS
         using = Job.objects.db
-        if not bound or not horizon.available(using):
+        horizon = parts(using).horizon
+        if not bound or not horizon.available():
             return
-        found = horizon.holders(using)
+        found = horizon.holders()
         now = clock.now(using)
-        past: list[tuple[float, horizon.Holder]] = []
+        past: list[tuple[float, Holder]] = []
         seen = {}
         for holder in found:
             age = holder.age_seconds
