@@ -1,6 +1,6 @@
 """The heartbeat step that tells the operator when vacuum is held back (PostgreSQL).
 
-On every heartbeat it reads what holds the xmin horizon (``engine/postgres/horizon.py``):
+On every heartbeat it reads what holds the xmin horizon (the database's ``VacuumHorizon``):
 snapshots, prepared transactions, replication slots. When the oldest has been held longer
 than ``HORIZON_WARNING_SECONDS`` it logs one warning naming it, and one line (INFO) when none is
 past the bound any more; a different holder past the bound gets its own warning. A slot keeps
