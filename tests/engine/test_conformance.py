@@ -17,6 +17,7 @@ import uuid
 from datetime import date, timedelta
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -284,6 +285,18 @@ def test_the_factory_gives_postgresql_its_own_parts_and_the_others_the_null_ones
     assert isinstance(db_parts, DatabaseParts)
     assert parts(Job.objects.db) is db_parts  # made once per database
     assert (db_parts is NO_PARTS) == (connection.vendor != "postgresql")
+
+
+def test_without_the_app_the_parts_say_how_to_wire_them():
+    from django_jobs.core import database_parts
+
+    provided = database_parts._parts_for
+    database_parts.provide(None)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(ImproperlyConfigured, match="INSTALLED_APPS"):
+            parts(Job.objects.db)
+    finally:
+        database_parts.provide(provided)  # type: ignore[arg-type]
 
 
 def test_session_keeps_the_loops_statements_on_generic_plans(db_parts):
