@@ -12,9 +12,9 @@ class DjangoJobsConfig(AppConfig):
         # open connections
         from django_jobs.backends import setup as setup_tasks_backend
         from django_jobs.checks import configuration, databases, schedules  # noqa: F401
-        from django_jobs.core import contract
+        from django_jobs.core import contract, database_parts
         from django_jobs.core.registry import autodiscover
-        from django_jobs.engine import engine_for, hooks, load_engines
+        from django_jobs.engine import engine_for, hooks, load_engines, parts_for
         from django_jobs.features.callbacks import Callbacks
         from django_jobs.features.crashes import CrashCounting
         from django_jobs.features.dependencies import Dependencies
@@ -34,6 +34,7 @@ class DjangoJobsConfig(AppConfig):
             from django_jobs.admin import tokens as tokens_admin  # noqa: F401
 
         contract.provide(engine_for)  # the store's verbs reach the engine through core/contract.py
+        database_parts.provide(parts_for)  # and the engine's modules, their database's parts
         load_engines()
 
         # The features' hooks, in the order they run at each point: a finish enqueues the

@@ -32,6 +32,7 @@ from django.db.models import Count, Min, Q
 
 from django_jobs.admin.paginator import EXACT_BELOW_COST, EXACT_BELOW_ROWS
 from django_jobs.core import clock
+from django_jobs.core.database_parts import parts
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import (
     CANCELED,
@@ -42,7 +43,6 @@ from django_jobs.core.states import (
     PROCESSING,
     READY_STATES,
 )
-from django_jobs.engine.postgres import horizon
 from django_jobs.models import Job, QueueState, Worker
 from django_jobs.models.counts import COUNT_CAP, capped_counts, planner_estimate
 from django_jobs.models.managers import JobQuerySet
@@ -235,7 +235,7 @@ def held_back() -> dict[str, Any] | None:
     bound = jobs_settings.HORIZON_WARNING_SECONDS
     if not bound:
         return None
-    read = horizon.read(jobs_database())
+    read = parts(jobs_database()).horizon.read()
     if read is None or not read.past(bound) or read.holder is None:
         return None
     return {"holder": read.holder.describe(), "age_seconds": read.age_seconds, "bound": bound}

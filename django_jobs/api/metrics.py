@@ -41,9 +41,9 @@ from typing import TYPE_CHECKING
 from django.db.models import Sum
 
 from django_jobs.core import clock
+from django_jobs.core.database_parts import parts
 from django_jobs.core.states import Outcome
 from django_jobs.engine import reads
-from django_jobs.engine.postgres import horizon
 from django_jobs.engine.stats import FEATURE_FAILED
 from django_jobs.models import Job, JobStat
 from django_jobs.models.counts import COUNT_CAP, ESTIMATE_FROM, capped_counts
@@ -166,7 +166,7 @@ def _job_type(name: str, sums: dict[str, dict[str, int]]) -> JSONObject:
 
 def _horizon(using: str) -> JSONObject | None:
     """The horizon's figures, with a line naming what holds it; None off PostgreSQL."""
-    read = horizon.read(using)
+    read = parts(using).horizon.read()
     if read is None:
         return None
     return {"age_seconds": read.age_seconds, "xid_age": read.xid_age,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
 from django.utils import timezone
@@ -103,3 +104,16 @@ def _day_at_or_after(finished_at: datetime, age: timedelta) -> date:
             return KEPT_SHELF
         day += timedelta(days=1)
     return KEPT_SHELF if day >= KEPT_FROM else day
+
+
+def clamp(shelf: date, last_day: Callable[[], date | None]) -> date:
+    """``shelf`` as a write may store it where the history is kept in day partitions made
+    through ``last_day()`` (None: no partitions, every day can be stored): a prune day beyond
+    it becomes the kept shelf, pruned by ``finished_at`` instead. Open and kept shelves are left
+    as they are, and ``last_day`` is not asked for them."""
+    if shelf == OPEN_SHELF or shelf >= KEPT_FROM:
+        return shelf
+    last = last_day()
+    if last is not None and shelf > last:
+        return KEPT_SHELF
+    return shelf

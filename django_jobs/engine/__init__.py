@@ -7,6 +7,12 @@ enqueue, claim, finish and the turn), or the portable ORM implementation
 on MariaDB, none on SQLite. Its parts that know no database are the transition an outcome
 makes (``transition``) and what the writes put in the rows (``writes``).
 
+``parts_for(using)`` gives what the worker, the admin, the API and retention need of the
+database beyond the verbs (``DatabaseParts`` of ``core/database_parts.py``): PostgreSQL's
+(``engine/postgres/parts.py``), or ``NO_PARTS`` elsewhere; the app's ``ready()`` installs it
+in ``core/database_parts.py``, where everyone finds it (``parts(using)``). This module is the one
+outside ``engine/postgres/`` and ``engine/mariadb/`` that imports them.
+
 The store (``models/jobs.py``, ``models/managers.py``) does not import this package: the app's
 ``ready()`` hands ``engine_for`` to ``core/contract.py``, which the managers' verbs delegate to.
 """
@@ -17,10 +23,13 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
+from django_jobs.core.database_parts import NO_PARTS, DatabaseParts
+
 if TYPE_CHECKING:
     from django_jobs.engine.verbs import Engine
 
 _engines: dict[str, Engine] = {}
+_parts: dict[str, DatabaseParts] = {}
 
 
 def engine_for(using: str) -> Engine:
@@ -29,6 +38,20 @@ def engine_for(using: str) -> Engine:
     if engine is None:
         engine = _engines[using] = _engine_class(using)(using)
     return engine
+
+
+def parts_for(using: str) -> DatabaseParts:
+    """The parts of database ``using`` beyond the verbs, made on first use and kept."""
+    found = _parts.get(using)
+    if found is None:
+        if connections[using].vendor == "postgresql":
+            from django_jobs.engine.postgres.parts import parts
+
+            found = parts(using)
+        else:
+            found = NO_PARTS
+        _parts[using] = found
+    return found
 
 
 def load_engines() -> None:

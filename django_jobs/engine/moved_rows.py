@@ -42,8 +42,8 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from django.db import DatabaseError, connections, transaction
 
+from django_jobs.core.database_parts import parts
 from django_jobs.core.db_errors import sqlstate
-from django_jobs.engine.postgres.partitions import partitioned
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -81,7 +81,7 @@ def moves_rows(using: str) -> bool:
     the catalog, read once per process and database (a catalog read, in the caller's
     transaction if there is one)."""
     if using not in MOVES_ROWS and using not in _read:
-        if partitioned(using):
+        if parts(using).partitions.partitioned():
             MOVES_ROWS.add(using)
         _read.add(using)
     return using in MOVES_ROWS

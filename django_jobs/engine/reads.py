@@ -33,8 +33,8 @@ from typing import TypeVar
 
 from django.db import DatabaseError, connections
 
+from django_jobs.core.database_parts import parts
 from django_jobs.core.settings import jobs_settings
-from django_jobs.engine.postgres import replay
 from django_jobs.models.schema import jobs_database
 
 logger = logging.getLogger("django_jobs.reads")
@@ -157,7 +157,7 @@ def _behind(replica: str) -> bool:
     """Read the replica's lag if it is due; True if it failed or lags past the bound (then
     the pages read the primary)."""
     bound = jobs_settings.READ_REPLICA_MAX_LAG_SECONDS
-    if bound is None or connections[replica].vendor != "postgresql":
+    if bound is None:
         return False
     now = time.monotonic()
     with _replica.lock:
@@ -165,7 +165,7 @@ def _behind(replica: str) -> bool:
             return False
         _replica.checked_at = now  # one reader checks; the others read meanwhile
     try:
-        lag = replay.lag_seconds(replica)
+        lag = parts(replica).replay.lag_seconds()
     except DatabaseError as exc:
         failed(replica, exc)
         return True

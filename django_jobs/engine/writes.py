@@ -15,12 +15,12 @@ from django.db.models import Case, F
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Greatest
 
+from django_jobs.core.database_parts import parts
 from django_jobs.core.registry import get_handler
 from django_jobs.core.retry import Backoff, as_backoff
-from django_jobs.core.shelves import OPEN_SHELF
+from django_jobs.core.shelves import OPEN_SHELF, clamp
 from django_jobs.core.states import COMPLETED, FAILED, PENDING, PROCESSING
 from django_jobs.engine import transition
-from django_jobs.engine.postgres.partitions import clamp
 from django_jobs.engine.transition import Apply, Transition, apply
 from django_jobs.engine.unique_column import keep_key_if
 
@@ -64,7 +64,8 @@ def transition_of(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 
     change = transition.of(outcome, now, policy, extra_attempts)
     shelf = change.fields.get("shelf")
     if isinstance(shelf, date):  # no partition for its day yet: the kept shelf
-        change.fields["shelf"] = clamp(shelf, outcome.job._state.db or DEFAULT_DB_ALIAS)
+        using = outcome.job._state.db or DEFAULT_DB_ALIAS
+        change.fields["shelf"] = clamp(shelf, parts(using).partitions.last_day)
     return change
 
 

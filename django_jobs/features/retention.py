@@ -168,11 +168,12 @@ def prune_days(ages: dict[str, timedelta | None], now: datetime, batch_size: int
     day and ``DROP_GRACE`` more; one further out (its age was shortened since it finished) is
     deleted in batches now. ``dry_run``: the jobs the drops would take, counted, and nothing
     made or dropped."""
-    from django_jobs.engine.postgres import day_drops
+    from django_jobs.core.database_parts import parts
     from django_jobs.features.dependencies import waited_on
     from django_jobs.models import Job
 
     using = Job.objects.db
+    partitions = parts(using).partitions
     # By the database's clock whatever ``now`` the caller prunes as of: a day's partition goes
     # once its day has come, never earlier, and DROP_GRACE after it, not at its first instant:
     # a finish whose prune day was reckoned just before the day came (an age of 0, a statement
@@ -181,11 +182,11 @@ def prune_days(ages: dict[str, timedelta | None], now: datetime, batch_size: int
     today = min(db_now.date(), now.astimezone(dt.UTC).date())
     drop_through = min(today, (db_now - DROP_GRACE).date())
     if dry_run:
-        counts = day_drops.dropped_jobs(using, drop_through, waited_on())
-        return counts, day_drops.dropped_soon(using, db_now.date())
-    done = day_drops.upkeep(using, today, ages.values(), waited_on(), batch_size,
+        counts = partitions.dropped_jobs(drop_through, waited_on())
+        return counts, partitions.dropped_soon(db_now.date())
+    done = partitions.upkeep(today, ages.values(), waited_on(), batch_size,
                              drop_through=drop_through)
-    return (dict(done["jobs"]) if done else {}), day_drops.dropped_soon(using, db_now.date())
+    return (dict(done["jobs"]) if done else {}), partitions.dropped_soon(db_now.date())
 
 
 def prune_groups(ages: dict[str, timedelta | None], now: datetime, batch_size: int) -> int:

@@ -1,6 +1,6 @@
 """The heartbeat step that tells the operator when vacuum is held back (PostgreSQL).
 
-On every heartbeat it reads what holds the xmin horizon (``engine/postgres/horizon.py``):
+On every heartbeat it reads what holds the xmin horizon (the database's ``VacuumHorizon``):
 snapshots, prepared transactions, replication slots. When the oldest has been held longer
 than ``HORIZON_WARNING_SECONDS`` it logs one warning naming it, and one line (INFO) when none is
 past the bound any more; a different holder past the bound gets its own warning. A slot keeps
@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from django_jobs.core import clock
+from django_jobs.core.database_parts import parts
 from django_jobs.core.settings import jobs_settings
-from django_jobs.engine.postgres import horizon
+from django_jobs.core.vacuum_horizon import Holder
 from django_jobs.models import Job
 
 logger = logging.getLogger("django_jobs.worker")
@@ -31,11 +32,12 @@ class HorizonWatch:
     def __call__(self, worker_id: str) -> None:
         bound = jobs_settings.HORIZON_WARNING_SECONDS
         using = Job.objects.db
-        if not bound or not horizon.available(using):
+        horizon = parts(using).horizon
+        if not bound or not horizon.available():
             return
-        found = horizon.holders(using)
+        found = horizon.holders()
         now = clock.now(using)
-        past: list[tuple[float, horizon.Holder]] = []
+        past: list[tuple[float, Holder]] = []
         seen = {}
         for holder in found:
             age = holder.age_seconds

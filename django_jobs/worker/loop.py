@@ -20,11 +20,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from django.db import connections
-
+from django_jobs.core.database_parts import WakeUps, parts
 from django_jobs.core.registry import get_handler
-from django_jobs.engine.postgres.cursor import keep_generic_plans
-from django_jobs.engine.postgres.listener import Listener
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
 from django_jobs.worker import burst, claim_size, execution, suspects, turn
@@ -81,7 +78,7 @@ class Worker:
         self.paused: set[str] = set()
         self.rescued_until: datetime | None = None  # heartbeat.rescue
         self.full_rescue_at = 0.0
-        self.listener: Listener | None = None
+        self.listener: WakeUps | None = None
         self.previous_handlers: dict[int, object] = {}  # of the stop signals
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
         self.solo: Job | None = None  # a job that was in a crash, to run alone (suspects.py)
@@ -104,12 +101,13 @@ class Worker:
 
     def _run(self) -> int:
         self.previous_handlers = install_signals(self.stop)
-        keep_generic_plans(connections[jobs_database()])  # the loop's: the engine's statements
+        session = parts(jobs_database()).session
+        session.keep_generic_plans()  # the loop's: the engine's statements
         self.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
             self.wake.wait(self._wait_time())
-        self.listener = Listener.start_for(connections[jobs_database()], self.wake,
-                                           self.options.poll_interval, self.options.queues)
+        self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
+                                              self.options.queues)
         self.systemd.ready(self)
         next_beat = 0.0
         try:
@@ -156,7 +154,7 @@ class Worker:
             raise
         finally:
             shut_down(self)
-            keep_generic_plans(connections[jobs_database()], keep=False)
+            session.keep_generic_plans(keep=False)
         return self.processed
 
     # What the steps call (declared in ``WorkerState``).

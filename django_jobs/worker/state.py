@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 if TYPE_CHECKING:
     import uuid
 
-    from django_jobs.engine.postgres.listener import Listener
+    from django_jobs.core.database_parts import WakeUps
     from django_jobs.models import Job
     from django_jobs.worker.claim_cursor import ClaimCursor
     from django_jobs.worker.claim_size import ClaimSize
@@ -50,7 +50,7 @@ class WorkerState(Protocol):
     outages: Outages  # database errors: the backoff, and one log line per outage
     periodic: Periodic  # the heartbeat's steps: the features', then the release
     systemd: Notifier  # sd_notify under systemd; does nothing elsewhere
-    listener: Listener | None  # what wakes it on an enqueue, once the loop has started it
+    listener: WakeUps | None  # what wakes it on an enqueue, once the loop has started it
     previous_handlers: dict[int, object]  # the stop signals' handlers, restored at the end
 
     # What it holds.

@@ -20,6 +20,11 @@ import runs. Imports under ``if TYPE_CHECKING:`` count for the worker (a step th
 loop's types is bound to the loop as surely as one that imports it) and are left out elsewhere:
 they never run.
 
+Inside the engine one more rule holds: the code of one database stays in its folder. No module
+outside ``engine/postgres/`` and ``engine/mariadb/`` imports theirs, under ``TYPE_CHECKING``
+neither, but the factory that picks the engine (``engine/__init__.py``); the rest reach what they
+need of a database through ``core/contract.py`` (the verbs) and ``core/database_parts.py``.
+
 Inside the worker one more rule holds: no module of ``worker/`` but the loop itself imports
 ``worker/loop.py``, under ``TYPE_CHECKING`` neither. The steps see the worker as a
 ``WorkerState`` (``worker/state.py``), which the loop's ``Worker`` is; ``runworker``, a face,
@@ -51,6 +56,9 @@ RANKS = {
     "wiring": 6,    # the root package, apps, testing, pytest_plugin
 }
 LOOP = "django_jobs.worker.loop"  # no other module of worker/ imports it
+# The folders of one database's code, and the one module outside them that imports them.
+DATABASE_FOLDERS = ("django_jobs.engine.postgres", "django_jobs.engine.mariadb")
+FACTORY = "django_jobs.engine"
 FACES = ("admin", "api", "backends", "management", "templatetags")
 BASE_AT_ROOT = ("signals", "exceptions")
 WIRING_AT_ROOT = ("apps", "testing", "pytest_plugin")
@@ -106,6 +114,17 @@ def into_the_loop(graph: dict[str, set[str]], loop: str = LOOP) -> list[str]:
                   and (a == package or a.startswith(package + ".")))
 
 
+def in_folder(module: str, folders: tuple[str, ...]) -> bool:
+    return any(module == f or module.startswith(f + ".") for f in folders)
+
+
+def into_a_database(graph: dict[str, set[str]], folders: tuple[str, ...] = DATABASE_FOLDERS,
+                    factory: str = FACTORY) -> list[tuple[str, str]]:
+    """The imports of a database's folder from a module outside them all, but the factory."""
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if in_folder(b, folders) and not in_folder(a, folders) and a != factory)
+
+
 def report(found: list[tuple[str, str]]) -> str:
     return "\n".join(f"  {a} ({folder(a)}) -> {b} ({folder(b)})" for a, b in found)
 
@@ -128,6 +147,49 @@ def test_no_step_of_the_worker_imports_the_loop():
     found = into_the_loop(import_graph(ROOT, "django_jobs", type_checking=True))
     assert not found, (f"modules of worker/ that import {LOOP} (type them against "
                        f"django_jobs.worker.state.WorkerState instead): {found}")
+
+
+def test_only_the_factory_imports_a_database_folder():
+    """The PostgreSQL and MariaDB modules are imported from their own folders and from the
+    factory only, type-only imports included: the worker, the admin, the API, the features and
+    the engine's portable modules use the interfaces of ``core/``."""
+    found = into_a_database(import_graph(ROOT, "django_jobs", type_checking=True))
+    assert not found, ("imports of engine/postgres/ or engine/mariadb/ from outside them (use "
+                       "core/database_parts.py, or core/contract.py):\n" + report(found))
+
+
+def test_the_database_rule_refuses_an_import_from_outside(tmp_path):
+    """A module outside the database folders that imports one, at the top, in a function or
+    only for a type, is refused; the folders among themselves and the factory are not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "engine" / "postgres").mkdir(parents=True)
+    (pkg / "worker").mkdir()
+    files = {
+        "__init__.py": "",
+        "engine/__init__.py": "def pick():\n    from pkg.engine.postgres import parts\n",
+        "engine/postgres/__init__.py": "",
+        "engine/postgres/parts.py": "from .listener import Listener\n",
+        "engine/postgres/listener.py": "from pkg.engine import hooks\n",
+        "engine/hooks.py": "",
+        "engine/writes.py": "def clamp():\n    from pkg.engine.postgres import parts\n",
+        "worker/__init__.py": "",
+        "worker/loop.py": "from pkg.engine.postgres.listener import Listener\n",
+        "worker/state.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                            "    from pkg.engine.postgres.listener import Listener\n"),
+        "worker/turn.py": "from pkg.engine import hooks\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    folders = ("pkg.engine.postgres",)
+    graph = import_graph(pkg, "pkg", type_checking=True)
+    assert into_a_database(graph, folders, "pkg.engine") == [
+        ("pkg.engine.writes", "pkg.engine.postgres"),
+        ("pkg.engine.writes", "pkg.engine.postgres.parts"),
+        ("pkg.worker.loop", "pkg.engine.postgres"),
+        ("pkg.worker.loop", "pkg.engine.postgres.listener"),
+        ("pkg.worker.state", "pkg.engine.postgres"),
+        ("pkg.worker.state", "pkg.engine.postgres.listener"),
+    ]
 
 
 def test_the_root_holds_only_the_public_surface_and_the_layers():

@@ -13,8 +13,8 @@ takes ``SHARE UPDATE EXCLUSIVE`` on the parent: claims and finishes go on. The l
 kept in the one-row table ``django_jobs_shelf_days``, written after both tables' partitions of
 the day are attached. A write that finishes a job reads it (``last_day``, cached for a while:
 it only grows, so an old value is a safe one) and puts a job whose prune day lies beyond it on
-the kept shelf (``clamp``): a finish never fails for want of a partition, and such a job is
-pruned later by ``finished_at``, with the old table's history.
+the kept shelf (``clamp`` of ``core/shelves.py``): a finish never fails for want of a
+partition, and such a job is pruned later by ``finished_at``, with the old table's history.
 
 A day's partitions are dropped once the day has come (``day_drops.py``, which also runs the
 workers' pass over both).
@@ -29,8 +29,6 @@ from datetime import date, timedelta
 from typing import Any
 
 from django.db import DatabaseError, connections, transaction
-
-from django_jobs.core.shelves import KEPT_FROM, KEPT_SHELF, OPEN_SHELF
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -98,18 +96,6 @@ def forget(using: str | None = None) -> None:
         _cache.clear()
     else:
         _cache.pop(using, None)
-
-
-def clamp(shelf: date, using: str) -> date:
-    """``shelf`` as a write to ``using`` may store it: a prune day beyond the last day made
-    becomes the kept shelf (pruned by ``finished_at`` instead). Open and kept shelves, and every
-    shelf on a database without partitions, are left as they are."""
-    if shelf == OPEN_SHELF or shelf >= KEPT_FROM:
-        return shelf
-    last = last_day(using)
-    if last is not None and shelf > last:
-        return KEPT_SHELF
-    return shelf
 
 
 def wanted_last_day(today: date, ages: Iterable[timedelta | None]) -> date:
