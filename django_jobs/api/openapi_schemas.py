@@ -60,7 +60,7 @@ def _type_schema() -> JSONObject:
 def _payload_rules() -> list[JSONObject]:
     """What a type's own rules ask of the payload: a unique key built from payload fields
     needs the payload to be an object holding them; a typed handler's arguments (the schema
-    of ``core/handler_arguments.py``), where a payload left out or null stands for ``{}``.
+    of ``handlers/handler_arguments.py``), where a payload left out or null stands for ``{}``.
     Empty when no type has such a rule."""
     plain, ruled = [], []
     for name in public_types():

@@ -1,6 +1,6 @@
 """A value checked against a handler's annotation, per kind of type (plain types, unions,
 ``Literal``, sequences, mappings, dataclasses, TypedDicts, pydantic models): as JSON to store at
-enqueue, or rebuilt from the stored JSON for the handler (``core/handler_arguments.py``)."""
+enqueue, or rebuilt from the stored JSON for the handler (``handlers/handler_arguments.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 
-from django_jobs.core.handler_annotations import (
+from django_jobs.handlers.handler_annotations import (
     UNCHECKED,
     Wrong,
     mismatch,

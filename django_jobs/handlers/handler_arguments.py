@@ -20,8 +20,8 @@ Annotations are checked where they are plain (``int``, ``str``, ``float``, ``boo
 ``TypedDict`` (its required and optional keys) or a pydantic model (its own validation, when
 pydantic is installed). Anything else is held only to the payload's JSON rule. A dataclass, a
 pydantic model and a tuple are stored as JSON and rebuilt for the handler. The checks per kind
-of type are in ``core/argument_checks.py``, the JSON Schema they accept in
-``core/argument_schema.py``, the reading of annotations in ``core/handler_annotations.py``.
+of type are in ``handlers/argument_checks.py``, the JSON Schema they accept in
+``handlers/argument_schema.py``, the reading of annotations in ``handlers/handler_annotations.py``.
 """
 
 from __future__ import annotations
@@ -35,17 +35,17 @@ from typing import Any, get_args, get_origin, is_typeddict
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_jobs.core.argument_checks import convert
-from django_jobs.core.argument_schema import json_schema, object_schema
-from django_jobs.core.handler_annotations import (
+from django_jobs.core.json_rules import NotStorable, storable_json
+from django_jobs.exceptions import InvalidJob, PermanentError
+from django_jobs.handlers.argument_checks import convert
+from django_jobs.handlers.argument_schema import json_schema, object_schema
+from django_jobs.handlers.handler_annotations import (
     EMPTY,
     UNCHECKED,
     Wrong,
     pydantic_model,
     resolved_hints,
 )
-from django_jobs.core.json_rules import NotStorable, storable_json
-from django_jobs.exceptions import InvalidJob, PermanentError
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 

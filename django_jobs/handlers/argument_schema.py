@@ -1,5 +1,5 @@
 """The JSON Schema of the stored JSON a handler's annotation accepts (what
-``core/argument_checks.py`` checks), for the API's OpenAPI document."""
+``handlers/argument_checks.py`` checks), for the API's OpenAPI document."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 
-from django_jobs.core.handler_annotations import (
+from django_jobs.handlers.handler_annotations import (
     UNCHECKED,
     pydantic_model,
     required_key,

@@ -1,6 +1,6 @@
 """Reading a handler's annotations: their resolved hints, the names and the mismatches a check
 of a value against one reports (``Wrong``), and the kinds of type the checks know apart
-(``core/argument_checks.py``, ``core/argument_schema.py``)."""
+(``handlers/argument_checks.py``, ``handlers/argument_schema.py``)."""
 
 from __future__ import annotations
 
