@@ -2,7 +2,7 @@
 
 ::
 
-    core | handlers <- models  <- engine  <- worker | features  <- checks  <- faces  <- wiring
+    core | handlers <- models <- engine <- worker | features <- checks <- faces <- wiring
 
 A module's layer is the first folder under ``django_jobs/`` it sits in (``core/`` and
 ``handlers/``, a handler's typed arguments, are the base together;
