@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import QuerySet, Sum
 
 from django_jobs.admin import svg
 from django_jobs.core import clock
@@ -94,19 +94,23 @@ def read(now: datetime, queue: str | None = None, type: str | None = None,
         rows = rows.filter(queue=queue)
     if type is not None:
         rows = rows.filter(type=type)
-    for span, bins in ((MINUTE_SPAN, minutes), (HOUR_SPAN, hours)):
-        by_start = {b.start: b for b in bins}
-        grouped = (
-            rows.filter(span=span, bucket__gte=bins[0].start).values("bucket", "outcome")
-            .annotate(n=Sum("count"), **{f"s_{name}": Sum(name) for name in WAIT_FIELDS})
-            .order_by())
-        for typed in grouped:
-            row: dict[str, Any] = dict(typed)  # the histogram's sums are named in a loop
-            found = by_start.get(row["bucket"])
-            if found is not None:
-                found.add(row["outcome"], row["n"],
-                          [row[f"s_{name}"] or 0 for name in WAIT_FIELDS])
+    _fill(minutes, rows.filter(span=MINUTE_SPAN))
+    _fill(hours, rows.filter(span=HOUR_SPAN))
     return minutes, hours
+
+
+def _fill(bins: list[Bin], rows: QuerySet[JobStat]) -> None:
+    """Add to each bin the counts and the waits' sums of the rows that start in it."""
+    by_start = {b.start: b for b in bins}
+    grouped = (
+        rows.filter(bucket__gte=bins[0].start).values("bucket", "outcome")
+        .annotate(n=Sum("count"), **{f"s_{name}": Sum(name) for name in WAIT_FIELDS})
+        .order_by())
+    for typed in grouped:
+        row: dict[str, Any] = dict(typed)  # the histogram's sums are named in a loop
+        found = by_start.get(row["bucket"])
+        if found is not None:
+            found.add(row["outcome"], row["n"], [row[f"s_{name}"] or 0 for name in WAIT_FIELDS])
 
 
 def choices(since: datetime, using: str | None = None) -> tuple[list[str], list[str]]:

@@ -147,24 +147,30 @@ def lines(bins: Sequence[Bin], label: str, tick: str, every: int) -> SafeString:
     step = PLOT_W / len(bins)
     body = []
     for name, _, colour in LINES:
-        path, points = [], []
-        gap = True
-        for i, value in enumerate(values[name]):
-            if value is None:
-                gap = True
-                continue
-            x = LEFT + i * step + step / 2
-            y = TOP + PLOT_H - PLOT_H * value / top
-            path.append(f"{'M' if gap else 'L'}{x:.1f},{y:.1f}")
-            gap = False
-            points.append(
-                f'<circle class="dj-jobs-point dj-jobs-point-{name}" cx="{x:.1f}" cy="{y:.1f}" '
-                f'r="2.5" fill="{colour}"><title>{escape(when(bins[i].start, tick))}: {name} '
-                f'{escape(seconds(value))}</title></circle>')
-        if path:
-            body.append(f'<path class="dj-jobs-line dj-jobs-line-{name}" d="{" ".join(path)}" '
-                        f'fill="none" stroke="{colour}" stroke-width="1.5"/>')
-        body += points
+        body += _series(bins, name, colour, values[name], top, step, tick)
     empty = None if body else "No job finished"
     return frame(label, seconds(top), "lines", time_ticks(bins, tick, every), "".join(body),
                  empty, "wait from run_at to start: p50, p95")
+
+
+def _series(bins: Sequence[Bin], name: str, colour: str, values: list[float | None],
+            top: float, step: float, tick: str) -> list[str]:
+    """One quantile's line (broken where a bin has no job) and then its points."""
+    path, points = [], []
+    gap = True
+    for i, value in enumerate(values):
+        if value is None:
+            gap = True
+            continue
+        x = LEFT + i * step + step / 2
+        y = TOP + PLOT_H - PLOT_H * value / top
+        path.append(f"{'M' if gap else 'L'}{x:.1f},{y:.1f}")
+        gap = False
+        points.append(
+            f'<circle class="dj-jobs-point dj-jobs-point-{name}" cx="{x:.1f}" cy="{y:.1f}" '
+            f'r="2.5" fill="{colour}"><title>{escape(when(bins[i].start, tick))}: {name} '
+            f'{escape(seconds(value))}</title></circle>')
+    if not path:
+        return points
+    return [f'<path class="dj-jobs-line dj-jobs-line-{name}" d="{" ".join(path)}" '
+            f'fill="none" stroke="{colour}" stroke-width="1.5"/>', *points]

@@ -35,6 +35,13 @@ OBJECT_VERBS = {
 }
 
 
+def verb_label(verb: str, job: Job) -> str:
+    """A verb's button: a running job's cancel asks its worker."""
+    if verb == "cancel" and job.status == PROCESSING:
+        return "Ask worker to cancel"
+    return {"retry": "Retry", "cancel": "Cancel", "run_now": "Run now"}[verb]
+
+
 class JobViewsMixin(_AdminBase):
     """URLs and views added to ``JobAdmin``; kept apart so each file reads on its own."""
 
@@ -80,21 +87,21 @@ class JobViewsMixin(_AdminBase):
         return super().change_view(request, object_id, form_url, extra)
 
     def job_buttons(self, request: HttpRequest, job: Job) -> list[dict[str, str]]:
-        buttons = []
-        for verb, (check, _, statuses) in OBJECT_VERBS.items():
-            if job.status not in statuses or not getattr(self, check)(request):
-                continue
-            if verb == "cancel" and job.status == PROCESSING and job.cancel_requested:
-                continue
-            label = {"retry": "Retry", "cancel": "Cancel", "run_now": "Run now"}[verb]
-            if verb == "cancel" and job.status == PROCESSING:
-                label = "Ask worker to cancel"
-            url = self.url("verb", job.pk, verb)
-            buttons.append({"verb": verb, "label": label, "url": url})
+        buttons = [{"verb": verb, "label": verb_label(verb, job),
+                    "url": self.url("verb", job.pk, verb)}
+                   for verb in OBJECT_VERBS if self.offers_verb(request, verb, job)]
         if job.status == DEAD and self.has_edit_payload_permission(request):
             buttons.append({"verb": "edit_payload", "label": "Edit payload and retry",
                             "url": self.url("edit_payload", job.pk), "method": "get"})
         return buttons
+
+    def offers_verb(self, request: HttpRequest, verb: str, job: Job) -> bool:
+        """Whether the job's page offers ``verb``: the job is in a state it applies to, the
+        user may use it, and a running job was not already asked to cancel."""
+        check, _, statuses = OBJECT_VERBS[verb]
+        if job.status not in statuses or not getattr(self, check)(request):
+            return False
+        return not (verb == "cancel" and job.status == PROCESSING and job.cancel_requested)
 
     # The list: a strip of the numbers that matter above it.
 

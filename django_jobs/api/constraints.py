@@ -124,23 +124,43 @@ def instant(text: str) -> datetime | None:
     found = re.fullmatch(DATE_TIME, text, re.ASCII)
     if found is None:
         return None
-    year, month, day, hour, minute, second = (int(found[n]) for n in range(1, 7))
-    leap_year = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    days = [31, 29 if leap_year else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-    offset_hours, offset_minutes = int(found[10] or 0), int(found[11] or 0)
-    if not (1 <= month <= 12 and 1 <= day <= days[month - 1] and hour <= 23 and minute <= 59
-            and second <= 60 and offset_hours <= 23 and offset_minutes <= 59):
+    fields = [int(found[n]) for n in range(1, 7)] + [int(found[10] or 0), int(found[11] or 0)]
+    if not _in_range(*fields):
         return None
-    micros = int((found[7] or ".0")[1:7].ljust(6, "0"))
-    if second == 60:
-        second, micros = 59, 999999
+    year, month, day, hour, minute, second, offset_hours, offset_minutes = fields
+    second, micros = _second(second, found[7])
     offset = timedelta(hours=offset_hours, minutes=offset_minutes)
     if found[9] == "-":
         offset = -offset
     if year == 0:
         return EARLIEST
+    return _utc((year, month, day, hour, minute, second, micros), offset)
+
+
+def _in_range(year: int, month: int, day: int, hour: int, minute: int, second: int,
+              offset_hours: int, offset_minutes: int) -> bool:
+    """Whether each field of a date-time is within its range (a second may be a leap one)."""
+    return (1 <= month <= 12 and 1 <= day <= _days_in(year, month) and hour <= 23
+            and minute <= 59 and second <= 60 and offset_hours <= 23 and offset_minutes <= 59)
+
+
+def _days_in(year: int, month: int) -> int:
+    """The days of a month, of the proleptic Gregorian calendar (year 0000 is a leap year)."""
+    leap_year = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return [31, 29 if leap_year else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+
+
+def _second(second: int, fraction: str | None) -> tuple[int, int]:
+    """The second and its microseconds; a leap second as the last microsecond of its minute."""
+    micros = int((fraction or ".0")[1:7].ljust(6, "0"))
+    if second == 60:
+        return 59, 999999
+    return second, micros
+
+
+def _utc(parts: tuple[int, int, int, int, int, int, int], offset: timedelta) -> datetime:
+    """The UTC instant of a date-time at ``offset``, clamped to what Python holds."""
     try:
-        local = datetime(year, month, day, hour, minute, second, micros, tzinfo=UTC)
-        return local - offset
+        return datetime(*parts, tzinfo=UTC) - offset
     except OverflowError:
-        return EARLIEST if year < 5000 else LATEST
+        return EARLIEST if parts[0] < 5000 else LATEST

@@ -28,6 +28,7 @@ from django_jobs.models.counts import COUNT_CAP
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONObject
+    from django_jobs.handlers.handler_arguments import ArgumentSpec
 
 STATUS = {"type": "string", "enum": list(Job.Status.values)}
 NO_NUL = "^[^\\u0000]*$"  # PostgreSQL text cannot hold a NUL: the API refuses it everywhere
@@ -60,38 +61,53 @@ def _type_schema() -> JSONObject:
 def _payload_rules() -> list[JSONObject]:
     """What a type's own rules ask of the payload: a unique key built from payload fields
     needs the payload to be an object holding them; a typed handler's arguments (the schema
-    of ``core/handler_arguments.py``), where a payload left out or null stands for ``{}``.
+    of ``handlers/handler_arguments.py``), where a payload left out or null stands for ``{}``.
     Empty when no type has such a rule."""
     plain, ruled = [], []
     for name in public_types():
-        unique = getattr(get_handler(name), "unique", None)
-        fields = list(getattr(unique, "fields", None) or ())
-        arguments = typed_arguments(name)
-        if not fields and arguments is None:
+        rule = _payload_rule(name)
+        if rule is None:
             plain.append(name)
-            continue
-        payload: JSONObject = {"allOf": []}
-        required = []
-        if fields:
-            payload["allOf"].append({"type": "object", "required": fields})
-            required = ["payload"]
-        if arguments is not None:
-            schema = arguments.payload_schema()
-            try:
-                check_payload({}, arguments)
-            except InvalidJob:  # {} does not fit: the payload must be given
-                required = ["payload"]
-                payload["allOf"].append(schema)
-            else:
-                payload["allOf"].append({"anyOf": [{"type": "null"}, schema]})
-        rule: JSONObject = {"properties": {"type": {"const": name}, "payload": payload}}
-        if required:
-            rule["required"] = required
-        ruled.append(rule)
+        else:
+            ruled.append(rule)
     if not ruled:
         return []
     return [{"anyOf": [{"properties": {"type": {"enum": plain}}}, *ruled]}] if plain else [
         {"anyOf": ruled}]
+
+
+def _payload_rule(name: str) -> JSONObject | None:
+    """The rule of one type's payload; None for a type with no rule of its own."""
+    unique = getattr(get_handler(name), "unique", None)
+    fields = list(getattr(unique, "fields", None) or ())
+    arguments = typed_arguments(name)
+    if not fields and arguments is None:
+        return None
+    all_of: list[JSONObject] = []
+    required = []
+    if fields:
+        all_of.append({"type": "object", "required": fields})
+        required = ["payload"]
+    if arguments is not None:
+        schema, needed = _arguments_rule(arguments)
+        all_of.append(schema)
+        if needed:
+            required = ["payload"]
+    rule: JSONObject = {"properties": {"type": {"const": name}, "payload": {"allOf": all_of}}}
+    if required:
+        rule["required"] = required
+    return rule
+
+
+def _arguments_rule(arguments: ArgumentSpec) -> tuple[JSONObject, bool]:
+    """A typed handler's arguments as the payload's schema, and whether the payload must be
+    given: where ``{}`` fits them, a payload left out or null stands for it."""
+    schema = arguments.payload_schema()
+    try:
+        check_payload({}, arguments)
+    except InvalidJob:  # {} does not fit: the payload must be given
+        return schema, True
+    return {"anyOf": [{"type": "null"}, schema]}, False
 
 
 def _callback_url_schema() -> JSONObject:

@@ -27,6 +27,7 @@ from django_jobs.models.updated import updated_since
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONObject
+    from django_jobs.models.managers import JobQuerySet
 
 LIST_PARAMETERS = ("status", "type", "queue", "since", "limit", "cursor")
 
@@ -98,23 +99,29 @@ def filtered(query: QueryDict, using: str | None = None) -> tuple[QuerySet, date
     expects few jobs of is looked for among the newest jobs only (``models/newest.py``), the
     ``created_at`` those start at, else None. ``since`` lifts that bound, as a period does in
     the admin: the list is then as long as the client asked for."""
-    jobs, wanted = Job.objects.using(using or reads.read_database()), None
-    if "status" in query:
-        wanted = query.get("status", "").split(",")
-        bad = [s for s in wanted if s not in Job.Status.values]
-        if bad:
-            raise ApiError.bad_request(
-                "status", f"unknown status {_shown(bad[0])}; one of {', '.join(Job.Status.values)}"
-            )
-        jobs = jobs.in_states(*wanted)
+    jobs, wanted = _of_states(Job.objects.using(using or reads.read_database()), query)
     for name in ("type", "queue"):
         if name in query:
             jobs = jobs.filter(**{name: query[name]})
     if "since" in query:
-        jobs = updated_since(jobs, _since(query.get("since", "")), wanted)
-    if ("type" in query or "queue" in query) and "since" not in query:
+        return updated_since(jobs, _since(query.get("since", "")), wanted), None
+    if "type" in query or "queue" in query:
         return bounded_if_rare(jobs)
     return jobs, None
+
+
+def _of_states(jobs: JobQuerySet, query: QueryDict) -> tuple[QuerySet, list[str] | None]:
+    """The jobs in the states ``status`` names (comma-separated), and those states; all the
+    jobs and None without ``status``. A 400 names the first unknown state."""
+    if "status" not in query:
+        return jobs, None
+    wanted = query.get("status", "").split(",")
+    bad = [s for s in wanted if s not in Job.Status.values]
+    if bad:
+        raise ApiError.bad_request(
+            "status", f"unknown status {_shown(bad[0])}; one of {', '.join(Job.Status.values)}"
+        )
+    return jobs.in_states(*wanted), wanted
 
 
 @endpoint({"GET": READ})

@@ -12,6 +12,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
+from datetime import datetime
 from typing import Any
 
 from django.apps import apps
@@ -93,14 +94,7 @@ def build_result(
 ) -> TaskResult:
     """The TaskResult of ``job`` as it stands in the database."""
     counted = [a for a in attempts if a.outcome != JobAttempt.Outcome.RELEASED]
-    worker_ids = [a.worker_id for a in counted]
-    starts = [a.started_at for a in counted]
-    if job.status == Job.Status.PROCESSING:
-        worker_ids.append(job.worker_id)
-    # job.started_at is when the latest counted attempt was claimed (a hand-back clears it);
-    # an attempt row starts a moment later, when its thread picks it up.
-    if job.started_at:
-        starts.append(job.started_at)
+    starts = _starts(job, counted)
     payload = job.payload if isinstance(job.payload, dict) else {}
     result: TaskResult = TaskResult(
         task=task,
@@ -113,17 +107,41 @@ def build_result(
         args=payload.get("args", []),
         kwargs=payload.get("kwargs", {}),
         backend=alias,
-        errors=[task_error(a.error) for a in counted if a.error],
-        worker_ids=worker_ids,
+        errors=_errors(job, counted),
+        worker_ids=_worker_ids(job, counted),
     )
-    if job.status == Job.Status.CANCELED and not result.errors:
-        result.errors.append(task_error(job.error or {
-            "type": "JobCanceled", "message": "canceled before it ran",
-            "traceback": "django_jobs.exceptions.JobCanceled: canceled before it ran\n",
-        }))
     if job.status == Job.Status.COMPLETED:
         object.__setattr__(result, "_return_value", job.result)
     return result
+
+
+def _starts(job: Job, counted: Sequence[JobAttempt]) -> list[datetime]:
+    """When each counted attempt started. job.started_at is when the latest counted attempt
+    was claimed (a hand-back clears it); an attempt row starts a moment later, when its thread
+    picks it up."""
+    starts = [a.started_at for a in counted]
+    if job.started_at:
+        starts.append(job.started_at)
+    return starts
+
+
+def _worker_ids(job: Job, counted: Sequence[JobAttempt]) -> list[str]:
+    """The workers of the counted attempts, and of the one running now."""
+    worker_ids = [a.worker_id for a in counted]
+    if job.status == Job.Status.PROCESSING:
+        worker_ids.append(job.worker_id)
+    return worker_ids
+
+
+def _errors(job: Job, counted: Sequence[JobAttempt]) -> list[TaskError]:
+    """The counted attempts' errors; a job canceled without one has the cancel's."""
+    errors = [task_error(a.error) for a in counted if a.error]
+    if job.status == Job.Status.CANCELED and not errors:
+        errors.append(task_error(job.error or {
+            "type": "JobCanceled", "message": "canceled before it ran",
+            "traceback": "django_jobs.exceptions.JobCanceled: canceled before it ran\n",
+        }))
+    return errors
 
 
 FINISHED = (Job.Status.COMPLETED, Job.Status.DEAD, Job.Status.CANCELED)

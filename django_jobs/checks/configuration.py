@@ -22,32 +22,41 @@ if TYPE_CHECKING:
 
 @register()
 def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: object) -> list:
-    problems: list = []
     user = getattr(settings, "DJANGO_JOBS", {}) or {}
     if not isinstance(user, dict):
         return [Error("DJANGO_JOBS must be a dict", id="django_jobs.E001")]
-    for key in sorted(set(user) - set(DEFAULTS)):
-        problems.append(Error(f"DJANGO_JOBS has an unknown key {key!r}", id="django_jobs.E002",
-                              hint=f"known keys: {', '.join(sorted(DEFAULTS))}"))
+    return [*check_unknown_keys(user), *check_limits(), *check_log_levels(),
+            *check_timing(), *check_jobs_alias(), *check_read_replica()]
+
+
+def check_unknown_keys(user: dict) -> list:
+    return [Error(f"DJANGO_JOBS has an unknown key {key!r}", id="django_jobs.E002",
+                  hint=f"known keys: {', '.join(sorted(DEFAULTS))}")
+            for key in sorted(set(user) - set(DEFAULTS))]
+
+
+def check_limits() -> list:
+    """``MAX_ATTEMPTS``, the payload's and result's size limits, the clock skew warning."""
+    problems = []
     max_attempts = jobs_settings.MAX_ATTEMPTS
     if not isinstance(max_attempts, int) or max_attempts < 1:
         problems.append(Error("DJANGO_JOBS['MAX_ATTEMPTS'] must be a positive integer",
                               id="django_jobs.E003"))
     for key in ("MAX_PAYLOAD_BYTES", "MAX_RESULT_BYTES"):
         limit = getattr(jobs_settings, key)
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
-                                  or limit < 1):
+        if limit is not None and not _positive_int(limit):
             problems.append(Error(f"DJANGO_JOBS[{key!r}] must be a positive integer or None",
                                   id="django_jobs.E004"))
-    skew = jobs_settings.CLOCK_SKEW_WARNING_SECONDS
-    if skew is not None and (not isinstance(skew, int | float) or isinstance(skew, bool)
-                             or skew < 0):
+    if not _seconds_or_none(jobs_settings.CLOCK_SKEW_WARNING_SECONDS):
         problems.append(Error("DJANGO_JOBS['CLOCK_SKEW_WARNING_SECONDS'] must be a number of "
                               "seconds (0 or more) or None", id="django_jobs.E005"))
-    problems.extend(check_log_levels())
-    horizon = jobs_settings.HORIZON_WARNING_SECONDS
-    if horizon is not None and (not isinstance(horizon, int | float) or isinstance(horizon, bool)
-                                or horizon < 0):
+    return problems
+
+
+def check_timing() -> list:
+    """The horizon warning's seconds, and a lease long enough for two heartbeats."""
+    problems: list = []
+    if not _seconds_or_none(jobs_settings.HORIZON_WARNING_SECONDS):
         problems.append(Error("DJANGO_JOBS['HORIZON_WARNING_SECONDS'] must be a number of "
                               "seconds (0 or more) or None", id="django_jobs.E007"))
     lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
@@ -57,33 +66,49 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: obj
             "worker may lose its lease and see its jobs run twice",
             id="django_jobs.W001",
         ))
-    problems.extend(check_jobs_alias())
-    problems.extend(check_read_replica())
     return problems
 
 
 def check_read_replica() -> list:
     """``READ_REPLICA``: None, or an alias of ``DATABASES``; its lag bound and fallback time:
     seconds."""
-    problems = []
-    replica = jobs_settings.READ_REPLICA
-    if replica is not None and not (isinstance(replica, str) and replica in settings.DATABASES):
-        known = ", ".join(repr(alias) for alias in settings.DATABASES)
-        problems.append(Error(
-            f"DJANGO_JOBS['READ_REPLICA'] is {replica!r}, not an alias of DATABASES",
-            id="django_jobs.E040",
-            hint=f"name one of {known}, or None to read the jobs' database",
-        ))
+    problems = check_replica_alias()
     for key, may_be_none in (("READ_REPLICA_MAX_LAG_SECONDS", True),
                              ("READ_REPLICA_FALLBACK_SECONDS", False)):
         value = getattr(jobs_settings, key)
         if value is None and may_be_none:
             continue
-        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        if not (_number(value) and value > 0):
             problems.append(Error(
                 f"DJANGO_JOBS[{key!r}] is {value!r}, not a positive number of seconds"
                 + (" or None" if may_be_none else ""), id="django_jobs.E041"))
     return problems
+
+
+def check_replica_alias() -> list:
+    replica = jobs_settings.READ_REPLICA
+    if replica is None or (isinstance(replica, str) and replica in settings.DATABASES):
+        return []
+    known = ", ".join(repr(alias) for alias in settings.DATABASES)
+    return [Error(
+        f"DJANGO_JOBS['READ_REPLICA'] is {replica!r}, not an alias of DATABASES",
+        id="django_jobs.E040",
+        hint=f"name one of {known}, or None to read the jobs' database",
+    )]
+
+
+def _number(value: object) -> bool:
+    """An int or a float, not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and not value < 1
+
+
+def _seconds_or_none(value: object) -> bool:
+    """None, or a number of seconds: 0 or more."""
+    return value is None or (_number(value) and not value < 0)  # type: ignore[operator]
 
 
 def check_log_levels() -> list:

@@ -56,13 +56,24 @@ def classify(exc: BaseException) -> str:
         return REFUSAL  # the statement could not even be encoded (a value psycopg cannot send)
     state = sqlstate(exc)
     if state is not None:
-        return SQLSTATES.get(state) or SQLSTATES.get(state[:2]) or REFUSAL
+        return _by_sqlstate(state)
     number = mysql_error_number(exc.__cause__)
     if number is not None:
-        server = 1000 <= number < 2000 or number >= 3000  # not the OS's, not the client's
-        return MYSQL_ERRORS.get(number, REFUSAL if server else OUTAGE)
+        return _by_mysql_number(number)
     # No code: SQLite's "database is locked" and lost links are OperationalErrors.
     return OUTAGE if isinstance(exc, OperationalError) else REFUSAL
+
+
+def _by_sqlstate(state: str) -> str:
+    """PostgreSQL's SQLSTATE: the code's own entry, else its class's, else a refusal."""
+    return SQLSTATES.get(state) or SQLSTATES.get(state[:2]) or REFUSAL
+
+
+def _by_mysql_number(number: int) -> str:
+    """MariaDB's or MySQL's error number: its entry, else a refusal if the server sent it, an
+    outage if the operating system or the client library did."""
+    server = 1000 <= number < 2000 or number >= 3000  # not the OS's, not the client's
+    return MYSQL_ERRORS.get(number, REFUSAL if server else OUTAGE)
 
 
 def mysql_error_number(cause: BaseException | None) -> int | None:

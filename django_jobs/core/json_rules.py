@@ -50,31 +50,44 @@ def storable_json(value: object, max_bytes: int | None = None, limit_name: str =
         text = _encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise NotStorable(f"is not JSON: {exc}") from None
+    size = _utf8_size(text, value)
+    _refuse_nul(text, value)
+    _refuse_deep(text, value)
+    if max_bytes is not None and size > max_bytes:
+        raise NotStorable(f"is {size} bytes of JSON, more than {limit_name or 'the limit'} "
+                          f"({max_bytes} bytes)")
+    return text
+
+
+def _utf8_size(text: str, value: object) -> int:
+    """The size of ``value``'s JSON ``text`` in UTF-8; NotStorable if it holds a lone
+    surrogate, which UTF-8 cannot encode."""
     if text.isascii():
-        size = len(text)
-    else:
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError:
-            raise NotStorable(
-                "holds a lone surrogate (\\ud800-\\udfff, half of a UTF-16 pair)"
-                f"{_locate(value, _has_surrogate) or ''}: the database cannot store it"
-            ) from None
+        return len(text)
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise NotStorable(
+            "holds a lone surrogate (\\ud800-\\udfff, half of a UTF-16 pair)"
+            f"{_locate(value, _has_surrogate) or ''}: the database cannot store it"
+        ) from None
+
+
+def _refuse_nul(text: str, value: object) -> None:
     # A NUL is written as \u0000 (so is a backslash followed by "u0000", hence the walk).
     if "\\u0000" in text:
         where = _locate(value, _has_nul)
         if where is not None:
             raise NotStorable(f"holds a NUL character (\\u0000){where}: "
                               "the database cannot store it")
+
+
+def _refuse_deep(text: str, value: object) -> None:
     if text.count("[") + text.count("{") > MAX_NESTING:  # each level opens one at least
         depth = nesting(value)
         if depth > MAX_NESTING:
             raise NotStorable(f"nests arrays and objects {depth} levels deep, more than "
                               f"{MAX_NESTING}: the database cannot store it")
-    if max_bytes is not None and size > max_bytes:
-        raise NotStorable(f"is {size} bytes of JSON, more than {limit_name or 'the limit'} "
-                          f"({max_bytes} bytes)")
-    return text
 
 
 def nesting(value: object) -> int:
@@ -115,16 +128,28 @@ def _locate(value: object, bad: Callable[[str], bool]) -> str | None:
         item, path = stack.pop()
         if isinstance(item, str):
             if bad(item):
-                return f" at {_shown(path)}" if path else ""
+                return _at(path)
         elif isinstance(item, dict):
-            for key, part in item.items():
-                if isinstance(key, str) and bad(key):
-                    quoted = repr(key[:QUOTED_KEY]) + ("..." if len(key) > QUOTED_KEY else "")
-                    return f" in the key {quoted}" + (f" at {_shown(path)}" if path else "")
-                stack.append((part, f"{path}[{_key(key)}]"))
+            in_key = _bad_key(item, path, bad)
+            if in_key is not None:
+                return in_key
+            stack.extend((part, f"{path}[{_key(key)}]") for key, part in item.items())
         elif isinstance(item, list | tuple):
             stack.extend((part, f"{path}[{index}]") for index, part in enumerate(item))
     return None
+
+
+def _bad_key(item: dict[object, object], path: str, bad: Callable[[str], bool]) -> str | None:
+    """Words for the first key of ``item`` that is ``bad``, or None."""
+    for key in item:
+        if isinstance(key, str) and bad(key):
+            quoted = repr(key[:QUOTED_KEY]) + ("..." if len(key) > QUOTED_KEY else "")
+            return f" in the key {quoted}" + _at(path)
+    return None
+
+
+def _at(path: str) -> str:
+    return f" at {_shown(path)}" if path else ""
 
 
 def _key(key: object) -> str:

@@ -10,17 +10,17 @@ from typing import ParamSpec, TypeVar
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
-from django_jobs.core.handler_arguments import ArgumentSpec
 from django_jobs.core.retry import Backoff, as_backoff
 from django_jobs.core.typed_handler import JobHandler
 from django_jobs.exceptions import PermanentError
+from django_jobs.handlers.handler_arguments import ArgumentSpec
 
 TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 
 ExceptionTypes = tuple[type[BaseException], ...]
 # A crash's policies: give the lost attempt back, or count it as a failed attempt.
 ON_CRASH = ("retry", "fail")
-# A handler: called with its arguments (the job's payload: ``core/handler_arguments.py``);
+# A handler: called with its arguments (the job's payload: ``handlers/handler_arguments.py``);
 # returns its result (or an awaitable of it).
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -52,7 +52,7 @@ def storable(value: object, depth: int = 0) -> JSONValue:
     """``value`` as plain JSON the database stores: storable strings (keys too), lists for
     tuples and sets, finite numbers, what Django's JSON encoder knows (dates, decimals, UUIDs)
     as its strings, and anything else as its repr."""
-    if value is None or value is True or value is False or type(value) is int:
+    if _plain(value):
         return value
     if isinstance(value, str):
         return storable_text(value, ERROR_TEXT_LIMIT)
@@ -62,6 +62,16 @@ def storable(value: object, depth: int = 0) -> JSONValue:
         return {storable_text(_key(k)): storable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [storable(item, depth + 1) for item in value]
+    return _storable_other(value, depth)
+
+
+def _plain(value: object) -> bool:
+    """Whether ``value`` is stored as it is: None, a bool or a plain int."""
+    return value is None or value is True or value is False or type(value) is int
+
+
+def _storable_other(value: object, depth: int) -> JSONValue:
+    """A number, or what Django's JSON encoder turns into JSON, or else its repr."""
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
     if isinstance(value, int):  # bool and int subclasses: as plain int

@@ -4,7 +4,7 @@ job of its type from its own arguments, typed for the type checker.
 ``send_email.enqueue(order_id=1)`` takes exactly the handler's parameters (``ParamSpec``: mypy
 refuses ``send_email.enqueue(order_id="x")``); the job's options go apart, before the
 arguments, the shape of Django's ``@task``: ``send_email.using(priority=5).enqueue(order_id=1)``.
-The arguments are checked in the caller (``core/handler_arguments.py``) and stored as the job's
+The arguments are checked in the caller (``handlers/handler_arguments.py``) and stored as the job's
 JSON payload through ``Job.enqueue`` and its siblings, so the row is the one ``Job.enqueue``
 writes.
 
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from django_jobs.core.handler_arguments import ArgumentSpec
 from django_jobs.exceptions import InvalidJob
+from django_jobs.handlers.handler_arguments import ArgumentSpec
 
 if TYPE_CHECKING:
     from django_jobs.models import Job

@@ -20,8 +20,8 @@ from django_jobs.core.settings import jobs_settings
 from django_jobs.exceptions import InvalidJob, UnknownJobType
 
 if TYPE_CHECKING:
-    from django_jobs.core.handler_arguments import ArgumentSpec
     from django_jobs.core.json_rules import JSONValue
+    from django_jobs.handlers.handler_arguments import ArgumentSpec
 
 PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
 PRIORITY_MIN, PRIORITY_MAX = -100, 100
@@ -55,7 +55,7 @@ def check_payload(payload: object, arguments: ArgumentSpec | None = None) -> JSO
     storable JSON (``jsonvalues``) within MAX_PAYLOAD_BYTES, else InvalidJob naming payload.
 
     With ``arguments`` (``typed_arguments(type)``), the payload must also fit a typed handler's
-    arguments (``core/handler_arguments.py``)."""
+    arguments (``handlers/handler_arguments.py``)."""
     if payload is None:
         payload = {}
     else:

@@ -29,10 +29,21 @@ def oldest_ready(jobs: JobQuerySet, now: datetime) -> datetime | None:
     run_at within a status: one probe per ready state.
     """
     if connections[jobs.db].vendor == "mysql":
-        found = [jobs.filter(status=status).order_by("run_at").values_list("run_at", flat=True)
-                 .first() for status in READY_STATES]
-        due = [run_at for run_at in found if run_at is not None and run_at <= now]
-        return min(due, default=None)
+        return _oldest_by_state(jobs, now)
+    return _oldest_by_priority(jobs, now)
+
+
+def _oldest_by_state(jobs: JobQuerySet, now: datetime) -> datetime | None:
+    """MariaDB: each ready state's earliest job, the earliest of those due by ``now``."""
+    found = [jobs.filter(status=status).order_by("run_at").values_list("run_at", flat=True)
+             .first() for status in READY_STATES]
+    due = [run_at for run_at in found if run_at is not None and run_at <= now]
+    return min(due, default=None)
+
+
+def _oldest_by_priority(jobs: JobQuerySet, now: datetime) -> datetime | None:
+    """PostgreSQL: each priority's earliest due job, highest priority first, each probe
+    starting below the priority the last one found."""
     ready = jobs.in_states(*READY_STATES).filter(run_at__lte=now).order_by("-priority", "run_at")
     oldest, priority = None, None
     for _ in range(PRIORITIES_PROBED):

@@ -39,59 +39,97 @@ def _int(value: Any) -> int | None:
 
 @register.inclusion_tag("admin/date_hierarchy.html")
 def jobs_date_hierarchy(cl: Any) -> dict[str, Any]:
-    name = cl.date_hierarchy
-    fields = {part: f"{name}__{part}" for part in ("year", "month", "day")}
-    year, month, day = (_int(cl.params.get(fields[p])) for p in ("year", "month", "day"))
-    verbose = cl.model._meta.get_field(name).verbose_name
-
-    def link(filters: dict[str, int]) -> str:
-        return cl.get_query_string(filters, [f"{name}__"])
-
-    base = {"show": True, "field_name": verbose}
-    if year and month and day:
-        chosen = datetime.date(year, month, day)
-        return {**base,
-                "back": {"link": link({fields["year"]: year, fields["month"]: month}),
-                         "title": capfirst(formats.date_format(chosen, "YEAR_MONTH_FORMAT"))},
-                "choices": [{"title": capfirst(formats.date_format(chosen, "MONTH_DAY_FORMAT"))}]}
+    drill = _DateDrill(cl)
+    chosen = drill.chosen_day()
+    if chosen is not None:
+        return drill.one_day(chosen)
     span = date_span(cl)
     if not span["first"]:  # nothing in this period: offer the way back only
-        return {**base, "back": {"link": link({}), "title": "All dates"}, "choices": []} if (
-            year) else {"show": False}
-    # In the zone the year/month/day lookups filter in: the current one with USE_TZ, the
-    # values as stored (in TIME_ZONE) without.
-    first, last = (timezone.localtime(span[k]) if timezone.is_aware(span[k]) else span[k]
-                   for k in ("first", "last"))
-    if not year:
-        if first.year != last.year:
-            return {**base, "choices": [
-                {"link": link({fields["year"]: y}), "title": str(y)}
-                for y in range(first.year, last.year + 1)
-            ]}
-        year = first.year
-    if not month and first.month == last.month:
-        month = first.month
-    if year and month:
-        days = range(first.day, last.day + 1) if (first.year, first.month) == (
-            last.year, last.month) else range(1, calendar.monthrange(year, month)[1] + 1)
-        return {**base,
-                "back": {"link": link({fields["year"]: year}), "title": str(year)},
-                "choices": [
-                    {"link": link({fields["year"]: year, fields["month"]: month,
-                                   fields["day"]: d}),
-                     "title": capfirst(formats.date_format(datetime.date(year, month, d),
-                                                           "MONTH_DAY_FORMAT"))}
-                    for d in days
-                ]}
-    return {**base,
-            "back": {"link": link({}), "title": "All dates"},
-            "choices": [
-                {"link": link({fields["year"]: year, fields["month"]: m}),
-                 "title": capfirst(formats.date_format(datetime.date(year, m, 1),
-                                                       "YEAR_MONTH_FORMAT"))}
-                for m in range(first.month if first.year == year else 1,
-                               (last.month if last.year == year else 12) + 1)
-            ]}
+        return drill.back_only() if drill.year else {"show": False}
+    first, last = _local(span["first"]), _local(span["last"])
+    if not drill.year and first.year != last.year:
+        return drill.years(first.year, last.year)
+    year, month = drill.period(first, last)
+    return drill.days(year, month, first, last) if month else drill.months(year, first, last)
+
+
+def _local(value: datetime.datetime) -> datetime.datetime:
+    """``value`` in the zone the year/month/day lookups filter in: the current one with
+    USE_TZ, the value as stored (in TIME_ZONE) without."""
+    return timezone.localtime(value) if timezone.is_aware(value) else value
+
+
+class _DateDrill:
+    """The drill-down of one change list: the period it shows (the year, month and day in its
+    query string) and the choices each level offers."""
+
+    def __init__(self, cl: Any) -> None:
+        self.cl = cl
+        self.name = cl.date_hierarchy
+        self.fields = {part: f"{self.name}__{part}" for part in ("year", "month", "day")}
+        self.year, self.month, self.day = (_int(cl.params.get(self.fields[p]))
+                                           for p in ("year", "month", "day"))
+        verbose = cl.model._meta.get_field(self.name).verbose_name
+        self.base = {"show": True, "field_name": verbose}
+
+    def chosen_day(self) -> datetime.date | None:
+        if self.year and self.month and self.day:
+            return datetime.date(self.year, self.month, self.day)
+        return None
+
+    def period(self, first: datetime.date, last: datetime.date) -> tuple[int, int | None]:
+        """The year and month whose days or months to offer: those chosen, else the span's
+        own where the first and the last job share it."""
+        year = self.year or first.year
+        month = self.month or (first.month if first.month == last.month else None)
+        return year, month
+
+    def link(self, *period: int) -> str:
+        """The list's query string for the period (year, then month, then day)."""
+        filters = dict(zip((self.fields[p] for p in ("year", "month", "day")), period,
+                           strict=False))
+        return self.cl.get_query_string(filters, [f"{self.name}__"])
+
+    def one_day(self, chosen: datetime.date) -> dict[str, Any]:
+        return {**self.base,
+                "back": {"link": self.link(chosen.year, chosen.month),
+                         "title": _formatted(chosen, "YEAR_MONTH_FORMAT")},
+                "choices": [{"title": _formatted(chosen, "MONTH_DAY_FORMAT")}]}
+
+    def back_only(self) -> dict[str, Any]:
+        return {**self.base, "back": {"link": self.link(), "title": "All dates"}, "choices": []}
+
+    def years(self, first: int, last: int) -> dict[str, Any]:
+        return {**self.base, "choices": [{"link": self.link(y), "title": str(y)}
+                                         for y in range(first, last + 1)]}
+
+    def months(self, year: int, first: datetime.date, last: datetime.date) -> dict[str, Any]:
+        """The months of ``year`` between the first and the last job."""
+        months = range(first.month if first.year == year else 1,
+                       (last.month if last.year == year else 12) + 1)
+        return {**self.base,
+                "back": {"link": self.link(), "title": "All dates"},
+                "choices": [{"link": self.link(year, m),
+                             "title": _formatted(datetime.date(year, m, 1), "YEAR_MONTH_FORMAT")}
+                            for m in months]}
+
+    def days(self, year: int, month: int, first: datetime.date,
+             last: datetime.date) -> dict[str, Any]:
+        """The days of the month: between the first and the last job if both are in it."""
+        if (first.year, first.month) == (last.year, last.month):
+            days = range(first.day, last.day + 1)
+        else:
+            days = range(1, calendar.monthrange(year, month)[1] + 1)
+        return {**self.base,
+                "back": {"link": self.link(year), "title": str(year)},
+                "choices": [{"link": self.link(year, month, d),
+                             "title": _formatted(datetime.date(year, month, d),
+                                                 "MONTH_DAY_FORMAT")}
+                            for d in days]}
+
+
+def _formatted(date: datetime.date, format_name: str) -> str:
+    return capfirst(formats.date_format(date, format_name))
 
 
 def date_span(cl: Any) -> dict[str, Any]:

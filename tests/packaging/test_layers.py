@@ -2,9 +2,10 @@
 
 ::
 
-    core  <-  models  <-  engine  <-  worker | features  <-  checks  <-  faces  <-  wiring
+    core | handlers <- models <- engine <- worker | features <- checks <- faces <- wiring
 
-A module's layer is the first folder under ``django_jobs/`` it sits in (``core/``,
+A module's layer is the first folder under ``django_jobs/`` it sits in (``core/`` and
+``handlers/``, a handler's typed arguments, are the base together;
 ``models/``, ``engine/``, ``worker/``, ``features/``, ``checks/``; the faces ``admin/``,
 ``api/``, ``backends/``, ``management/``, ``templatetags/``); the root holds only the public
 surface. One rule covers them all: a module imports only modules of its own folder or of a
@@ -46,7 +47,7 @@ ROOT = Path(django_jobs.__file__).parent
 
 # Rank of each layer; a module may import a module of a lower rank, or of its own folder.
 RANKS = {
-    "base": 0,      # core/, and the root's signals and exceptions
+    "base": 0,      # core/, handlers/, and the root's signals and exceptions
     "models": 1,
     "engine": 2,
     "worker": 3,
@@ -61,11 +62,12 @@ DATABASE_FOLDERS = ("django_jobs.engine.postgres", "django_jobs.engine.mariadb")
 FACTORY = "django_jobs.engine"
 FACES = ("admin", "api", "backends", "management", "templatetags")
 BASE_AT_ROOT = ("signals", "exceptions")
+BASE_FOLDERS = ("core", "handlers")  # one layer: the registry in core/ reads handlers' arguments
 WIRING_AT_ROOT = ("apps", "testing", "pytest_plugin")
 # What may sit at the root: the public surface and the layers' folders (and Django's own).
 ROOT_ENTRIES = {
     "__init__.py", "apps.py", "signals.py", "exceptions.py", "testing.py", "pytest_plugin.py",
-    "py.typed", "core", "models", "engine", "worker", "features", "checks", *FACES,
+    "py.typed", "core", "handlers", "models", "engine", "worker", "features", "checks", *FACES,
     "migrations", "static", "templates",
 }
 
@@ -78,6 +80,8 @@ def folder(module: str) -> str:
     top = parts[0]
     if top == "templatetags":
         return "admin"  # the admin's template tags
+    if top in BASE_FOLDERS:
+        return "core"
     if len(parts) == 1 and top in BASE_AT_ROOT:
         return "core"
     if len(parts) == 1 and top in WIRING_AT_ROOT:
@@ -225,6 +229,9 @@ def test_the_rule_sees_an_import_that_goes_up():
     assert allowed("django_jobs.apps", "django_jobs.features.unique")
     assert not allowed("django_jobs.models.jobs", "django_jobs.engine.verbs")
     assert allowed("django_jobs.core.states", "django_jobs.signals")
+    assert allowed("django_jobs.core.registry", "django_jobs.handlers.handler_arguments")
+    assert allowed("django_jobs.handlers.handler_arguments", "django_jobs.core.json_rules")
+    assert not allowed("django_jobs.handlers.argument_checks", "django_jobs.models.jobs")
     assert not allowed("django_jobs.worker.turn", "django_jobs.features.unique")
     assert not allowed("django_jobs.features.unique", "django_jobs.worker.execution")
     assert not allowed("django_jobs.engine.verbs", "django_jobs.api.views_jobs")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -109,6 +109,17 @@ def parse(name: str, options: object) -> ScheduleSpec:
     def bad(message: str) -> ImproperlyConfigured:
         return ImproperlyConfigured(f"DJANGO_JOBS['SCHEDULES'][{name!r}]: {message}")
 
+    checked = _known_options(name, options, bad)
+    values = {k: v for k, v in checked.items() if k in KEYS - {"every", "grace"}}
+    values.update(_timing(checked, bad))
+    _check_policies(checked, bad)
+    return ScheduleSpec(name=name, **values)
+
+
+def _known_options(name: object, options: object,
+                   bad: Callable[[str], ImproperlyConfigured]) -> dict[str, Any]:
+    """The options as a dict of known keys with a job type, under a name of 1 to 100
+    characters."""
     if not isinstance(name, str) or not 0 < len(name) <= 100:
         raise bad("the name must be a string of 1 to 100 characters")
     if not isinstance(options, dict):
@@ -118,32 +129,49 @@ def parse(name: str, options: object) -> ScheduleSpec:
         raise bad(f"unknown option(s) {', '.join(sorted(unknown))}")
     if not isinstance(options.get("type"), str):
         raise bad("needs a job 'type'")
+    return options
+
+
+def _timing(options: dict[str, Any],
+            bad: Callable[[str], ImproperlyConfigured]) -> dict[str, timedelta]:
+    """``every`` and ``grace`` as timedeltas, once the schedule is checked to have exactly
+    one of ``cron`` and ``every`` (a timezone for ``cron`` only)."""
     cron, every = options.get("cron"), options.get("every")
     if (cron is None) == (every is None):
         raise bad("give exactly one of 'cron' (an expression) and 'every' (seconds)")
-    values = {k: v for k, v in options.items() if k in KEYS - {"every", "grace"}}
+    timing = {}
     if cron is not None:
-        if not isinstance(cron, str) or len(cron.split()) != 5:
-            raise bad(f"cron {cron!r} must have five fields: minute hour day month weekday")
-        try:
-            tz = ZoneInfo(options.get("timezone", "UTC"))
-            CronSim(cron, datetime.now(tz))
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise bad(f"unknown timezone {options.get('timezone')!r}") from exc
-        except CronSimError as exc:
-            raise bad(f"cron {cron!r}: {exc}") from None
+        _check_cron(cron, options, bad)
     else:
-        values["every"] = _seconds(every, "every", bad, minimum=1)
+        timing["every"] = _seconds(every, "every", bad, minimum=1)
         if "timezone" in options:
             raise bad("'timezone' applies to 'cron' schedules only")
     if "grace" in options:
-        values["grace"] = _seconds(options["grace"], "grace", bad, minimum=0)
+        timing["grace"] = _seconds(options["grace"], "grace", bad, minimum=0)
+    return timing
+
+
+def _check_cron(cron: object, options: dict[str, Any],
+                bad: Callable[[str], ImproperlyConfigured]) -> None:
+    """A cron expression of five fields that cronsim reads, in a timezone that exists."""
+    if not isinstance(cron, str) or len(cron.split()) != 5:
+        raise bad(f"cron {cron!r} must have five fields: minute hour day month weekday")
+    try:
+        tz = ZoneInfo(options.get("timezone", "UTC"))
+        CronSim(cron, datetime.now(tz))
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise bad(f"unknown timezone {options.get('timezone')!r}") from exc
+    except CronSimError as exc:
+        raise bad(f"cron {cron!r}: {exc}") from None
+
+
+def _check_policies(options: dict[str, Any],
+                    bad: Callable[[str], ImproperlyConfigured]) -> None:
     if options.get("misfire", "coalesce") not in MISFIRE_POLICIES:
         raise bad(f"misfire must be one of {', '.join(MISFIRE_POLICIES)}")
     catchup = options.get("max_catchup", 100)
     if not isinstance(catchup, int) or isinstance(catchup, bool) or catchup < 1:
         raise bad("max_catchup must be a positive integer")
-    return ScheduleSpec(name=name, **values)
 
 
 def _seconds(value: object, key: str, bad: Callable[[str], ImproperlyConfigured],

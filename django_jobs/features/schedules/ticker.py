@@ -46,13 +46,7 @@ class Schedules(hooks.Feature):
 
 def tick(specs: dict[str, ScheduleSpec], now: datetime, worker_id: str = "") -> int:
     """Enqueue what is due for every schedule; returns the number of jobs this call enqueued."""
-    rows = {row.name: row for row in Schedule.objects.filter(name__in=list(specs))}
-    missing = [Schedule(name=name, next_run_at=specs[name].next_after(now), created_at=now,
-                        updated_at=now) for name in specs if name not in rows]
-    if missing:
-        Schedule.objects.bulk_create(missing, ignore_conflicts=True)
-        rows.update({row.name: row for row in Schedule.objects.filter(
-            name__in=[m.name for m in missing])})
+    rows = schedule_rows(specs, now)
     enqueued = 0
     for name, spec in specs.items():
         row = rows[name]
@@ -64,6 +58,19 @@ def tick(specs: dict[str, ScheduleSpec], now: datetime, worker_id: str = "") -> 
             logger.error("worker %s: schedule %s: cannot enqueue: %s", worker_id, name,
                          exc.messages)
     return enqueued
+
+
+def schedule_rows(specs: dict[str, ScheduleSpec], now: datetime) -> dict[str, Schedule]:
+    """The row of each schedule by name, those not there yet created (by this worker or, in a
+    race, another), first due after ``now``."""
+    rows = {row.name: row for row in Schedule.objects.filter(name__in=list(specs))}
+    missing = [Schedule(name=name, next_run_at=specs[name].next_after(now), created_at=now,
+                        updated_at=now) for name in specs if name not in rows]
+    if missing:
+        Schedule.objects.bulk_create(missing, ignore_conflicts=True)
+        rows.update({row.name: row for row in Schedule.objects.filter(
+            name__in=[m.name for m in missing])})
+    return rows
 
 
 def run_due(spec: ScheduleSpec, row: Schedule, now: datetime, worker_id: str = "") -> int:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from django_jobs.core.job_json import attempt_json, iso, job_json
 from django_jobs.exceptions import JobConflict
@@ -73,15 +73,7 @@ class Command(BaseCommand):
             self.change(action, options["job_ids"], options["json"])
 
     def list(self, options: dict[str, Any]) -> None:
-        jobs = Job.objects.order_by("-created_at", "-id")
-        if options["status"]:
-            jobs = jobs.filter(status__in=options["status"])
-        for field in ("type", "queue"):
-            if options[field] is not None:
-                jobs = jobs.filter(**{field: options[field]})
-        if options["since"] is not None:
-            jobs = jobs.filter(created_at__gte=options["since"])
-        found = list(jobs.defer("payload", "result")[: options["limit"]])
+        found = builtins.list(listed(options).defer("payload", "result")[: options["limit"]])
         if options["json"]:
             rows = [{key: value for key, value in job_json(job).items()
                      if key not in ("url", "payload", "result")} for job in found]
@@ -98,59 +90,29 @@ class Command(BaseCommand):
         job = Job.objects.filter(public_id=public_id).first()
         if job is None:
             raise CommandError(f"no job {public_id}")
-        attempts = list(job.attempts.order_by("number", "started_at"))
+        attempts = builtins.list(job.attempts.order_by("number", "started_at"))
         if as_json:
             self.stdout.write(json.dumps(job_json(job, attempts=attempts), indent=2))
             return
-        data = job_json(job)
-        for key in ("job_id", "type", "status", "queue", "priority", "attempt", "max_attempts",
-                    "run_at", "created_at", "started_at", "finished_at", "cancel_requested"):
-            self.stdout.write(field_line(key, "-" if data[key] is None else data[key]))
-        for key in ("payload", "result", "progress"):
-            if data[key] is not None:
-                self.stdout.write(field_line(key, json.dumps(data[key])))
-        if data["error"] is not None:
-            self.stdout.write("")
-            self.stdout.write("\n".join(error_lines(data["error"])))
+        self.stdout.write("\n".join(job_lines(job_json(job))))
         if attempts:
             self.stdout.write("")
-            shown = [attempt_json(a) for a in attempts]
-            rows = [(a["number"], a["outcome"], a["worker_id"], a["started_at"],
-                     a["duration_ms"], error_line(a["error"])) for a in shown]
-            self.stdout.write("\n".join(arguments.table(
-                ["attempt", "outcome", "worker", "started", "ms", "error"], rows)))
-            for a in shown:
-                if a["error"]:
-                    self.stdout.write("")
-                    self.stdout.write(f"attempt {a['number']} ({a['outcome']}):")
-                    self.stdout.write("\n".join(
-                        "  " + line for line in error_lines(a["error"])))
+            self.stdout.write("\n".join(attempts_lines([attempt_json(a) for a in attempts])))
 
     def change(self, verb: str, public_ids: builtins.list[str], as_json: bool) -> None:
-        wanted = builtins.list(dict.fromkeys(public_ids))
-        found = {job.public_id: job for job in Job.objects.filter(public_id__in=wanted)}
-        missing = [pk for pk in wanted if pk not in found]
-        if missing:
-            raise CommandError(f"no job {', '.join(missing)}: nothing was changed")
+        jobs = found_all(public_ids)
         method, rule = VERBS[verb]
-        results = [(found[pk], *self.act(method, found[pk])) for pk in wanted]
+        results = [(job, *self.act(method, job)) for job in jobs]
         if as_json:
-            self.stdout.write(json.dumps(
-                [{"job_id": job.public_id, "changed": changed,
-                  "status": None if why == GONE else job.status,
-                  "cancel_requested": job.cancel_requested, **({"why": why} if why else {})}
-                 for job, changed, why in results],
-                indent=2))
+            self.stdout.write(json.dumps([change_json(*result) for result in results],
+                                         indent=2))
         else:
-            for job, changed, why in results:
-                said = "asked to stop" if verb == "cancel" and job.status == Job.Status.PROCESSING \
-                    else job.status
-                self.stdout.write(f"{job.public_id}: {said}" if changed else
-                                  f"{job.public_id}: unchanged, {why or 'it is ' + job.status}")
-        unchanged = [why for _job, changed, why in results if not changed]
+            for result in results:
+                self.stdout.write(change_line(verb, *result))
+        unchanged = [why or rule for _job, changed, why in results if not changed]
         if unchanged:
-            reasons = "; ".join(dict.fromkeys(why or rule for why in unchanged))
-            raise CommandError(f"{len(unchanged)} of {len(results)} job(s) not changed: {reasons}")
+            raise CommandError(f"{len(unchanged)} of {len(results)} job(s) not changed: "
+                               f"{'; '.join(dict.fromkeys(unchanged))}")
 
     @staticmethod
     def act(method: Callable[[Job], bool], job: Job) -> tuple[bool, str]:
@@ -179,6 +141,71 @@ class Command(BaseCommand):
                 for name, row in sorted(by_queue.items())]
         rows.append(("(all)", *(totals[s] for s in statuses), sum(totals.values())))
         self.stdout.write("\n".join(arguments.table(["queue", *statuses, "total"], rows)))
+
+
+def found_all(public_ids: builtins.list[str]) -> builtins.list[Job]:
+    """The jobs of these public ids, each once, in the order given; CommandError naming those
+    that do not exist, before anything is changed."""
+    wanted = builtins.list(dict.fromkeys(public_ids))
+    found = {job.public_id: job for job in Job.objects.filter(public_id__in=wanted)}
+    missing = [pk for pk in wanted if pk not in found]
+    if missing:
+        raise CommandError(f"no job {', '.join(missing)}: nothing was changed")
+    return [found[pk] for pk in wanted]
+
+
+def listed(options: dict[str, Any]) -> QuerySet[Job]:
+    """The jobs ``list`` shows, newest first: of the statuses, type, queue asked for, created
+    since the time asked for."""
+    jobs = Job.objects.order_by("-created_at", "-id")
+    if options["status"]:
+        jobs = jobs.filter(status__in=options["status"])
+    for field in ("type", "queue"):
+        if options[field] is not None:
+            jobs = jobs.filter(**{field: options[field]})
+    if options["since"] is not None:
+        jobs = jobs.filter(created_at__gte=options["since"])
+    return jobs
+
+
+def job_lines(data: dict[str, Any]) -> builtins.list[str]:
+    """A job's fields, one a line, then its error (after a blank line) if it has one."""
+    lines = [field_line(key, "-" if data[key] is None else data[key])
+             for key in ("job_id", "type", "status", "queue", "priority", "attempt",
+                         "max_attempts", "run_at", "created_at", "started_at", "finished_at",
+                         "cancel_requested")]
+    lines += [field_line(key, json.dumps(data[key])) for key in ("payload", "result", "progress")
+              if data[key] is not None]
+    if data["error"] is not None:
+        lines += ["", *error_lines(data["error"])]
+    return lines
+
+
+def attempts_lines(shown: builtins.list[dict[str, Any]]) -> builtins.list[str]:
+    """A table of the attempts, then each attempt's error (after a blank line)."""
+    rows = [(a["number"], a["outcome"], a["worker_id"], a["started_at"],
+             a["duration_ms"], error_line(a["error"])) for a in shown]
+    lines = arguments.table(["attempt", "outcome", "worker", "started", "ms", "error"], rows)
+    for a in shown:
+        if a["error"]:
+            lines += ["", f"attempt {a['number']} ({a['outcome']}):",
+                      *("  " + line for line in error_lines(a["error"]))]
+    return lines
+
+
+def change_json(job: Job, changed: bool, why: str) -> dict[str, Any]:
+    return {"job_id": job.public_id, "changed": changed,
+            "status": None if why == GONE else job.status,
+            "cancel_requested": job.cancel_requested, **({"why": why} if why else {})}
+
+
+def change_line(verb: str, job: Job, changed: bool, why: str) -> str:
+    """What became of one job: its new status (a running job asked to stop), or why not."""
+    if not changed:
+        return f"{job.public_id}: unchanged, {why or 'it is ' + job.status}"
+    said = "asked to stop" if verb == "cancel" and job.status == Job.Status.PROCESSING \
+        else job.status
+    return f"{job.public_id}: {said}"
 
 
 def field_line(key: str, value: object) -> str:

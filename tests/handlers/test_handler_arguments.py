@@ -1,4 +1,4 @@
-"""A handler's own arguments as a payload (``core/handler_arguments.py``): checked at enqueue
+"""A handler's own arguments as a payload (``handlers/handler_arguments.py``): checked at enqueue
 with InvalidJob naming the argument, stored as JSON, given back typed to the handler."""
 
 import json
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_jobs import InvalidJob, PermanentError
-from django_jobs.core.handler_arguments import ArgumentSpec
+from django_jobs.handlers.handler_arguments import ArgumentSpec
 from tests.typed_jobs import Address, Line, Order, geocode, notify, send_email, ship
 
 pytestmark = pytest.mark.db_independent  # no database: once per Django in the whole suite

@@ -20,8 +20,8 @@ Annotations are checked where they are plain (``int``, ``str``, ``float``, ``boo
 ``TypedDict`` (its required and optional keys) or a pydantic model (its own validation, when
 pydantic is installed). Anything else is held only to the payload's JSON rule. A dataclass, a
 pydantic model and a tuple are stored as JSON and rebuilt for the handler. The checks per kind
-of type are in ``core/argument_checks.py``, the JSON Schema they accept in
-``core/argument_schema.py``, the reading of annotations in ``core/handler_annotations.py``.
+of type are in ``handlers/argument_checks.py``, the JSON Schema they accept in
+``handlers/argument_schema.py``, the reading of annotations in ``handlers/handler_annotations.py``.
 """
 
 from __future__ import annotations
@@ -35,19 +35,20 @@ from typing import Any, get_args, get_origin, is_typeddict
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_jobs.core.argument_checks import convert
-from django_jobs.core.argument_schema import json_schema, object_schema
-from django_jobs.core.handler_annotations import (
+from django_jobs.core.json_rules import NotStorable, storable_json
+from django_jobs.exceptions import InvalidJob, PermanentError
+from django_jobs.handlers.argument_checks import convert
+from django_jobs.handlers.argument_schema import json_schema, object_schema
+from django_jobs.handlers.handler_annotations import (
     EMPTY,
     UNCHECKED,
     Wrong,
     pydantic_model,
     resolved_hints,
 )
-from django_jobs.core.json_rules import NotStorable, storable_json
-from django_jobs.exceptions import InvalidJob, PermanentError
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def _takes_payload_whole(func: Callable[..., object], param: inspect.Parameter) -> bool:
@@ -67,6 +68,11 @@ def _takes_payload_whole(func: Callable[..., object], param: inspect.Parameter) 
     return (annotation in UNCHECKED or base in (dict, Mapping)
             or (isinstance(annotation, type) and dataclasses.is_dataclass(annotation))
             or is_typeddict(annotation) or pydantic_model(annotation) is not None)
+
+
+def _given_twice(kwargs: Mapping[str, object], by_position: set[str]) -> dict[str, str]:
+    return {name: "is given twice, by position and by name"
+            for name in kwargs if name in by_position}
 
 
 class ArgumentSpec:
@@ -169,27 +175,28 @@ class ArgumentSpec:
 
     def _binding_problem(self, args: Sequence[object], kwargs: Mapping[str, object],
                          exc: TypeError) -> dict[str, str]:
-        params = self.signature.parameters
-        positional = [p for p in params.values() if p.kind in _POSITIONAL]
+        positional = [p for p in self.signature.parameters.values() if p.kind in _POSITIONAL]
         if len(args) > len(positional):
             return {"arguments": f"{self.name} takes {len(positional)} positional "
                     f"argument(s), {len(args)} given"}
-        problems: dict[str, str] = {}
-        if self.var_keyword is None:
-            for name in kwargs:
-                if name not in params:
-                    problems[name] = (f"is not an argument of {self.name} (job options go "
-                                      f"in .using({name}=...))")
         by_position = {p.name for p in positional[:len(args)]}
-        for name in kwargs:
-            if name in by_position:
-                problems[name] = "is given twice, by position and by name"
-        for p in params.values():
-            if p.default is EMPTY and p.kind not in (inspect.Parameter.VAR_POSITIONAL,
-                                                     inspect.Parameter.VAR_KEYWORD) \
-                    and p.name not in kwargs and p.name not in by_position:
-                problems[p.name] = "is required"
+        problems = {**self._unknown_names(kwargs), **_given_twice(kwargs, by_position),
+                    **self._missing(kwargs, by_position)}
         return problems or {"arguments": str(exc)}
+
+    def _unknown_names(self, kwargs: Mapping[str, object]) -> dict[str, str]:
+        """The names given that are no argument (none is, with a ``**kwargs`` parameter)."""
+        if self.var_keyword is not None:
+            return {}
+        params = self.signature.parameters
+        return {name: f"is not an argument of {self.name} (job options go in "
+                      f".using({name}=...))" for name in kwargs if name not in params}
+
+    def _missing(self, kwargs: Mapping[str, object], by_position: set[str]) -> dict[str, str]:
+        """The arguments without a default given neither by position nor by name."""
+        return {p.name: "is required" for p in self.signature.parameters.values()
+                if p.default is EMPTY and p.kind not in _VARIADIC
+                and p.name not in kwargs and p.name not in by_position}
 
     # Run: the stored payload to the handler's call.
 

@@ -1,17 +1,52 @@
 """Reading a handler's annotations: their resolved hints, the names and the mismatches a check
 of a value against one reports (``Wrong``), and the kinds of type the checks know apart
-(``core/argument_checks.py``, ``core/argument_schema.py``)."""
+(``handlers/argument_checks.py``, ``handlers/argument_schema.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 import types
 import typing
-from typing import Any, get_origin, get_type_hints
+from collections.abc import Mapping, Sequence
+from typing import Any, Union, get_origin, get_type_hints
 
 EMPTY = inspect.Parameter.empty
 UNCHECKED = (EMPTY, Any, object)  # annotations held only to the payload's JSON rule
+WRAPPERS = (typing.Annotated, typing.Required, typing.NotRequired)  # checked as what they wrap
+SEQUENCES = (list, tuple, set, frozenset, Sequence)  # stored as a JSON array
+MAPPINGS = (dict, Mapping)  # stored as a JSON object
+
+
+def unchecked(annotation: object) -> bool:
+    """Whether ``annotation`` leaves its value to the payload's JSON rule alone."""
+    return annotation in UNCHECKED or isinstance(annotation, typing.TypeVar)
+
+
+def is_none(annotation: object) -> bool:
+    return annotation is None or annotation is type(None)
+
+
+def is_union(origin: object) -> bool:
+    """Whether ``origin`` is a union's, written ``Union[A, B]`` or ``A | B``."""
+    return origin is Union or origin is types.UnionType
+
+
+def fixed_length(base: object, args: tuple[Any, ...]) -> bool:
+    """Whether a sequence type is a tuple of one type per item (``tuple[int, str]``), not of
+    any length (``tuple[int, ...]``)."""
+    return base is tuple and bool(args) and not (len(args) == 2 and args[1] is Ellipsis)
+
+
+def init_fields(cls: Any) -> list[dataclasses.Field[Any]]:
+    """A dataclass's fields its constructor takes."""
+    return [f for f in dataclasses.fields(cls) if f.init]
+
+
+def required_field(field: dataclasses.Field[Any]) -> bool:
+    """Whether a dataclass's field has no default, so that its value must be given."""
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
 
 
 class Wrong(Exception):
