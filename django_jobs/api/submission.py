@@ -1,10 +1,11 @@
-"""Reading a ``POST /jobs`` body into ``Job.enqueue`` arguments, refusing anything odd."""
+"""Reading a ``POST /jobs`` body into ``Job.enqueue``'s arguments (``Submission``), refusing
+anything odd."""
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, cast
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
@@ -17,6 +18,7 @@ from django_jobs.api.constraints import (
     matches,
 )
 from django_jobs.api.errors import ApiError
+from django_jobs.core.contract import EnqueueKeywords
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import callback_url_problem
 
@@ -63,8 +65,36 @@ def read_body(request: HttpRequest) -> JSONObject:
     return data
 
 
-def enqueue_arguments(data: JSONObject) -> JSONObject:
-    """Keyword arguments for ``Job.enqueue`` from a submitted object (delay in milliseconds)."""
+class Submission(NamedTuple):
+    """A submitted job: ``Job.enqueue``'s type, payload and keyword options."""
+
+    type: str
+    payload: JSONValue
+    options: EnqueueKeywords
+
+
+def enqueue_arguments(data: JSONObject) -> Submission:
+    """``Job.enqueue``'s arguments from a submitted object (delay in milliseconds)."""
+    _check_names(data)
+    for name, value in data.items():  # each field named by itself: payload, type, ...
+        problem = _walk_problem(value, depth=2)
+        if problem:
+            raise ApiError.bad_request(name, problem)
+    data = {name: _whole(value) if name in INTEGER_FIELDS else value
+            for name, value in data.items()}
+    _check_queue(data.get("queue"))
+    _check_callback_url(data.get("callback_url"))
+    options: dict[str, object] = {  # their types checked by the engine
+        name: data[name] for name in ("priority", "queue", "max_attempts", "callback_url")
+        if data.get(name) is not None}
+    if data.get("delay") is not None:
+        options["delay"] = _delay(data["delay"])
+    return Submission(data["type"], data.get("payload"),
+                      cast("EnqueueKeywords", options))
+
+
+def _check_names(data: JSONObject) -> None:
+    """ApiError for an unknown field, a missing type or an internal one."""
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
         raise ApiError(400, f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(FIELDS)}",
@@ -73,21 +103,6 @@ def enqueue_arguments(data: JSONObject) -> JSONObject:
         raise ApiError.bad_request("type", "is required")
     if isinstance(data["type"], str) and data["type"].startswith(RESERVED_PREFIX):
         raise ApiError.bad_request("type", f"types starting {RESERVED_PREFIX!r} are internal")
-    for name, value in data.items():  # each field named by itself: payload, type, ...
-        problem = _walk_problem(value, depth=2)
-        if problem:
-            raise ApiError.bad_request(name, problem)
-    data = {name: _whole(value) if name in INTEGER_FIELDS else value
-             for name, value in data.items()}
-    _check_queue(data.get("queue"))
-    _check_callback_url(data.get("callback_url"))
-    arguments: JSONObject = {"type": data["type"], "payload": data.get("payload")}
-    for name in ("priority", "queue", "max_attempts", "callback_url"):
-        if data.get(name) is not None:
-            arguments[name] = data[name]
-    if data.get("delay") is not None:
-        arguments["delay"] = _delay(data["delay"])
-    return arguments
 
 
 def _whole(value: JSONValue) -> JSONValue:

@@ -70,7 +70,8 @@ class JobHandler(Generic[P, R]):
         on top of the ones this one has; options left None keep their value."""
         EnqueueOptions(**options)  # an unknown option is a TypeError here, as in a call
         given = {name: value for name, value in options.items() if value is not None}
-        return JobHandler(self.type, self.func, self.spec, {**self.options, **given})
+        return JobHandler(self.type, self.func, self.spec,
+                          {**self.options, **given})  # type: ignore[arg-type]  # EnqueueKeywords' own
 
     def bind(self, *args: P.args, **kwargs: P.kwargs) -> Arguments[P]:
         """These arguments checked and made a payload, for ``enqueue_many``; InvalidJob naming

@@ -1,8 +1,9 @@
 """The engine: the only code that writes jobs, as named verbs on one object per database.
 
 ``engine_for(using)`` gives the database's engine (``core/contract.engine``, which keeps one per
-database, made by ``make_engine``), its class chosen once from the connection's vendor: ``PostgresEngine`` (``engine/postgres/engine.py``: hand-written statements for
-enqueue, claim, finish and the turn), or the portable ORM implementation
+database, made by ``make_engine``), its class chosen once from the connection's vendor:
+``PostgresEngine`` (``engine/postgres/engine.py``: hand-written statements for enqueue, claim,
+finish and the turn), or the portable ORM implementation
 (``engine/verbs.py``, ``engine/staff.py``) with the claim of ``engine/portable.py``: row locks
 on MariaDB, none on SQLite. Its parts that know no database are the transition an outcome
 makes (``transition``) and what the writes put in the rows (``writes``).

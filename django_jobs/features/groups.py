@@ -152,7 +152,7 @@ def _callback(callback: str, callback_payload: object, callback_options: object,
     except InvalidJob as exc:
         raise InvalidJob({"callback_payload": "with the group's summary added: "
                           + " ".join(exc.messages)}) from None
-    return payload, options  # type: ignore[return-value]  # a mapping checked as JSON
+    return payload, options
 
 
 def batches(specs: list[tuple[str, JSONValue, dict[str, Any]]]

@@ -27,10 +27,10 @@ from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.moved_claims import apart_if_moved, claim_again_if_moved
 from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.portable import RowLockEngine
-from django_jobs.engine.postgres.enqueue import PostgresInserts
 from django_jobs.engine.postgres import prune, waiters
 from django_jobs.engine.postgres import statements as sql
 from django_jobs.engine.postgres.cursor import run
+from django_jobs.engine.postgres.enqueue import PostgresInserts
 from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
 from django_jobs.engine.shelving import shelf_for
 from django_jobs.engine.transition import undone_on_error

@@ -25,25 +25,22 @@ from django.db.models import (
     Field,
     IntegerField,
 )
+from django.db.models.signals import post_save, pre_save
 
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.engine.postgres.statements import insert_many_sql, insert_sql, quote
-from django.db.models.signals import post_save, pre_save
-
 from django_jobs.models.instances import insert_fields, plain_pre_save, varying
 
 if TYPE_CHECKING:
     from django.db.models import Field
 
     from django_jobs.models import Job
-    from django_jobs.models.managers import JobManager
 
 
 class PostgresInserts:
     """The INSERTs of ``PostgresEngine``'s enqueue verbs, on the engine's database."""
 
     db: str
-    jobs: JobManager
 
     def insert(self, job: Job) -> None:
         """``insert`` with what ``save()`` adds: pre/post_save for any receivers, and a failed
@@ -60,8 +57,9 @@ class PostgresInserts:
 
     def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
         """``bulk_create``'s INSERT, the values all jobs share sent once."""
-        with transaction.mark_for_rollback_on_error(self.db):
-            insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
+        if jobs:
+            with transaction.mark_for_rollback_on_error(self.db):
+                insert_many(jobs, self.db, varying(type(jobs[0]), shared=shared))
         return jobs
 
 
