@@ -33,21 +33,7 @@ FIELDS = ("type", "payload", "priority", "delay", "queue", "max_attempts", "call
 
 def read_body(request: HttpRequest) -> JSONObject:
     """The request's JSON object; ApiError 400/415 for anything else."""
-    limit = int(jobs_settings.API_MAX_PAYLOAD_BYTES)
-    too_big = ApiError(400, f"the request body is larger than {limit} bytes",
-                       {"payload": f"must be at most {limit} bytes of JSON"})
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:  # Django's request.body would raise it again, as a 500
-        raise ApiError.bad_request("Content-Length", "is not a number") from None
-    if declared > limit:
-        raise too_big
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise too_big from None
-    if len(raw) > limit:
-        raise too_big
+    raw = _raw_body(request, int(jobs_settings.API_MAX_PAYLOAD_BYTES))
     if not raw:
         raise ApiError.bad_request("body", "is empty; send a JSON object")
     content_type = request.content_type or ""
@@ -63,6 +49,25 @@ def read_body(request: HttpRequest) -> JSONObject:
         raise ApiError(400, f"the body must be a JSON object, not {_json_kind(data)}",
                        {"body": "must be a JSON object"})
     return data
+
+
+def _raw_body(request: HttpRequest, limit: int) -> bytes:
+    """The request's body, at most ``limit`` bytes (as declared and as read); ApiError 400."""
+    too_big = ApiError(400, f"the request body is larger than {limit} bytes",
+                       {"payload": f"must be at most {limit} bytes of JSON"})
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:  # Django's request.body would raise it again, as a 500
+        raise ApiError.bad_request("Content-Length", "is not a number") from None
+    if declared > limit:
+        raise too_big
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise too_big from None
+    if len(raw) > limit:
+        raise too_big
+    return raw
 
 
 class Submission(NamedTuple):
@@ -165,14 +170,21 @@ def _walk_problem(value: object, depth: int = 1) -> str | None:
         if depth > MAX_DEPTH:
             return f"is nested deeper than {MAX_DEPTH} levels"
         if isinstance(item, str):
-            if "\x00" in item:
-                return "contains a NUL (\\u0000) character"
-            if not _is_utf8(item):
-                return "contains a lone surrogate (\\ud800-\\udfff) that is not text"
-        if isinstance(item, dict):
+            problem = _text_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, dict):
             stack.extend((part, depth + 1) for pair in item.items() for part in pair)
         elif isinstance(item, list):
             stack.extend((part, depth + 1) for part in item)
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL (\\u0000) character"
+    if not _is_utf8(text):
+        return "contains a lone surrogate (\\ud800-\\udfff) that is not text"
     return None
 
 
