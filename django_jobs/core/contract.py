@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, runtime_checkable
 
@@ -63,11 +63,6 @@ class EnqueueOptions:
     depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None = None
     on_dependency_failure: str | None = None
     group_id: int | None = None
-
-    def given(self) -> dict[str, object]:
-        """The options given (not None), by name."""
-        return {f.name: value for f in fields(self)
-                if (value := getattr(self, f.name)) is not None}
 
 
 PLAIN = EnqueueOptions()  # an enqueue that gives no option

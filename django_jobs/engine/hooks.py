@@ -137,7 +137,7 @@ class Feature:
 
 _features: list[Feature] = []
 # What the registered features read of an enqueue (``enqueue_reads``, ``handler_reads``): the
-# engine asks ``enqueue_insert`` only when one of them is set (``asked``).
+# engine asks ``enqueue_insert`` only when one of them is set (``engine/verbs.asks_features``).
 enqueue_reads: tuple[str, ...] = ()
 handler_reads: tuple[str, ...] = ()
 
