@@ -14,7 +14,7 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.checks import configuration, databases, schedules  # noqa: F401
         from django_jobs.core import contract, database_parts
         from django_jobs.core.registry import autodiscover
-        from django_jobs.engine import engine_for, hooks, load_engines, parts_for
+        from django_jobs.engine import hooks, load_engines, make_engine, parts_for
         from django_jobs.features.callbacks import Callbacks
         from django_jobs.features.crashes import CrashCounting
         from django_jobs.features.dependencies import Dependencies
@@ -33,7 +33,7 @@ class DjangoJobsConfig(AppConfig):
             from django_jobs.admin import schedules as schedules_admin  # noqa: F401
             from django_jobs.admin import tokens as tokens_admin  # noqa: F401
 
-        contract.provide(engine_for)  # the store's verbs reach the engine through core/contract.py
+        contract.provide(make_engine)  # every verb reaches the engine through core/contract.py
         database_parts.provide(parts_for)  # and the engine's modules, their database's parts
         load_engines()
 

@@ -1,10 +1,11 @@
-"""Reading a ``POST /jobs`` body into ``Job.enqueue`` arguments, refusing anything odd."""
+"""Reading a ``POST /jobs`` body into ``Job.enqueue``'s arguments (``Submission``), refusing
+anything odd."""
 
 from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, cast
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
@@ -17,6 +18,7 @@ from django_jobs.api.constraints import (
     matches,
 )
 from django_jobs.api.errors import ApiError
+from django_jobs.core.contract import EnqueueKeywords
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import callback_url_problem
 
@@ -31,21 +33,7 @@ FIELDS = ("type", "payload", "priority", "delay", "queue", "max_attempts", "call
 
 def read_body(request: HttpRequest) -> JSONObject:
     """The request's JSON object; ApiError 400/415 for anything else."""
-    limit = int(jobs_settings.API_MAX_PAYLOAD_BYTES)
-    too_big = ApiError(400, f"the request body is larger than {limit} bytes",
-                       {"payload": f"must be at most {limit} bytes of JSON"})
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:  # Django's request.body would raise it again, as a 500
-        raise ApiError.bad_request("Content-Length", "is not a number") from None
-    if declared > limit:
-        raise too_big
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise too_big from None
-    if len(raw) > limit:
-        raise too_big
+    raw = _raw_body(request, int(jobs_settings.API_MAX_PAYLOAD_BYTES))
     if not raw:
         raise ApiError.bad_request("body", "is empty; send a JSON object")
     content_type = request.content_type or ""
@@ -63,8 +51,55 @@ def read_body(request: HttpRequest) -> JSONObject:
     return data
 
 
-def enqueue_arguments(data: JSONObject) -> JSONObject:
-    """Keyword arguments for ``Job.enqueue`` from a submitted object (delay in milliseconds)."""
+def _raw_body(request: HttpRequest, limit: int) -> bytes:
+    """The request's body, at most ``limit`` bytes (as declared and as read); ApiError 400."""
+    too_big = ApiError(400, f"the request body is larger than {limit} bytes",
+                       {"payload": f"must be at most {limit} bytes of JSON"})
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:  # Django's request.body would raise it again, as a 500
+        raise ApiError.bad_request("Content-Length", "is not a number") from None
+    if declared > limit:
+        raise too_big
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise too_big from None
+    if len(raw) > limit:
+        raise too_big
+    return raw
+
+
+class Submission(NamedTuple):
+    """A submitted job: ``Job.enqueue``'s type, payload and keyword options."""
+
+    type: str
+    payload: JSONValue
+    options: EnqueueKeywords
+
+
+def enqueue_arguments(data: JSONObject) -> Submission:
+    """``Job.enqueue``'s arguments from a submitted object (delay in milliseconds)."""
+    _check_names(data)
+    for name, value in data.items():  # each field named by itself: payload, type, ...
+        problem = _walk_problem(value, depth=2)
+        if problem:
+            raise ApiError.bad_request(name, problem)
+    data = {name: _whole(value) if name in INTEGER_FIELDS else value
+            for name, value in data.items()}
+    _check_queue(data.get("queue"))
+    _check_callback_url(data.get("callback_url"))
+    options: dict[str, object] = {  # their types checked by the engine
+        name: data[name] for name in ("priority", "queue", "max_attempts", "callback_url")
+        if data.get(name) is not None}
+    if data.get("delay") is not None:
+        options["delay"] = _delay(data["delay"])
+    return Submission(data["type"], data.get("payload"),
+                      cast("EnqueueKeywords", options))
+
+
+def _check_names(data: JSONObject) -> None:
+    """ApiError for an unknown field, a missing type or an internal one."""
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
         raise ApiError(400, f"unknown field(s): {', '.join(unknown)}; allowed: {', '.join(FIELDS)}",
@@ -73,21 +108,6 @@ def enqueue_arguments(data: JSONObject) -> JSONObject:
         raise ApiError.bad_request("type", "is required")
     if isinstance(data["type"], str) and data["type"].startswith(RESERVED_PREFIX):
         raise ApiError.bad_request("type", f"types starting {RESERVED_PREFIX!r} are internal")
-    for name, value in data.items():  # each field named by itself: payload, type, ...
-        problem = _walk_problem(value, depth=2)
-        if problem:
-            raise ApiError.bad_request(name, problem)
-    data = {name: _whole(value) if name in INTEGER_FIELDS else value
-             for name, value in data.items()}
-    _check_queue(data.get("queue"))
-    _check_callback_url(data.get("callback_url"))
-    arguments: JSONObject = {"type": data["type"], "payload": data.get("payload")}
-    for name in ("priority", "queue", "max_attempts", "callback_url"):
-        if data.get(name) is not None:
-            arguments[name] = data[name]
-    if data.get("delay") is not None:
-        arguments["delay"] = _delay(data["delay"])
-    return arguments
 
 
 def _whole(value: JSONValue) -> JSONValue:
@@ -150,14 +170,21 @@ def _walk_problem(value: object, depth: int = 1) -> str | None:
         if depth > MAX_DEPTH:
             return f"is nested deeper than {MAX_DEPTH} levels"
         if isinstance(item, str):
-            if "\x00" in item:
-                return "contains a NUL (\\u0000) character"
-            if not _is_utf8(item):
-                return "contains a lone surrogate (\\ud800-\\udfff) that is not text"
-        if isinstance(item, dict):
+            problem = _text_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, dict):
             stack.extend((part, depth + 1) for pair in item.items() for part in pair)
         elif isinstance(item, list):
             stack.extend((part, depth + 1) for part in item)
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "contains a NUL (\\u0000) character"
+    if not _is_utf8(text):
+        return "contains a lone surrogate (\\ud800-\\udfff) that is not text"
     return None
 
 

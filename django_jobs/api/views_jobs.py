@@ -41,15 +41,14 @@ def jobs(request: HttpRequest) -> HttpResponse:
 
 def submit(request: HttpRequest) -> HttpResponse:
     data = read_body(request)
-    arguments = enqueue_arguments(data)
+    submitted = enqueue_arguments(data)
 
     def create() -> Job:
-        options = {k: v for k, v in arguments.items() if k not in ("type", "payload")}
         try:
             # A traceparent header (W3C Trace Context) makes the enqueue part of the caller's
             # trace; a malformed one is ignored, as the standard asks
             with tracing.from_headers(request.headers):
-                return Job.enqueue(arguments["type"], arguments["payload"], **options)
+                return Job.enqueue(submitted.type, submitted.payload, **submitted.options)
         except InvalidJob as exc:
             raise ApiError.from_invalid_job(exc) from None
 

@@ -44,25 +44,13 @@ class JobTask(Task):
     timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_attempts is not None and (
-            not isinstance(self.max_attempts, int)
-            or isinstance(self.max_attempts, bool)
-            or not 1 <= self.max_attempts <= MAX_ATTEMPTS_LIMIT
-        ):
+        if self.max_attempts is not None and not _whole_in(self.max_attempts, 1,
+                                                           MAX_ATTEMPTS_LIMIT):
             raise InvalidTask(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}.")
-        if self.timeout is not None and (
-            isinstance(self.timeout, bool)
-            or not isinstance(self.timeout, int | float)
-            or not self.timeout > 0
-        ):
+        if self.timeout is not None and not _positive(self.timeout):
             raise InvalidTask("timeout must be a positive number of seconds.")
         if self.backoff is not None:
-            try:
-                object.__setattr__(self, "backoff", as_backoff(self.backoff))
-            except (TypeError, ValueError) as exc:
-                raise InvalidTask(f"backoff is not valid: {exc}") from None
-            if not callable(getattr(self.backoff, "delay", None)):
-                raise InvalidTask("backoff must be a Backoff (with .delay()) or a list of seconds.")
+            object.__setattr__(self, "backoff", _backoff(self.backoff))
         if self.retry_on is not None:
             object.__setattr__(self, "retry_on", _exception_types("retry_on", self.retry_on))
         object.__setattr__(self, "permanent", _exception_types("permanent", self.permanent))
@@ -81,6 +69,25 @@ def _unpickle(cls: type[JobTask], values: dict[str, Any]) -> JobTask:
     if not isinstance(found, Task):
         raise ValueError(f"Expected {values['func']!r} to point to a Task instance.")
     return cls(**{**values, "func": found.func})
+
+
+def _whole_in(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _backoff(value: object) -> Backoff:
+    """A task's ``backoff`` as a Backoff; InvalidTask if it is none."""
+    try:
+        backoff = as_backoff(value)  # type: ignore[arg-type]  # checked here
+    except (TypeError, ValueError) as exc:
+        raise InvalidTask(f"backoff is not valid: {exc}") from None
+    if not callable(getattr(backoff, "delay", None)):
+        raise InvalidTask("backoff must be a Backoff (with .delay()) or a list of seconds.")
+    return backoff
 
 
 def _exception_types(name: str, value: Any) -> ExceptionTypes:

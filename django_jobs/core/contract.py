@@ -1,5 +1,6 @@
-"""The seam between the tables and the engine: the engine's verbs (``JobEngine``), what a
-claim asks for (``ClaimRequest``), and where the store's verbs find the engine.
+"""The seam between the tables and the engine: the engine's verbs (``JobEngine``), what an
+enqueue asks for (``EnqueueOptions``), what a claim asks for (``ClaimRequest``), and where the
+store's verbs find the engine (``engine``).
 
 Layers point one way (models <- engine): the engine imports the models, so the models and
 their managers cannot import the engine back. ``Job.objects.claim(...)`` and the other verbs
@@ -12,10 +13,10 @@ app's ``ready()`` (``apps.py``) provides the engine once, when Django starts. Ev
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypedDict, runtime_checkable
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -24,6 +25,47 @@ if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models import Job
     from django_jobs.models.managers import JobQuerySet
+
+
+class EnqueueKeywords(TypedDict, total=False):
+    """The keyword options of ``Job.enqueue`` and its siblings (``Unpack[EnqueueKeywords]``),
+    each of its own type; ``EnqueueOptions`` holds them once given."""
+
+    priority: str | int
+    queue: str | None
+    delay: timedelta | float | None
+    run_at: datetime | None
+    max_attempts: int | None
+    callback_url: str | None
+    unique_key: str | None
+    unique_states: Iterable[str] | None
+    unique_for: timedelta | None
+    depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None
+    on_dependency_failure: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """What an enqueue asks for besides its type and payload: ``Job.enqueue``'s keyword options
+    (``EnqueueKeywords``), as given, checked by the engine before anything is written
+    (``core/validation.py``; the features' options by the features that read them). None: not
+    given. ``group_id`` is set by ``enqueue_group`` (``features/groups.py``) only."""
+
+    priority: str | int = "normal"
+    queue: str | None = None
+    delay: timedelta | float | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    callback_url: str | None = None
+    unique_key: str | None = None
+    unique_states: Iterable[str] | None = None
+    unique_for: timedelta | None = None
+    depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None = None
+    on_dependency_failure: str | None = None
+    group_id: int | None = None
+
+
+PLAIN = EnqueueOptions()  # an enqueue that gives no option
 
 
 class ClaimKey(NamedTuple):
@@ -89,14 +131,15 @@ class JobEngine(Protocol):
 
     ``jobs`` arguments are querysets of ``Job`` on the engine's database (the staff's verbs
     narrow them to the rows each applies to). ``options`` of an enqueue are ``Job.enqueue``'s
-    keyword options, each validated (or popped by a feature) before anything is written.
+    keyword options, each validated (by the features that read them, for theirs) before
+    anything is written.
     """
 
-    def enqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
+    def enqueue(self, type: str, payload: JSONValue, options: EnqueueOptions) -> Job:
         """Validate and insert one job in the caller's transaction."""
         ...
 
-    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
+    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], options: EnqueueOptions
                      ) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
         ...
@@ -177,20 +220,26 @@ class JobEngine(Protocol):
         ...
 
 
-_engine_for: Callable[[str], JobEngine] | None = None
+_make_engine: Callable[[str], JobEngine] | None = None
+_engines: dict[str, JobEngine] = {}
 
 
-def provide(engine_for: Callable[[str], JobEngine]) -> None:
-    """Install ``engine_for(using)``, the function that gives a database's engine."""
-    global _engine_for
-    _engine_for = engine_for
+def provide(make_engine: Callable[[str], JobEngine]) -> None:
+    """Install ``make_engine(using)``, the function that makes a database's engine."""
+    global _make_engine
+    _make_engine = make_engine
+    _engines.clear()
 
 
 def engine(using: str) -> JobEngine:
-    """The engine of database ``using``."""
-    if _engine_for is None:
-        raise ImproperlyConfigured(
-            "django_jobs has no engine: add 'django_jobs' to INSTALLED_APPS and call "
-            "django.setup() before writing jobs"
-        )
-    return _engine_for(using)
+    """The engine of database ``using``, made on first use and kept: the one way every verb,
+    the store's and the features', reaches it (``engine_for`` is this, typed as the engine)."""
+    found = _engines.get(using)
+    if found is None:
+        if _make_engine is None:
+            raise ImproperlyConfigured(
+                "django_jobs has no engine: add 'django_jobs' to INSTALLED_APPS and call "
+                "django.setup() before writing jobs"
+            )
+        found = _engines[using] = _make_engine(using)
+    return found

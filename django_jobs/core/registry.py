@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
@@ -60,6 +61,9 @@ class Handler:
 
 
 _handlers: dict[str, Handler] = {}
+# The handlers ``@handler`` registered, by type, read-only: an enqueue reads its own here
+# first (a dict read) and asks ``get_handler`` only for a type not among them.
+registered: Mapping[str, Handler] = MappingProxyType(_handlers)
 # Resolvers for type prefixes (``"task:"`` for django.tasks) consulted when no handler matches.
 _resolvers: dict[str, Callable[[str], Handler | None]] = {}
 
@@ -86,16 +90,7 @@ def handler(
     (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back;
     "fail" counts it as a failed attempt. Either way a job that has crashed ``max_crashes``
     times, the last time alone in its worker, goes dead."""
-    if not isinstance(type, str) or not TYPE_RE.fullmatch(type):
-        raise ImproperlyConfigured(f"job type {type!r} must match {TYPE_RE.pattern}")
-    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
-        raise ImproperlyConfigured(f"max_attempts for {type!r} must be a positive integer")
-    if timeout is not None and timeout <= 0:
-        raise ImproperlyConfigured(f"timeout for {type!r} must be positive")
-    if on_crash is not None and on_crash not in ON_CRASH:
-        raise ImproperlyConfigured(f"on_crash for {type!r} must be one of {', '.join(ON_CRASH)}")
-    if max_crashes is not None and (not isinstance(max_crashes, int) or max_crashes < 1):
-        raise ImproperlyConfigured(f"max_crashes for {type!r} must be a positive integer")
+    _check_handler_options(type, max_attempts, timeout, on_crash, max_crashes)
 
     def register(func: Callable[P, R]) -> JobHandler[P, R]:
         spec = ArgumentSpec.of(func)
@@ -123,6 +118,24 @@ def handler(
         return JobHandler(type, func, spec)
 
     return register
+
+
+def _check_handler_options(type: object, max_attempts: object, timeout: float | None,
+                           on_crash: object, max_crashes: object) -> None:
+    """ImproperlyConfigured naming the first of ``@handler``'s options that is wrong."""
+    _check_type(type)
+    for name, value in (("max_attempts", max_attempts), ("max_crashes", max_crashes)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ImproperlyConfigured(f"{name} for {type!r} must be a positive integer")
+    if timeout is not None and timeout <= 0:
+        raise ImproperlyConfigured(f"timeout for {type!r} must be positive")
+    if on_crash is not None and on_crash not in ON_CRASH:
+        raise ImproperlyConfigured(f"on_crash for {type!r} must be one of {', '.join(ON_CRASH)}")
+
+
+def _check_type(type: object) -> None:
+    if not isinstance(type, str) or not TYPE_RE.fullmatch(type):
+        raise ImproperlyConfigured(f"job type {type!r} must match {TYPE_RE.pattern}")
 
 
 def register_resolver(prefix: str, resolve: Callable[[str], Handler | None]) -> None:

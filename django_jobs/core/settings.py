@@ -1,10 +1,12 @@
-"""Settings, read lazily from ``settings.DJANGO_JOBS`` so ``override_settings`` works."""
+"""Settings, read lazily from ``settings.DJANGO_JOBS`` and read again when it changes, so
+``override_settings`` works."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
 
 from django_jobs.core.states import CANCELED, COMPLETED, DEAD
 
@@ -111,13 +113,29 @@ DEFAULTS: dict[str, Any] = {
 
 
 class Settings:
-    """Attribute access to the merged settings; nothing is cached."""
+    """Attribute access to the merged settings. A value read is kept as the instance's
+    attribute, so that reading it again (an enqueue reads two) calls no code; all are
+    forgotten when Django says ``DJANGO_JOBS`` changed (``override_settings``, the ``settings``
+    fixture: ``setting_changed``)."""
 
     def __getattr__(self, name: str) -> Any:  # each setting is of its own type
         if name not in DEFAULTS:
             raise AttributeError(f"django-jobs has no setting {name!r}")
         user = getattr(django_settings, "DJANGO_JOBS", {}) or {}
-        return user.get(name, DEFAULTS[name])
+        value = self.__dict__[name] = user.get(name, DEFAULTS[name])
+        return value
+
+    def forget(self) -> None:
+        """Read every setting from ``DJANGO_JOBS`` again on its next use."""
+        self.__dict__.clear()
 
 
 jobs_settings = Settings()
+
+
+def _changed(*, setting: str, **kwargs: object) -> None:
+    if setting == "DJANGO_JOBS":
+        jobs_settings.forget()
+
+
+setting_changed.connect(_changed)

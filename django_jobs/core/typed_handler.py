@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, Unpack
 
+from django_jobs.core.contract import EnqueueKeywords, EnqueueOptions
 from django_jobs.exceptions import InvalidJob
 from django_jobs.handlers.handler_arguments import ArgumentSpec
 
@@ -52,11 +52,11 @@ class JobHandler(Generic[P, R]):
     """A registered handler of jobs of ``type``; calling it calls the function."""
 
     def __init__(self, type: str, func: Callable[P, R], spec: ArgumentSpec,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: EnqueueKeywords | None = None) -> None:
         self.type = type
         self.func = func
         self.spec = spec
-        self.options: dict[str, Any] = dict(options or {})
+        self.options: EnqueueKeywords = {**(options or {})}
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -65,32 +65,13 @@ class JobHandler(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<JobHandler {self.type!r} {self.spec.name}>"
 
-    def using(
-        self,
-        *,
-        priority: str | int | None = None,
-        queue: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        callback_url: str | None = None,
-        unique_key: str | None = None,
-        unique_states: Iterable[str] | None = None,
-        unique_for: timedelta | None = None,
-        depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None = None,
-        on_dependency_failure: str | None = None,
-    ) -> JobHandler[P, R]:
+    def using(self, **options: Unpack[EnqueueKeywords]) -> JobHandler[P, R]:
         """The same handler whose verbs enqueue with these options (those of ``Job.enqueue``)
         on top of the ones this one has; options left None keep their value."""
-        given = {
-            "priority": priority, "queue": queue, "delay": delay, "run_at": run_at,
-            "max_attempts": max_attempts, "callback_url": callback_url,
-            "unique_key": unique_key, "unique_states": unique_states,
-            "unique_for": unique_for, "depends_on": depends_on,
-            "on_dependency_failure": on_dependency_failure,
-        }
-        options = {**self.options, **{k: v for k, v in given.items() if v is not None}}
-        return JobHandler(self.type, self.func, self.spec, options)
+        EnqueueOptions(**options)  # an unknown option is a TypeError here, as in a call
+        given = {name: value for name, value in options.items() if value is not None}
+        return JobHandler(self.type, self.func, self.spec,
+                          {**self.options, **given})  # type: ignore[arg-type]  # EnqueueKeywords' own
 
     def bind(self, *args: P.args, **kwargs: P.kwargs) -> Arguments[P]:
         """These arguments checked and made a payload, for ``enqueue_many``; InvalidJob naming

@@ -1,8 +1,9 @@
 """The engine: the only code that writes jobs, as named verbs on one object per database.
 
-``engine_for(using)`` gives the database's engine, its class chosen once from the
-connection's vendor: ``PostgresEngine`` (``engine/postgres/engine.py``: hand-written statements for
-enqueue, claim, finish and the turn), or the portable ORM implementation
+``engine_for(using)`` gives the database's engine (``core/contract.engine``, which keeps one per
+database, made by ``make_engine``), its class chosen once from the connection's vendor:
+``PostgresEngine`` (``engine/postgres/engine.py``: hand-written statements for enqueue, claim,
+finish and the turn), or the portable ORM implementation
 (``engine/verbs.py``, ``engine/staff.py``) with the claim of ``engine/portable.py``: row locks
 on MariaDB, none on SQLite. Its parts that know no database are the transition an outcome
 makes (``transition``) and what the writes put in the rows (``writes``).
@@ -14,30 +15,34 @@ in ``core/database_parts.py``, where everyone finds it (``parts(using)``). This 
 outside ``engine/postgres/`` and ``engine/mariadb/`` that imports them.
 
 The store (``models/jobs.py``, ``models/managers.py``) does not import this package: the app's
-``ready()`` hands ``engine_for`` to ``core/contract.py``, which the managers' verbs delegate to.
+``ready()`` hands ``make_engine`` to ``core/contract.py``, where the store's verbs find the
+engine.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from django.db import connections
 
+from django_jobs.core import contract
 from django_jobs.core.database_parts import NO_PARTS, DatabaseParts
 
 if TYPE_CHECKING:
     from django_jobs.engine.verbs import Engine
 
-_engines: dict[str, Engine] = {}
 _parts: dict[str, DatabaseParts] = {}
 
 
 def engine_for(using: str) -> Engine:
-    """The engine of database ``using``, made on first use and kept."""
-    engine = _engines.get(using)
-    if engine is None:
-        engine = _engines[using] = _engine_class(using)(using)
-    return engine
+    """The engine of database ``using`` (``contract.engine``), typed as the engine's class:
+    for the features, which call its verbs beyond the store's."""
+    return cast("Engine", contract.engine(using))
+
+
+def make_engine(using: str) -> Engine:
+    """A new engine of database ``using`` (``contract.engine`` keeps it)."""
+    return _engine_class(using)(using)
 
 
 def parts_for(using: str) -> DatabaseParts:

@@ -10,8 +10,10 @@ points::
 
     Point                     Verb            Called
     ------------------------  --------------  ------------------------------------------------
-    take_enqueue_options      enqueue(_many)  before validation: a feature pops its own options
-                                              and may return an ``Insert`` that takes over
+    enqueue_insert            enqueue(_many)  after validation, only when an option the feature
+                                              reads is given (``enqueue_reads``, or its
+                                              handler's ``handler_reads``): checks them and
+                                              may return an ``Insert`` that takes over
     joins_finish              finish          whether ``after_finish`` has work for a job (if
                                               none has, a PostgreSQL turn is one statement)
     limits_claims / admit     claim           which claims need admission; the candidates,
@@ -41,9 +43,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from django_jobs.core.contract import EnqueueOptions
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.engine.writes import ClaimFields
     from django_jobs.models import Job
@@ -51,8 +54,6 @@ if TYPE_CHECKING:
 
 # Takes over an enqueue's insert: (manager, jobs built) -> one job per input, in order.
 Insert = Callable[["JobManager", list["Job"]], list["Job"]]
-# An enqueue call's keyword options, each of its own type (``Job.enqueue``); features pop theirs.
-Options = dict[str, Any]
 # Work on a worker's heartbeat: called with the worker's id; every worker runs it, so it is
 # idempotent across workers (the database decides).
 Step = Callable[[str], object]
@@ -67,9 +68,15 @@ class Feature:
     # then held for its own statements and the commit, not for the claim as well.
     late_in_turn = False
 
-    def take_enqueue_options(self, type: str, options: Options) -> Insert | None:
-        """Pop this feature's options out of an enqueue call's ``options`` (raise InvalidJob
-        on bad ones); return an ``Insert`` to take over the insert, or None."""
+    # The options of an enqueue (fields of ``EnqueueOptions``) and the attributes of its
+    # handler (``core/registry.Handler``) this feature reads: ``enqueue_insert`` is called
+    # when one of them is not None, and an enqueue that sets none enters no feature.
+    enqueue_reads: tuple[str, ...] = ()
+    handler_reads: tuple[str, ...] = ()
+
+    def enqueue_insert(self, type: str, options: EnqueueOptions) -> Insert | None:
+        """Check the options this feature reads (raise InvalidJob on bad ones); return an
+        ``Insert`` to take over the insert, or None."""
         return None
 
     def limits_claims(self) -> bool:
@@ -129,6 +136,10 @@ class Feature:
 
 
 _features: list[Feature] = []
+# What the registered features read of an enqueue (``enqueue_reads``, ``handler_reads``): the
+# engine asks ``enqueue_insert`` only when one of them is set (``engine/verbs.asks_features``).
+enqueue_reads: tuple[str, ...] = ()
+handler_reads: tuple[str, ...] = ()
 
 
 def register(feature: Feature) -> Feature:
@@ -136,14 +147,23 @@ def register(feature: Feature) -> Feature:
     for index, known in enumerate(_features):
         if type(known) is type(feature):
             _features[index] = feature
-            return feature
-    _features.append(feature)
+            break
+    else:
+        _features.append(feature)
+    _read()
     return feature
 
 
 def unregister(feature: Feature) -> None:
     """Take a feature's hooks out (a test's own feature, for one)."""
     _features[:] = [known for known in _features if known is not feature]
+    _read()
+
+
+def _read() -> None:
+    global enqueue_reads, handler_reads
+    enqueue_reads = tuple(dict.fromkeys(n for f in _features for n in f.enqueue_reads))
+    handler_reads = tuple(dict.fromkeys(n for f in _features for n in f.handler_reads))
 
 
 def registered() -> tuple[Feature, ...]:
@@ -151,16 +171,24 @@ def registered() -> tuple[Feature, ...]:
     return tuple(_features)
 
 
-def take_enqueue_options(type: str, options: Options) -> Insert | None:
-    """Every feature takes its options; at most one may take over the insert."""
+def enqueue_insert(type: str, options: EnqueueOptions, handler: object) -> Insert | None:
+    """Each feature that reads an option given (or an attribute ``handler`` has) checks it; at
+    most one may take over the insert."""
     taken: Insert | None = None
     for feature in _features:
-        insert = feature.take_enqueue_options(type, options)
+        if not _reads(feature, options, handler):
+            continue
+        insert = feature.enqueue_insert(type, options)
         if insert is not None:
             if taken is not None:
                 raise RuntimeError(f"two features take over the insert of {type!r}")
             taken = insert
     return taken
+
+
+def _reads(feature: Feature, options: EnqueueOptions, handler: object) -> bool:
+    return any(getattr(options, name) is not None for name in feature.enqueue_reads) or any(
+        getattr(handler, name, None) is not None for name in feature.handler_reads)
 
 
 def limits_claims() -> bool:

@@ -18,15 +18,15 @@ from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
 from django_jobs.core import clock, tracing
-from django_jobs.core.contract import ClaimRequest
+from django_jobs.core.contract import ClaimRequest, EnqueueOptions
 from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import COMPLETED, PROCESSING
-from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
+from django_jobs.core.validation import check_payload, job_fields
 from django_jobs.engine import hooks, stats
 from django_jobs.engine.leases import LeaseVerbs
 from django_jobs.engine.moved_claims import apart_if_moved, claim_again_if_moved
@@ -55,6 +55,19 @@ if TYPE_CHECKING:
 _turn: ContextVar[str | None] = ContextVar("django_jobs_turn", default=None)
 
 
+def asks_features(options: EnqueueOptions, handler: object) -> bool:
+    """True if an enqueue sets an option a feature reads, or its handler an attribute one
+    reads (``hooks.enqueue_reads``, ``hooks.handler_reads``): only then are the features asked
+    (``hooks.enqueue_insert``)."""
+    for name in hooks.enqueue_reads:
+        if getattr(options, name) is not None:
+            return True
+    for name in hooks.handler_reads:
+        if getattr(handler, name, None) is not None:
+            return True
+    return False
+
+
 class Engine(StaffVerbs, LeaseVerbs):
     """The verbs on one database (``using``), through the ORM."""
 
@@ -69,14 +82,16 @@ class Engine(StaffVerbs, LeaseVerbs):
 
     # Enqueue
 
-    def enqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
+    def enqueue(self, type: str, payload: JSONValue, options: EnqueueOptions) -> Job:
         """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
-        insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
-        fields = enqueue_fields(type, now=clock.now(self.db), **options)
-        payload = check_payload(payload, typed_arguments(type))
+        fields, found = job_fields(type, options, clock.now(self.db))
+        payload = check_payload(payload, found.arguments)
+        insert = hooks.enqueue_insert(type, options, found) if asks_features(options, found) \
+            else None
         with tracing.sending(type, fields["queue"], 1) as sending:  # the active span's child
             fields["trace_context"] = sending.stored
-            job = build(self.jobs.model, {"payload": payload, **fields})
+            fields["payload"] = payload
+            job = build(self.jobs.model, fields)
             if insert is not None:  # or the job holding the key
                 job = insert(self.jobs, [job])[0]
                 if job.duplicate:  # type: ignore[attr-defined]  # set by the unique insert
@@ -88,14 +103,14 @@ class Engine(StaffVerbs, LeaseVerbs):
             job_enqueued.send(sender=self.jobs.model, job=job)
         return job
 
-    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
+    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], options: EnqueueOptions
                      ) -> list[Job]:
         """Insert one job per payload, all with the same options, in one statement."""
-        insert = hooks.take_enqueue_options(type, options)  # unique keys, dependencies
-        fields = enqueue_fields(type, now=clock.now(self.db), **options)
+        fields, found = job_fields(type, options, clock.now(self.db))
         model = self.jobs.model
-        arguments = typed_arguments(type)
-        payloads = [check_payload(p, arguments) for p in payloads]
+        payloads = [check_payload(p, found.arguments) for p in payloads]
+        insert = hooks.enqueue_insert(type, options, found) if asks_features(options, found) \
+            else None
         with tracing.sending(type, fields["queue"], len(payloads)) as sending:
             fields["trace_context"] = sending.stored  # the same for every job of the batch
             jobs = build_many(model, fields, "payload", payloads)

@@ -61,20 +61,8 @@ def dependency_ids(depends_on: object) -> dict[int, str | None]:
     else. ``depends_on`` is a list of jobs or ids, or a mapping of names to jobs or ids."""
     if depends_on is None:
         return {}
-    named: list[tuple[str | None, object]]
-    if isinstance(depends_on, Mapping):
-        named = list(depends_on.items())
-        for name, _ in named:
-            if not isinstance(name, str) or not 0 < len(name) <= NAME_LENGTH:
-                raise InvalidJob({"depends_on": f"names must be strings of 1 to {NAME_LENGTH} "
-                                                f"characters, not {name!r}"})
-    elif isinstance(depends_on, Iterable) and not isinstance(depends_on, str | bytes):
-        named = [(None, item) for item in depends_on]
-    else:
-        raise InvalidJob({"depends_on": "must be a list of jobs or job ids, or a mapping of "
-                                        "names to them"})
     ids: dict[int, str | None] = {}
-    for name, item in named:
+    for name, item in _named(depends_on):
         pk = getattr(item, "pk", item)
         if not isinstance(pk, int) or isinstance(pk, bool):
             raise InvalidJob({"depends_on": f"must be jobs or job ids, not {item!r}"})
@@ -82,6 +70,22 @@ def dependency_ids(depends_on: object) -> dict[int, str | None]:
             raise InvalidJob({"depends_on": f"job {pk} is named twice"})
         ids.setdefault(pk, name)
     return ids
+
+
+def _named(depends_on: object) -> list[tuple[str | None, object]]:
+    """``depends_on``'s items with their names (None in a list); InvalidJob on a bad name or
+    anything but a list or a mapping."""
+    if isinstance(depends_on, Mapping):
+        named = list(depends_on.items())
+        for name, _ in named:
+            if not isinstance(name, str) or not 0 < len(name) <= NAME_LENGTH:
+                raise InvalidJob({"depends_on": f"names must be strings of 1 to {NAME_LENGTH} "
+                                                f"characters, not {name!r}"})
+        return named
+    if isinstance(depends_on, Iterable) and not isinstance(depends_on, str | bytes):
+        return [(None, item) for item in depends_on]
+    raise InvalidJob({"depends_on": "must be a list of jobs or job ids, or a mapping of "
+                                    "names to them"})
 
 
 def policy(value: object, depends_on: dict[int, str | None]) -> str | None:

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, transaction
 from django.db.models import F
 
-from django_jobs.core import clock
+from django_jobs.core import clock, contract
+from django_jobs.core.contract import EnqueueOptions
 from django_jobs.core.states import JobStatus
 from django_jobs.core.validation import check_payload, enqueue_fields
 from django_jobs.engine.feature_writes import guarded
@@ -107,6 +108,34 @@ def enqueue_group(
     if not isinstance(name, str) or len(name) > 200:
         raise InvalidJob({"name": "must be a string of at most 200 characters"})
     specs = job_specs(jobs)
+    payload, options = _callback(callback, callback_payload, callback_options, name, len(specs))
+    db = Job.objects.db_manager(using).db
+    engine = contract.engine(db)
+    with transaction.atomic(using=db):
+        group = JobGroup.objects.using(db).create(
+            name=name, callback_type=callback, callback_payload=payload,
+            callback_options=options, created_at=clock.now(db))
+        created: list[Job] = []
+        for type, job_options, payloads in batches(specs):
+            given = EnqueueOptions(group_id=group.pk, **job_options)
+            if len(payloads) == 1:
+                created.append(engine.enqueue(type, payloads[0], given))
+            else:
+                created += engine.enqueue_many(type, payloads, given)
+        JobGroupMember.objects.using(db).bulk_create(
+            [JobGroupMember(group=group, job=job) for job in created], batch_size=BATCH)
+        # The total last: a job that ended during the enqueue (a dependency's policy) was
+        # counted, but a group with no total does not finish (``count``).
+        JobGroup.objects.using(db).filter(pk=group.pk).update(total=len(created))
+        finish_if_done(db, group.pk, clock.now(db))
+    group.refresh_from_db()
+    return group
+
+
+def _callback(callback: str, callback_payload: object, callback_options: object, name: str,
+              total: int) -> tuple[dict[str, JSONValue], dict[str, Any]]:
+    """The callback's payload and options, checked now (used when the group ends); the payload
+    at its largest, every count the total, must fit ``MAX_PAYLOAD_BYTES``."""
     if not isinstance(callback_payload, Mapping | None) or "group" in (callback_payload or {}):
         raise InvalidJob({"callback_payload": "must be a mapping without a 'group' key"})
     payload = check_payload(dict(callback_payload or {}))
@@ -116,34 +145,14 @@ def enqueue_group(
     unknown = set(options) - set(CALLBACK_OPTIONS)
     if unknown:
         raise InvalidJob({"callback_options": f"unknown: {', '.join(sorted(unknown))}"})
-    enqueue_fields(callback, **options)  # checked now, used when the group ends
-    largest = callback_payload_of(payload, GROUP_ID_PREFIX + "f" * 20, name, *[len(specs)] * 4)
-    try:  # at its largest: every count the total
+    enqueue_fields(callback, **options)
+    largest = callback_payload_of(payload, GROUP_ID_PREFIX + "f" * 20, name, *[total] * 4)
+    try:
         check_payload(largest)
     except InvalidJob as exc:
         raise InvalidJob({"callback_payload": "with the group's summary added: "
                           + " ".join(exc.messages)}) from None
-    manager = Job.objects.db_manager(using)
-    db = manager.db
-    with transaction.atomic(using=db):
-        group = JobGroup.objects.using(db).create(
-            name=name, callback_type=callback, callback_payload=payload,
-            callback_options=options, created_at=clock.now(db))
-        created: list[Job] = []
-        for type, job_options, payloads in batches(specs):
-            if len(payloads) == 1:
-                created.append(manager.enqueue(type, payloads[0], group_id=group.pk,
-                                               **job_options))
-            else:
-                created += manager.enqueue_many(type, payloads, group_id=group.pk, **job_options)
-        JobGroupMember.objects.using(db).bulk_create(
-            [JobGroupMember(group=group, job=job) for job in created], batch_size=BATCH)
-        # The total last: a job that ended during the enqueue (a dependency's policy) was
-        # counted, but a group with no total does not finish (``count``).
-        JobGroup.objects.using(db).filter(pk=group.pk).update(total=len(created))
-        finish_if_done(db, group.pk, clock.now(db))
-    group.refresh_from_db()
-    return group
+    return payload, options
 
 
 def batches(specs: list[tuple[str, JSONValue, dict[str, Any]]]

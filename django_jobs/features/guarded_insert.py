@@ -1,9 +1,9 @@
 """Inserts that need more than one plain INSERT: unique keys and dependencies.
 
-``UniqueAndDependencies`` is the enqueue hook: it takes ``unique_key``, ``unique_states``,
-``unique_for``, ``depends_on`` and ``on_dependency_failure`` out of an enqueue call and, only
-when one of them applies, takes over the insert with ``insert``; every other enqueue stays a
-single INSERT.
+``UniqueAndDependencies`` is the enqueue hook: it reads ``unique_key``, ``unique_states``,
+``unique_for``, ``depends_on`` and ``on_dependency_failure`` of an enqueue call (and its
+handler's ``unique`` rule), is asked only when one of them is set, and when one applies takes
+over the insert with ``insert``; every other enqueue stays a single INSERT.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.db import transaction
 from django_jobs.core import clock
 from django_jobs.core.states import DependencyPolicy, JobStatus
 from django_jobs.engine import engine_for
-from django_jobs.engine.hooks import Feature, Insert, Options
+from django_jobs.engine.hooks import Feature, Insert
 from django_jobs.features.dependencies import (
     FAILED,
     dependencies_failed,
@@ -25,10 +25,11 @@ from django_jobs.features.dependencies import (
     statuses,
     waits,
 )
-from django_jobs.features.unique import Rule, pop_rule
+from django_jobs.features.unique import Rule, rule_of
 from django_jobs.features.unique import insert as insert_unique
 
 if TYPE_CHECKING:
+    from django_jobs.core.contract import EnqueueOptions
     from django_jobs.models import Job
     from django_jobs.models.managers import JobManager
 
@@ -44,40 +45,57 @@ def insert(manager: JobManager, jobs: list[Job], rule: Rule | None,
         return []
     with transaction.atomic(using=manager.db):
         found = statuses(manager, list(depends_on)) if depends_on else {}
-        waiting = waits(found, on_failure)
-        for job in jobs:
-            job.on_dependency_failure = on_failure
-            if waiting:
-                job.status = JobStatus.WAITING
-            if rule is not None:
-                job.unique_key = rule.key_for(job.type, job.payload, job.created_at)
-        if rule is not None:
-            created = insert_unique(manager, jobs, rule)
-        else:
-            created = engine_for(manager.db).bulk_insert(jobs)
-            for job in created:
-                job.duplicate = False  # type: ignore[attr-defined]  # as the unique insert sets it
+        prepare(jobs, rule, waits(found, on_failure), on_failure)
+        created = _insert(manager, jobs, rule)
         if depends_on:
-            new = [j for j in dict.fromkeys(created) if not j.duplicate]  # type: ignore[attr-defined]
-            link(manager, new, depends_on)
-            failed = [pk for pk, status in found.items() if status in FAILED]
-            if new and waiting and failed and on_failure == DependencyPolicy.CANCEL:
-                dependencies_failed(manager, list(manager.filter(pk__in=failed)),
-                                    clock.now(manager.db))
-                for job in new:
-                    job.refresh_from_db()
+            _link(manager, created, depends_on, found, on_failure)
     return created
+
+
+def prepare(jobs: list[Job], rule: Rule | None, waiting: bool, on_failure: str | None) -> None:
+    """Set on the built jobs what the options make of them: their policy, waiting, their key."""
+    for job in jobs:
+        job.on_dependency_failure = on_failure
+        if waiting:
+            job.status = JobStatus.WAITING
+        if rule is not None:
+            job.unique_key = rule.key_for(job.type, job.payload, job.created_at)
+
+
+def _insert(manager: JobManager, jobs: list[Job], rule: Rule | None) -> list[Job]:
+    if rule is not None:
+        return insert_unique(manager, jobs, rule)
+    created = engine_for(manager.db).bulk_insert(jobs)
+    for job in created:
+        job.duplicate = False  # type: ignore[attr-defined]  # as the unique insert sets it
+    return created
+
+
+def _link(manager: JobManager, created: list[Job], depends_on: dict[int, str | None],
+          found: dict[int, str], on_failure: str | None) -> None:
+    """Link the new jobs to their dependencies; those that cancel, canceled at once if one
+    has failed."""
+    new = [j for j in dict.fromkeys(created) if not j.duplicate]  # type: ignore[attr-defined]
+    link(manager, new, depends_on)
+    failed = [pk for pk, status in found.items() if status in FAILED]
+    if new and failed and on_failure == DependencyPolicy.CANCEL and waits(found, on_failure):
+        dependencies_failed(manager, list(manager.filter(pk__in=failed)), clock.now(manager.db))
+        for job in new:
+            job.refresh_from_db()
 
 
 class UniqueAndDependencies(Feature):
     """The enqueue hook of unique keys and dependencies (one insert serves both)."""
 
     name = "unique and dependencies"
+    enqueue_reads = ("unique_key", "unique_states", "unique_for", "depends_on",
+                     "on_dependency_failure")
+    handler_reads = ("unique",)
 
-    def take_enqueue_options(self, type: str, options: Options) -> Insert | None:
-        rule = pop_rule(type, options)
-        depends_on = dependency_ids(options.pop("depends_on", None))
-        on_failure = policy(options.pop("on_dependency_failure", None), depends_on)
+    def enqueue_insert(self, type: str, options: EnqueueOptions) -> Insert | None:
+        rule = rule_of(type, options)
+        depends_on = dependency_ids(options.depends_on)
+        on_failure = policy(options.on_dependency_failure, depends_on)
         if rule is None and not depends_on:
             return None
         return lambda manager, jobs: insert(manager, jobs, rule, depends_on, on_failure)

@@ -17,15 +17,16 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from django.core.exceptions import SynchronousOnlyOperation
 
 from django_jobs.core import tracing
+from django_jobs.core.contract import EnqueueKeywords, EnqueueOptions
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.states import Outcome
 from django_jobs.engine.feature_writes import guarded
-from django_jobs.engine.hooks import Feature, take_enqueue_options
+from django_jobs.engine.hooks import Feature, enqueue_insert
 from django_jobs.exceptions import InvalidJob
 
 if TYPE_CHECKING:
@@ -47,20 +48,22 @@ def _running_job() -> Job:
     return job
 
 
-def enqueue_after_success(type: str, payload: JSONValue = None, **options: Any) -> None:
+def enqueue_after_success(type: str, payload: JSONValue = None,
+                          **options: Unpack[EnqueueKeywords]) -> None:
     """Enqueue a job when, and only if, the running handler completes.
 
     The arguments are those of ``Job.enqueue`` and are checked now (InvalidJob at once); the
     job is inserted in the transaction that records the completion, so a handler that fails,
     times out or is canceled leaves no follow-up behind.
     """
+    from django_jobs.core.registry import get_handler
     from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
 
     job = _running_job()
     check_payload(payload, typed_arguments(type))
-    probe = dict(options)
-    take_enqueue_options(type, probe)  # the features' options (unique keys, dependencies)
-    enqueue_fields(type, **probe)
+    # the features' options (unique keys, dependencies), then the job's own
+    enqueue_insert(type, EnqueueOptions(**options), get_handler(type))
+    enqueue_fields(type, **options)
     # with the active span (the attempt's), whose trace the follow-up continues
     job.__dict__.setdefault("_after_success", []).append(
         (type, payload, options, tracing.current()))

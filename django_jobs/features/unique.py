@@ -3,7 +3,7 @@
 A job with a key stores it in ``Job.unique_key``, a nullable column with a unique constraint.
 The stored key starts with the states it guards (``engine/unique_column.py``: the flags, and the
 engine's ``keep_key_if`` that clears a key when its job leaves them), so no other column is needed.
-This module takes the unique options out of an enqueue call, builds keys and inserts the jobs that
+This module reads the unique options of an enqueue call, builds keys and inserts the jobs that
 carry them. A time window is folded into the key as the number of the window the job was enqueued
 in: ``...:order-42@3412`` for the 3412th hour since the epoch.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -26,8 +26,8 @@ from django_jobs.engine.unique_column import ALL_STATES, guards_finished, state_
 from django_jobs.exceptions import InvalidJob
 
 if TYPE_CHECKING:
+    from django_jobs.core.contract import EnqueueOptions
     from django_jobs.core.json_rules import JSONValue
-    from django_jobs.engine.hooks import Options
     from django_jobs.models import Job
     from django_jobs.models.managers import JobManager
 
@@ -73,41 +73,56 @@ class Rule:
         return f"{self.states}|{key}"
 
 
-def pop_rule(type: str, options: Options) -> Rule | None:
-    """Take the unique options out of an enqueue call's options; None when there are none."""
+def rule_of(type: str, options: EnqueueOptions) -> Rule | None:
+    """An enqueue call's unique options (those given, else its handler's ``unique``) as a
+    ``Rule``; None when there are none. InvalidJob naming the option on a bad one."""
     from django_jobs.core.registry import get_handler
 
-    key = options.pop("unique_key", None)
-    states = options.pop("unique_states", None)
-    within = options.pop("unique_for", None)
     found = get_handler(type)
     default: Unique | None = getattr(found, "unique", None) if found else None
+    key = options.unique_key
     if key is None and default is None:
-        if states is not None or within is not None:
+        if options.unique_states is not None or options.unique_for is not None:
             raise InvalidJob({"unique_key": "unique_states and unique_for need a unique_key"})
         return None
-    if key is not None and (not isinstance(key, str) or not key):
-        raise InvalidJob({"unique_key": f"must be a non-empty string, not {key!r}"})
     if key is not None:
-        try:
-            storable_json(key)  # the same rule as a payload's strings: no NUL, no lone surrogate
-        except NotStorable as exc:
-            raise InvalidJob({"unique_key": str(exc)}) from None
-    states = tuple(states if states is not None else (default.states if default else
-                                                      DEFAULT_STATES))
+        _check_key(key)
+    states = _states(options.unique_states, default)
+    within = _within(options.unique_for, default)
+    fields = tuple(default.fields) if default is not None and key is None else ()
+    return Rule(key=key, fields=fields, states=state_flags(states), within=within)
+
+
+def _within(given: object, default: Unique | None) -> timedelta | None:
+    within = given if given is not None else (default.within if default is not None else None)
+    if within is not None and (not isinstance(within, timedelta) or within.total_seconds() <= 0):
+        raise InvalidJob({"unique_for": f"must be a positive timedelta, not {within!r}"})
+    return within
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str) or not key:
+        raise InvalidJob({"unique_key": f"must be a non-empty string, not {key!r}"})
+    try:
+        storable_json(key)  # the same rule as a payload's strings: no NUL, no lone surrogate
+    except NotStorable as exc:
+        raise InvalidJob({"unique_key": str(exc)}) from None
+
+
+def _states(given: Iterable[str] | None, default: Unique | None) -> tuple[str, ...]:
+    """The states a key guards: those given, else the handler's rule's, else the default;
+    waiting added to pending (a job waiting for its dependencies holds its key)."""
+    if given is None:
+        given = default.states if default is not None else DEFAULT_STATES
+    states = tuple(given)
     bad = [s for s in states if s not in ALL_STATES]
     if bad or JobStatus.PENDING not in states:
         raise InvalidJob({"unique_states": f"must name job states including "
                           f"'{JobStatus.PENDING}' (from {', '.join(ALL_STATES)}), "
                           f"not {list(states)!r}"})
-    if JobStatus.PENDING in states and JobStatus.WAITING not in states:
+    if JobStatus.WAITING not in states:
         states = (JobStatus.WAITING, *states)
-    if within is None and default is not None:
-        within = default.within
-    if within is not None and (not isinstance(within, timedelta) or within.total_seconds() <= 0):
-        raise InvalidJob({"unique_for": f"must be a positive timedelta, not {within!r}"})
-    fields = tuple(default.fields) if default is not None and key is None else ()
-    return Rule(key=key, fields=fields, states=state_flags(states), within=within)
+    return states
 
 
 def insert(manager: JobManager, jobs: list[Job], rule: Rule) -> list[Job]:

@@ -7,15 +7,16 @@ Rows change only through the engine's verbs (``engine/``); the methods here and 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Unpack
 
 from asgiref.sync import sync_to_async
-from django.db import models, transaction
+from django.db import models, router, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from django_jobs.core.contract import PLAIN, EnqueueKeywords, EnqueueOptions, engine
 from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import DependencyPolicy, JobStatus, Outcome
 from django_jobs.models.managers import JobManager, ReloadsWhereWritten, RoutedManager
@@ -162,28 +163,15 @@ class Job(ReloadsWhereWritten, models.Model):
         return f"{self.public_id} {self.type} ({self.status})"
 
     @classmethod
-    def enqueue(
-        cls,
-        type: str,
-        payload: JSONValue = None,
-        *,
-        priority: str | int = "normal",
-        queue: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        max_attempts: int | None = None,
-        callback_url: str | None = None,
-        unique_key: str | None = None,
-        unique_states: Iterable[str] | None = None,
-        unique_for: timedelta | None = None,
-        depends_on: Iterable[Job | int] | Mapping[str, Job | int] | None = None,
-        on_dependency_failure: str | None = None,
-    ) -> Job:
+    def enqueue(cls, type: str, payload: JSONValue = None, **options: Unpack[EnqueueKeywords]
+                ) -> Job:
         """Record a job in the caller's transaction: a rollback leaves no job.
 
-        ``priority`` is low, normal, high or an integer from -100 to 100 (higher runs first);
-        ``delay`` a timedelta or seconds, or ``run_at`` an aware datetime. Raises InvalidJob
-        (a ValidationError naming the field) or UnknownJobType on bad input.
+        The options (``EnqueueKeywords``): ``priority`` is low, normal, high or an integer from
+        -100 to 100 (higher runs first); ``queue`` a queue's name (default: the handler's, else
+        ``DEFAULT_QUEUE``); ``delay`` a timedelta or seconds, or ``run_at`` an aware datetime;
+        ``max_attempts`` from 1 to 1000. Raises InvalidJob (a ValidationError naming the field)
+        or UnknownJobType on bad input.
         ``callback_url``: where the job's JSON is POSTed, signed, once it ends (see callbacks).
 
         ``unique_key`` keeps at most one job of this type per key among ``unique_states``
@@ -195,21 +183,19 @@ class Job(ReloadsWhereWritten, models.Model):
         (the default: until it is retried and completes), ``"cancel"`` (canceled at once, the
         dependency named in its error) or ``"run"`` (it counts as done).
         """
-        return cls.objects.enqueue(
-            type, payload, priority=priority, queue=queue, delay=delay, run_at=run_at,
-            max_attempts=max_attempts, callback_url=callback_url, unique_key=unique_key,
-            unique_states=unique_states, unique_for=unique_for, depends_on=depends_on,
-            on_dependency_failure=on_dependency_failure,
-        )
+        return engine(router.db_for_write(cls)).enqueue(
+            type, payload, EnqueueOptions(**options) if options else PLAIN)
 
     @classmethod
-    def enqueue_many(cls, type: str, payloads: Iterable[JSONValue], **options: Any
-                     ) -> list[Job]:
+    def enqueue_many(cls, type: str, payloads: Iterable[JSONValue],
+                     **options: Unpack[EnqueueKeywords]) -> list[Job]:
         """Insert one job per payload, with the options of ``enqueue``, in one statement."""
-        return cls.objects.enqueue_many(type, payloads, **options)
+        return engine(router.db_for_write(cls)).enqueue_many(
+            type, payloads, EnqueueOptions(**options))
 
     @classmethod
-    async def aenqueue(cls, type: str, payload: JSONValue = None, **options: Any) -> Job:
+    async def aenqueue(cls, type: str, payload: JSONValue = None,
+                       **options: Unpack[EnqueueKeywords]) -> Job:
         """``enqueue`` for async code (an ``async def`` view), with the same options.
 
         The write runs as Django's async ORM runs its queries (``sync_to_async``,
@@ -221,8 +207,8 @@ class Job(ReloadsWhereWritten, models.Model):
         return await sync_to_async(cls.enqueue)(type, payload, **options)
 
     @classmethod
-    async def aenqueue_many(cls, type: str, payloads: Iterable[JSONValue], **options: Any
-                            ) -> list[Job]:
+    async def aenqueue_many(cls, type: str, payloads: Iterable[JSONValue],
+                            **options: Unpack[EnqueueKeywords]) -> list[Job]:
         """``enqueue_many`` for async code, as ``aenqueue``."""
         return await sync_to_async(cls.enqueue_many)(type, payloads, **options)
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self, Unpack
 
 from asgiref.sync import sync_to_async
 from django.db import connections, models, router
 from django.db.models import Q
 
 from django_jobs.core import clock, contract
-from django_jobs.core.contract import ClaimKey, ClaimRequest
+from django_jobs.core.contract import ClaimKey, ClaimRequest, EnqueueKeywords, EnqueueOptions
 from django_jobs.core.shelves import FINISHED, OPEN_BEFORE
 from django_jobs.core.states import DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 
@@ -170,23 +170,25 @@ class JobManager(_JobManagerBase):
     """The worker's verbs (``engine/verbs.py``; on PostgreSQL ``engine/postgres/engine.py``), on the
     alias the jobs are written to (``RoutedManager``)."""
 
-    def enqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
-        """Validate and insert one job in the caller's transaction; see ``Job.enqueue``."""
-        return contract.engine(self.db).enqueue(type, payload, **options)
+    def enqueue(self, type: str, payload: JSONValue = None, **options: Unpack[EnqueueKeywords]
+                ) -> Job:
+        """``Job.enqueue`` on this manager's database."""
+        return contract.engine(self.db).enqueue(type, payload, EnqueueOptions(**options))
 
-    def enqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
-                     ) -> list[Job]:
-        """Insert one job per payload, all with the same options, in one statement."""
-        return contract.engine(self.db).enqueue_many(type, payloads, **options)
+    def enqueue_many(self, type: str, payloads: Iterable[JSONValue],
+                     **options: Unpack[EnqueueKeywords]) -> list[Job]:
+        """``Job.enqueue_many`` on this manager's database."""
+        return contract.engine(self.db).enqueue_many(type, payloads, EnqueueOptions(**options))
 
-    async def aenqueue(self, type: str, payload: JSONValue = None, **options: Any) -> Job:
+    async def aenqueue(self, type: str, payload: JSONValue = None,
+                       **options: Unpack[EnqueueKeywords]) -> Job:
         """``enqueue`` from async code: the same validation and write, run as Django's async ORM
         runs its queries (``sync_to_async``, thread-sensitive), so on the connection, and in
         the transaction, of the caller's other thread-sensitive database code."""
         return await sync_to_async(self.enqueue)(type, payload, **options)
 
-    async def aenqueue_many(self, type: str, payloads: Iterable[JSONValue], **options: Any
-                            ) -> list[Job]:
+    async def aenqueue_many(self, type: str, payloads: Iterable[JSONValue],
+                            **options: Unpack[EnqueueKeywords]) -> list[Job]:
         """``enqueue_many`` from async code, as ``aenqueue``."""
         return await sync_to_async(self.enqueue_many)(type, payloads, **options)
 

@@ -38,7 +38,7 @@ def test_the_store_hands_its_verbs_to_the_engine_the_app_provided():
 
 
 def test_without_the_app_the_store_says_how_to_wire_it():
-    provided = contract._engine_for
+    provided = contract._make_engine
     contract.provide(None)  # type: ignore[arg-type]
     try:
         with pytest.raises(ImproperlyConfigured, match="INSTALLED_APPS"):

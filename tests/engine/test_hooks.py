@@ -46,19 +46,23 @@ def test_a_heartbeat_runs_the_schedules_pruning_the_release_of_waiting_jobs_then
         "Ticker", "AutoPruner", "ReleaseWaiting", "HorizonWatch"]
 
 
-def test_a_feature_takes_its_own_enqueue_option_and_the_insert(add_feature):
+def test_a_feature_reads_the_option_it_declares_and_takes_over_the_insert(add_feature):
     with pytest.raises(TypeError, match="label"):
-        Job.objects.enqueue("echo", {}, label="x")  # nobody takes the option: unknown
+        Job.objects.enqueue("echo", {}, label="x")  # no such option
+
+    asked = []
 
     class Labels(hooks.Feature):
-        def take_enqueue_options(self, type, options):
-            label = options.pop("label", None)
-            if label is None:
+        enqueue_reads = ("queue",)
+
+        def enqueue_insert(self, type, options):
+            asked.append(options.queue)
+            if options.queue != "labelled":
                 return None
 
             def insert(manager, jobs):
                 for job in jobs:
-                    job.payload = {**job.payload, "label": label}
+                    job.payload = {**job.payload, "label": job.queue}
                 created = manager.bulk_create(jobs)
                 for job in created:
                     job.duplicate = False
@@ -67,18 +71,23 @@ def test_a_feature_takes_its_own_enqueue_option_and_the_insert(add_feature):
             return insert
 
     add_feature(Labels())
-    one = Job.objects.enqueue("echo", {"n": 1}, label="x")
-    many = Job.objects.enqueue_many("echo", [{"n": 2}, {"n": 3}], label="y")
-    plain = Job.enqueue("echo", {"n": 4})
+    one = Job.objects.enqueue("echo", {"n": 1}, queue="labelled")
+    many = Job.objects.enqueue_many("echo", [{"n": 2}, {"n": 3}], queue="labelled")
+    other = Job.enqueue("echo", {"n": 4}, queue="other")
+    plain = Job.enqueue("echo", {"n": 5})
     stored = dict(Job.objects.values_list("pk", "payload"))
-    assert stored[one.pk] == {"n": 1, "label": "x"}
-    assert [stored[job.pk] for job in many] == [{"n": 2, "label": "y"}, {"n": 3, "label": "y"}]
-    assert stored[plain.pk] == {"n": 4}
+    assert stored[one.pk] == {"n": 1, "label": "labelled"}
+    assert [stored[job.pk] for job in many] == [{"n": 2, "label": "labelled"},
+                                                {"n": 3, "label": "labelled"}]
+    assert stored[other.pk] == {"n": 4} and stored[plain.pk] == {"n": 5}
+    assert asked == ["labelled", "labelled", "other"]  # not asked without the option
 
 
 def test_two_features_taking_over_one_insert_is_an_error(add_feature):
     class Mine(hooks.Feature):
-        def take_enqueue_options(self, type, options):
+        enqueue_reads = ("unique_key",)
+
+        def enqueue_insert(self, type, options):
             return lambda manager, jobs: jobs
 
     add_feature(Mine())

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 from django.db.models import BooleanField, Field, IntegerField
@@ -25,6 +25,7 @@ from django.db.models import BooleanField, Field, IntegerField
 from django_jobs.models.instances import insert_fields
 
 if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.models import Field
 
     from django_jobs.models import Job
@@ -41,15 +42,8 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
     model = type(jobs[0])
     connection = connections[using]
     fields, per_job = insert_fields(model, varying)
-    first = jobs[0]
     quote = connection.ops.quote_name
-    select, params = [], []
-    for field in fields:
-        if field in per_job:
-            select.append(f"j.{quote(f'c{per_job.index(field)}')}")
-        else:
-            select.append("%s")
-            params.append(field.get_db_prep_save(field.pre_save(first, True), connection))
+    select, params = _select(fields, per_job, jobs[0], connection)
     rows = [[_sent(f.get_db_prep_save(f.pre_save(job, True), connection)) for f in per_job]
             for job in jobs]
     columns = ", ".join(
@@ -72,6 +66,22 @@ def insert_many(jobs: Sequence[Job], using: str, varying: Collection[str] | None
         job.pk = job_pk
         job._state.adding = False
         job._state.db = using
+
+
+def _select(fields: list[Field], per_job: list[Field], first: Job,
+            connection: BaseDatabaseWrapper) -> tuple[list[str], list[Any]]:
+    """The SELECT list's items, a ``JSON_TABLE`` column for a value per job and a parameter
+    for a value all share (the first job's), and those parameters."""
+    quote = connection.ops.quote_name
+    select: list[str] = []
+    params: list[Any] = []  # what get_db_prep_save gives: the driver's to adapt
+    for field in fields:
+        if field in per_job:
+            select.append(f"j.{quote(f'c{per_job.index(field)}')}")
+        else:
+            select.append("%s")
+            params.append(field.get_db_prep_save(field.pre_save(first, True), connection))
+    return select, params
 
 
 def _column(field: Field | None) -> str:

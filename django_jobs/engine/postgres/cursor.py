@@ -95,8 +95,11 @@ def _cursor(connection: BaseDatabaseWrapper) -> psycopg.Cursor[TupleRow]:
         connection._django_jobs_generation == pooler.generation  # type: ignore[attr-defined]
     ):
         return held
-    generation = pooler.generation  # read first: a change made meanwhile remakes it next time
-    prepare = pooler.prepares(connection, raw)
+    while True:  # the count read first: a change made meanwhile remakes it next time
+        generation = pooler.generation
+        prepare = pooler.prepares(connection, raw)
+        if generation == pooler.generation:  # else this call found out first: once more
+            break
     psycopg = _psycopg()
     factory = psycopg.PlainCursor
     if prepare:

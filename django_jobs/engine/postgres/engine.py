@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.db.models.signals import post_save, pre_save
 
 from django_jobs.core import clock
 from django_jobs.core.outcomes import micros
@@ -28,16 +27,15 @@ from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.moved_claims import apart_if_moved, claim_again_if_moved
 from django_jobs.engine.moved_rows import once_more_if_moved
 from django_jobs.engine.portable import RowLockEngine
-from django_jobs.engine.postgres import enqueue as pgenqueue
 from django_jobs.engine.postgres import prune, waiters
 from django_jobs.engine.postgres import statements as sql
 from django_jobs.engine.postgres.cursor import run
+from django_jobs.engine.postgres.enqueue import PostgresInserts
 from django_jobs.engine.postgres.rows import RowPlan, claimed_jobs
 from django_jobs.engine.shelving import shelf_for
 from django_jobs.engine.transition import undone_on_error
 from django_jobs.engine.writes import ClaimValues, claim_values, written
 from django_jobs.exceptions import ClaimConflict
-from django_jobs.models.instances import varying
 
 if TYPE_CHECKING:
     from django_jobs.core.contract import ClaimKey, ClaimRequest
@@ -52,35 +50,17 @@ if TYPE_CHECKING:
 KEY_LOCKS = 0x6A6F6273
 
 
-class PostgresEngine(RowLockEngine):
+class PostgresEngine(PostgresInserts, RowLockEngine):
     """The ORM's verbs, with the hot ones as single statements. A claim that a feature admits
     (concurrency and rate limits need the locked candidates first) and a finish with a snooze
     take the ORM's path; such a claim then marks its worker waiting or busy in a statement of
-    its own, in the claim's transaction when it is a turn's."""
+    its own, in the claim's transaction when it is a turn's. The enqueue's INSERTs are
+    ``PostgresInserts``' (``engine/postgres/enqueue.py``)."""
 
     def lock_candidates(self, ready: JobQuerySet, limit: int) -> list[Job]:
         """The ready rows read as the plain claim reads them, in the ready index's order
         (``lockedrows.locked_in_order``)."""
         return locked_in_order(ready, limit)
-
-    def insert(self, job: Job) -> None:
-        """``pgenqueue.insert`` with what ``save()`` adds: pre/post_save for any receivers,
-        and a failed INSERT marking the caller's atomic block for rollback."""
-        sender, using = type(job), self.db
-        if pre_save.has_listeners(sender):
-            pre_save.send(sender=sender, instance=job, raw=False, using=using,
-                          update_fields=None)
-        with transaction.mark_for_rollback_on_error(using):
-            pgenqueue.insert(job, using)
-        if post_save.has_listeners(sender):
-            post_save.send(sender=sender, instance=job, created=True, update_fields=None,
-                           raw=False, using=using)
-
-    def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
-        """``bulk_create``'s INSERT, the values all jobs share sent once."""
-        with transaction.mark_for_rollback_on_error(self.db):
-            pgenqueue.insert_many(jobs, self.db, varying(self.jobs.model, shared=shared))
-        return jobs
 
     @claim_again_if_moved
     def claim(self, request: ClaimRequest) -> list[Job]:

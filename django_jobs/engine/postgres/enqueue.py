@@ -1,9 +1,10 @@
 """``enqueue`` and ``enqueue_many`` on PostgreSQL, one round trip each (the statements are
-``sql.insert_sql`` and ``sql.insert_many_sql``).
+``sql.insert_sql`` and ``sql.insert_many_sql``): the fast path of the enqueue.
 
-Used by ``PostgresEngine`` (``engine/postgres/engine.py``) only, which calls them when no unique key
-or dependency needs more than an INSERT; other databases, and those cases, take ``save()``
-and ``bulk_create``. Each value is written as those would write it (tests/engine/test_write_path.py,
+``PostgresInserts`` gives ``PostgresEngine`` (``engine/postgres/engine.py``) its ``insert`` and
+``insert_many``, which the enqueue verbs (``engine/verbs.py``) call when no unique key or
+dependency needs more than an INSERT; other databases, and those cases, take ``save()`` and
+``bulk_create``. Each value is written as those would write it (tests/engine/test_write_path.py,
 tests/fidelity/test_fidelity.py and tests/engine/test_bulk_insert.py hold them to it).
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Collection, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models import (
     NOT_PROVIDED,
     BooleanField,
@@ -24,15 +25,42 @@ from django.db.models import (
     Field,
     IntegerField,
 )
+from django.db.models.signals import post_save, pre_save
 
 from django_jobs.engine.postgres.cursor import run
 from django_jobs.engine.postgres.statements import insert_many_sql, insert_sql, quote
-from django_jobs.models.instances import insert_fields, plain_pre_save
+from django_jobs.models.instances import insert_fields, plain_pre_save, varying
 
 if TYPE_CHECKING:
     from django.db.models import Field
 
     from django_jobs.models import Job
+
+
+class PostgresInserts:
+    """The INSERTs of ``PostgresEngine``'s enqueue verbs, on the engine's database."""
+
+    db: str
+
+    def insert(self, job: Job) -> None:
+        """``insert`` with what ``save()`` adds: pre/post_save for any receivers, and a failed
+        INSERT marking the caller's atomic block for rollback."""
+        sender, using = type(job), self.db
+        if pre_save.has_listeners(sender):
+            pre_save.send(sender=sender, instance=job, raw=False, using=using,
+                          update_fields=None)
+        with transaction.mark_for_rollback_on_error(using):
+            insert(job, using)
+        if post_save.has_listeners(sender):
+            post_save.send(sender=sender, instance=job, created=True, update_fields=None,
+                           raw=False, using=using)
+
+    def insert_many(self, jobs: list[Job], shared: dict[str, object]) -> list[Job]:
+        """``bulk_create``'s INSERT, the values all jobs share sent once."""
+        if jobs:
+            with transaction.mark_for_rollback_on_error(self.db):
+                insert_many(jobs, self.db, varying(type(jobs[0]), shared=shared))
+        return jobs
 
 
 def insert(job: Job, using: str) -> None:
