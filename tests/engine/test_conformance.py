@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from django_jobs.core import clock
-from django_jobs.core.contract import ClaimRequest, JobEngine
+from django_jobs.core.contract import ClaimRequest, EnqueueOptions, JobEngine
 from django_jobs.core.database_parts import NO_PARTS, DatabaseParts, parts
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.shelves import KEPT_SHELF, OPEN_SHELF, clamp
@@ -44,6 +44,15 @@ def engine() -> JobEngine:
 @pytest.fixture
 def db_parts() -> DatabaseParts:
     return parts(Job.objects.db)
+
+
+def enqueue(engine: JobEngine, type: str, payload=None, **options) -> Job:
+    """The engine's enqueue verb with ``Job.enqueue``'s keyword options."""
+    return engine.enqueue(type, payload, EnqueueOptions(**options))
+
+
+def enqueue_many(engine: JobEngine, type: str, payloads, **options) -> list[Job]:
+    return engine.enqueue_many(type, payloads, EnqueueOptions(**options))
 
 
 def request(limit: int = 10, **options) -> ClaimRequest:
@@ -69,7 +78,7 @@ def statuses(*jobs: Job) -> list[str]:
 # The verbs.
 
 def test_enqueue_inserts_one_pending_job(engine):
-    job = engine.enqueue("echo", {"n": 1}, queue="q1", priority=3)
+    job = enqueue(engine, "echo", {"n": 1}, queue="q1", priority=3)
     row = Job.objects.get(pk=job.pk)
     assert (row.type, row.payload, row.queue, row.priority, row.status) == (
         "echo", {"n": 1}, "q1", 3, P.PENDING)
@@ -77,28 +86,28 @@ def test_enqueue_inserts_one_pending_job(engine):
 
 def test_enqueue_validates_before_writing(engine):
     with pytest.raises(InvalidJob):
-        engine.enqueue("echo", {"bad": object()})
+        enqueue(engine, "echo", {"bad": object()})
     assert not Job.objects.exists()
 
 
 def test_enqueue_writes_in_the_callers_transaction(engine):
     with transaction.atomic():
-        engine.enqueue("echo")
+        enqueue(engine, "echo")
         transaction.set_rollback(True)
     assert not Job.objects.exists()
 
 
 def test_enqueue_many_inserts_one_job_per_payload_with_the_same_options(engine):
-    jobs = engine.enqueue_many("echo", [{"n": n} for n in range(3)], queue="many", priority=2)
+    jobs = enqueue_many(engine, "echo", [{"n": n} for n in range(3)], queue="many", priority=2)
     rows = list(Job.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk"))
     assert [r.payload for r in rows] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert {(r.queue, r.priority, r.status) for r in rows} == {("many", 2, P.PENDING)}
 
 
 def test_claim_takes_up_to_the_limit_in_claim_order(engine):
-    low = engine.enqueue("echo", priority=0)
-    high = engine.enqueue("echo", priority=5)
-    second = engine.enqueue("echo", priority=0)
+    low = enqueue(engine, "echo", priority=0)
+    high = enqueue(engine, "echo", priority=5)
+    second = enqueue(engine, "echo", priority=0)
     claimed = engine.claim(request(2))
     assert [j.pk for j in claimed] == [high.pk, low.pk]
     assert all(j.status == P.PROCESSING and j.lease_token for j in claimed)
@@ -106,17 +115,17 @@ def test_claim_takes_up_to_the_limit_in_claim_order(engine):
 
 
 def test_claim_takes_only_ready_jobs_of_the_queues_asked(engine):
-    engine.enqueue("echo", run_at=timezone.now() + timedelta(hours=1))
-    engine.enqueue("echo", queue="other")
-    engine.enqueue("echo", queue="paused")
-    wanted = engine.enqueue("echo", queue="wanted")
+    enqueue(engine, "echo", run_at=timezone.now() + timedelta(hours=1))
+    enqueue(engine, "echo", queue="other")
+    enqueue(engine, "echo", queue="paused")
+    wanted = enqueue(engine, "echo", queue="wanted")
     claimed = engine.claim(request(10, queues=["wanted", "paused"], exclude_queues=["paused"]))
     assert [j.pk for j in claimed] == [wanted.pk]
     assert engine.claim(request(10, queues=["none"])) == []
 
 
 def test_finish_writes_outcomes_fenced_on_the_lease(engine):
-    job = claim_one(engine, engine.enqueue("echo"))
+    job = claim_one(engine, enqueue(engine, "echo"))
     stale = Job.objects.get(pk=job.pk)
     stale.lease_token = uuid.uuid4()  # a lease the job no longer has
     assert engine.finish([completed(stale)]) == []
@@ -129,8 +138,8 @@ def test_finish_writes_outcomes_fenced_on_the_lease(engine):
 
 
 def test_finish_and_claim_finishes_then_claims(engine):
-    first = claim_one(engine, engine.enqueue("echo"))
-    following = engine.enqueue("echo")
+    first = claim_one(engine, enqueue(engine, "echo"))
+    following = enqueue(engine, "echo")
     written, claimed = engine.finish_and_claim([completed(first)], request(5))
     assert [o.job.pk for o in written] == [first.pk]
     assert [j.pk for j in claimed] == [following.pk]
@@ -138,9 +147,9 @@ def test_finish_and_claim_finishes_then_claims(engine):
 
 
 def test_heartbeat_renews_held_leases_and_says_which_are_asked_to_cancel(engine):
-    kept = engine.enqueue("echo")
-    asked = engine.enqueue("echo")
-    lost = engine.enqueue("echo")
+    kept = enqueue(engine, "echo")
+    asked = enqueue(engine, "echo")
+    lost = enqueue(engine, "echo")
     claimed = {j.pk: j for j in engine.claim(request(3))}
     Job.objects.filter(pk=asked.pk).update(cancel_requested=True)
     before = Job.objects.get(pk=kept.pk).leased_until
@@ -153,7 +162,7 @@ def test_heartbeat_renews_held_leases_and_says_which_are_asked_to_cancel(engine)
 
 
 def test_rescue_records_the_lost_attempts_of_expired_leases(engine):
-    job = claim_one(engine, engine.enqueue("echo", max_attempts=3))
+    job = claim_one(engine, enqueue(engine, "echo", max_attempts=3))
     leased_until = Job.objects.get(pk=job.pk).leased_until
     assert engine.rescue(now=leased_until - timedelta(seconds=1)) == []
     after = leased_until + timedelta(seconds=1)
@@ -166,7 +175,7 @@ def test_rescue_records_the_lost_attempts_of_expired_leases(engine):
 
 
 def test_release_hands_held_jobs_back_with_their_attempt_unspent(engine):
-    job = claim_one(engine, engine.enqueue("echo"))
+    job = claim_one(engine, enqueue(engine, "echo"))
     attempt = Job.objects.get(pk=job.pk).attempt
     assert engine.release([job], delay=3600) == 1
     row = Job.objects.get(pk=job.pk)
@@ -176,19 +185,19 @@ def test_release_hands_held_jobs_back_with_their_attempt_unspent(engine):
 
 
 def test_release_claim_hands_back_the_jobs_of_one_lease_token(engine):
-    mine = engine.enqueue("echo")
+    mine = enqueue(engine, "echo")
     token = uuid.uuid4()
     claim_one_with = engine.claim(request(1, lease_token=token))
     assert [j.pk for j in claim_one_with] == [mine.pk]
-    other = claim_one(engine, engine.enqueue("echo"))
+    other = claim_one(engine, enqueue(engine, "echo"))
     assert engine.release_claim(uuid.uuid4()) == 0
     assert engine.release_claim(token) == 1
     assert statuses(mine, other) == [P.PENDING, P.PROCESSING]
 
 
 def test_release_waiting_makes_pending_the_jobs_nothing_holds_back(engine):
-    done = engine.enqueue("echo")
-    dependent = engine.enqueue("echo", depends_on=[done])
+    done = enqueue(engine, "echo")
+    dependent = enqueue(engine, "echo", depends_on=[done])
     assert statuses(dependent) == [P.WAITING]
     assert engine.release_waiting() == 0  # its dependency has not completed
     Job.objects.filter(pk=done.pk).update(status=P.COMPLETED)  # behind the features' backs
@@ -197,7 +206,7 @@ def test_release_waiting_makes_pending_the_jobs_nothing_holds_back(engine):
 
 
 def test_record_progress_is_fenced_on_the_lease(engine):
-    job = claim_one(engine, engine.enqueue("echo"))
+    job = claim_one(engine, enqueue(engine, "echo"))
     assert engine.record_progress(job, 0.5, "half") is True
     assert Job.objects.get(pk=job.pk).progress == {"fraction": 0.5, "message": "half"}
     stale = Job.objects.get(pk=job.pk)
@@ -208,9 +217,9 @@ def test_record_progress_is_fenced_on_the_lease(engine):
 
 def staffed(engine: JobEngine) -> dict[str, Job]:
     """One job in each status a staff verb tells apart."""
-    jobs = {status: engine.enqueue("echo", {"status": status}, max_attempts=1)
+    jobs = {status: enqueue(engine, "echo", {"status": status}, max_attempts=1)
             for status in (P.PENDING, P.FAILED, P.DEAD, P.CANCELED, P.COMPLETED)}
-    jobs[P.PROCESSING] = engine.enqueue("echo", {"status": P.PROCESSING})
+    jobs[P.PROCESSING] = enqueue(engine, "echo", {"status": P.PROCESSING})
     for status, job in jobs.items():
         if status == P.PENDING:
             continue
@@ -250,14 +259,14 @@ def test_cancel_cancels_idle_jobs_and_asks_running_ones(engine):
 
 
 def test_run_now_makes_scheduled_jobs_due(engine):
-    later = engine.enqueue("echo", run_at=timezone.now() + timedelta(days=1))
+    later = enqueue(engine, "echo", run_at=timezone.now() + timedelta(days=1))
     assert engine.claim(request(1)) == []
     assert engine.run_now(Job.objects.filter(pk=later.pk)) == 1
     assert [j.pk for j in engine.claim(request(1))] == [later.pk]
 
 
 def test_delete_batch_deletes_up_to_the_limit_oldest_first_with_attempts(engine):
-    jobs = [claim_one(engine, engine.enqueue("echo")) for _ in range(3)]
+    jobs = [claim_one(engine, enqueue(engine, "echo")) for _ in range(3)]
     engine.finish([completed(job) for job in jobs])
     assert engine.delete_batch(Job.objects.all(), limit=2) == 2
     assert list(Job.objects.values_list("pk", flat=True)) == [jobs[2].pk]
@@ -374,7 +383,7 @@ def test_partitions_count_and_name_what_the_drops_take(db_parts, engine):
     soon = partitions.dropped_soon(today)
     assert soon is not None and soon[1] == today + timedelta(days=1)
     first, none = soon[0], Q(pk__in=[])
-    job = claim_one(engine, engine.enqueue("echo"))
+    job = claim_one(engine, enqueue(engine, "echo"))
     engine.finish([completed(job)])
     before = partitions.dropped_jobs(first, none)  # other tests' days left behind count too
     earlier = partitions.dropped_jobs(first - timedelta(days=1), none)
