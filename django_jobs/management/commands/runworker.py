@@ -15,7 +15,6 @@ from django.db import connections
 from django_jobs.checks.databases import database_checks, vendor_problems
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import QUEUE_RE
-from django_jobs.management.reloading import ReloadingWorker
 from django_jobs.models.schema import NotMigrated, Unreachable, jobs_database, require_migrated
 from django_jobs.worker.claim_size import PREFETCH_HORIZON_SECONDS
 from django_jobs.worker.exit import exit_without_stray_threads
@@ -186,6 +185,8 @@ class Command(BaseCommand):
             refuse_or_warn(database_checks(using), warn=True)
         worker = Worker(worker_options)
         if options["reload"]:
+            from django_jobs.management.reloading import ReloadingWorker  # only with --reload
+
             processed = ReloadingWorker(worker).run()
         else:
             processed = worker.run()
