@@ -32,6 +32,14 @@ points::
     periodic_steps            heartbeat       work a worker does on each heartbeat (recurring
                                               jobs, pruning), outside any verb
 
+Which features join a point is decided without entering them: a feature says on its class
+what a job carries when it acts at the job's end (``marks``: ``callback_url``, ``group_id``,
+...) and what configures it (``configured_by``: settings, handlers' options), and a feature
+joins only the points it overrides. A job that carries no feature's mark is finished, canceled
+or rescued without a call into any feature, and a feature nothing configures joins no claim and
+adds no heartbeat step; the configuration is read at each claim and each heartbeat, so a
+change of it is seen there.
+
 A hook runs inside the verb's transaction: what it writes commits or rolls back with the
 verb's own write (a periodic step is the exception: it runs in no transaction of the worker's).
 Hooks that write jobs do so through the engine's verbs.
@@ -67,6 +75,19 @@ class Feature:
     # a feature whose finish takes a row lock that many turns meet (a group's row): the lock is
     # then held for its own statements and the commit, not for the claim as well.
     late_in_turn = False
+    # The job fields that mark a job this feature acts on at its end (a finish, or a cancel or
+    # rescue that ends it): ``after_finish`` and ``ended`` are called only when a job of theirs
+    # has one of them set (a true value), and the engine reads them itself. Empty: the
+    # feature's ``joins_finish`` decides, and ``after_finish`` and ``ended`` see every end.
+    marks: tuple[str, ...] = ()
+    # What configures this feature: names of DJANGO_JOBS settings, or ``handler.<option>`` for
+    # an option of the registered handlers (``handler.limits``). While none is set, the feature
+    # joins no claim (``limits_claims``, ``admit``, ``claim_without_row_locks``) and has no
+    # heartbeat step. Empty: always configured.
+    configured_by: tuple[str, ...] = ()
+    # False: its heartbeat steps have nothing to do at a worker's start (a pass spread over its
+    # first interval): the worker runs them from its second heartbeat on.
+    steps_at_start = True
 
     # The options of an enqueue (fields of ``EnqueueOptions``) and the attributes of its
     # handler (``core/registry.Handler``) this feature reads: ``enqueue_insert`` is called
@@ -97,8 +118,8 @@ class Feature:
         return None
 
     def joins_finish(self, job: Job) -> bool:
-        """True if ``after_finish`` may have work when ``job`` finishes. Asked for every job a
-        worker ends: read the job's fields, make no query."""
+        """For a feature without ``marks``: True if ``after_finish`` may have work when ``job``
+        finishes. Asked for every job a worker ends: read the job's fields, make no query."""
         return False
 
     def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
@@ -140,6 +161,10 @@ _features: list[Feature] = []
 # engine asks ``enqueue_insert`` only when one of them is set (``engine/verbs.asks_features``).
 enqueue_reads: tuple[str, ...] = ()
 handler_reads: tuple[str, ...] = ()
+# Made from the features at each register/unregister: the marks a finished job is read for,
+# and the features without marks whose ``joins_finish`` is asked.
+_finish_marks: tuple[str, ...] = ()
+_asked_at_finish: tuple[Feature, ...] = ()
 
 
 def register(feature: Feature) -> Feature:
@@ -151,6 +176,7 @@ def register(feature: Feature) -> Feature:
     else:
         _features.append(feature)
     _read()
+    _plan()
     return feature
 
 
@@ -158,12 +184,52 @@ def unregister(feature: Feature) -> None:
     """Take a feature's hooks out (a test's own feature, for one)."""
     _features[:] = [known for known in _features if known is not feature]
     _read()
+    _plan()
 
 
 def _read() -> None:
     global enqueue_reads, handler_reads
     enqueue_reads = tuple(dict.fromkeys(n for f in _features for n in f.enqueue_reads))
     handler_reads = tuple(dict.fromkeys(n for f in _features for n in f.handler_reads))
+
+
+def _plan() -> None:
+    global _finish_marks, _asked_at_finish
+    finishing = [feature for feature in _features if joins(feature, "after_finish")]
+    _finish_marks = tuple(dict.fromkeys(mark for feature in finishing for mark in feature.marks))
+    _asked_at_finish = tuple(feature for feature in finishing
+                             if not feature.marks and joins(feature, "joins_finish"))
+
+
+def joins(feature: Feature, point: str) -> bool:
+    """True if ``feature`` overrides the hook ``point`` (a feature joins only those)."""
+    return getattr(type(feature), point) is not getattr(Feature, point)
+
+
+def marked(jobs: Sequence[Job], marks: Sequence[str]) -> bool:
+    """True if one of ``jobs`` has one of the fields ``marks`` set."""
+    return any(getattr(job, mark, None) for job in jobs for mark in marks)
+
+
+def configured(feature: Feature) -> bool:
+    """True if something configures ``feature`` (``Feature.configured_by``), as set now."""
+    if not feature.configured_by:
+        return True
+    from django_jobs.core import registry
+    from django_jobs.core.settings import jobs_settings
+
+    for name in feature.configured_by:
+        option = name.removeprefix("handler.")
+        if option != name:
+            if any(getattr(found, option, None) for found in registry._handlers.values()):
+                return True
+        elif getattr(jobs_settings, name, None):
+            return True
+    return False
+
+
+def _claimers(point: str) -> list[Feature]:
+    return [feature for feature in _features if joins(feature, point) and configured(feature)]
 
 
 def registered() -> tuple[Feature, ...]:
@@ -192,12 +258,12 @@ def _reads(feature: Feature, options: EnqueueOptions, handler: object) -> bool:
 
 
 def limits_claims() -> bool:
-    return any(feature.limits_claims() for feature in _features)
+    return any(feature.limits_claims() for feature in _claimers("limits_claims"))
 
 
 def admit(manager: JobManager, jobs: list[Job], ready: JobQuerySet, limit: int,
           now: datetime) -> list[Job]:
-    for feature in _features:
+    for feature in _claimers("admit"):
         if not jobs:
             break
         jobs = feature.admit(manager, jobs, ready, limit, now)
@@ -206,7 +272,7 @@ def admit(manager: JobManager, jobs: list[Job], ready: JobQuerySet, limit: int,
 
 def claim_without_row_locks(manager: JobManager, ready: JobQuerySet, claim: ClaimFields, limit: int,
                             now: datetime) -> list[Job] | None:
-    for feature in _features:
+    for feature in _claimers("claim_without_row_locks"):
         claimed = feature.claim_without_row_locks(manager, ready, claim, limit, now)
         if claimed is not None:
             return claimed
@@ -214,10 +280,17 @@ def claim_without_row_locks(manager: JobManager, ready: JobQuerySet, claim: Clai
 
 
 def joins_finish(job: Job) -> bool:
-    for feature in _features:  # a loop, not any(): asked for every job a worker ends
+    for mark in _finish_marks:  # loops, not any(): asked for every job a worker ends
+        if getattr(job, mark, None):
+            return True
+    for feature in _asked_at_finish:
         if feature.joins_finish(job):
             return True
     return False
+
+
+def _acts_on(feature: Feature, jobs: Sequence[Job]) -> bool:
+    return not feature.marks or marked(jobs, feature.marks)
 
 
 # In a worker's turn (``late``): the after_finish calls that wait for the turn's end
@@ -227,7 +300,10 @@ _late: ContextVar[list[tuple[Feature, JobManager, list[AttemptOutcome], datetime
 
 def after_finish(manager: JobManager, written: list[AttemptOutcome], now: datetime) -> None:
     late = _late.get()
+    jobs = [outcome.job for outcome in written]
     for feature in _features:
+        if not joins(feature, "after_finish") or not _acts_on(feature, jobs):
+            continue
         if late is not None and feature.late_in_turn:
             late.append((feature, manager, written, now))
         else:
@@ -265,7 +341,8 @@ def hold_for_cancel(cancelable: JobQuerySet) -> list[Job]:
 def ended(jobs: Sequence[Job], using: str) -> None:
     if jobs:
         for feature in _features:
-            feature.ended(jobs, using)
+            if joins(feature, "ended") and _acts_on(feature, jobs):
+                feature.ended(jobs, using)
 
 
 def reopen(retried: JobQuerySet) -> None:
@@ -286,14 +363,18 @@ def rescue(manager: JobManager, *, limit: int, now: datetime) -> list[Job]:
     return []
 
 
-def periodic_steps(made: dict[Feature, Sequence[Step]]) -> list[Step]:
-    """The heartbeat steps of the features registered, in their order. ``made`` is one
-    worker's: a feature's steps are made the first time the worker asks and kept, and those of
-    a feature no longer registered are dropped."""
+def periodic_steps(made: dict[Feature, Sequence[Step]], *, starting: bool = False) -> list[Step]:
+    """The heartbeat steps of the features registered and configured, in their order (at a
+    worker's first heartbeat, ``starting``, those of the features whose ``steps_at_start``).
+    ``made`` is one worker's: a feature's steps are made the first time the worker asks and
+    kept, and those of a feature no longer registered are dropped."""
     for gone in [feature for feature in made if feature not in _features]:
         del made[gone]
     steps: list[Step] = []
     for feature in _features:
+        if not joins(feature, "periodic_steps") or not configured(feature) or \
+                (starting and not feature.steps_at_start):
+            continue
         if feature not in made:
             made[feature] = tuple(feature.periodic_steps())
         steps.extend(made[feature])

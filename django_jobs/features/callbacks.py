@@ -84,9 +84,7 @@ class Callbacks(Feature):
     ends, enqueued in the transaction that ends it."""
 
     name = "callbacks"
-
-    def joins_finish(self, job: Job) -> bool:
-        return bool(job.callback_url)
+    marks = ("callback_url",)
 
     def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
                      now: datetime) -> None:

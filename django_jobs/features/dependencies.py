@@ -276,9 +276,7 @@ class Dependencies(Feature):
     all met and cancel those that cancel and have a failed dependency."""
 
     name = "dependencies"
-
-    def joins_finish(self, job: Job) -> bool:
-        return bool(job.has_dependents)
+    marks = ("has_dependents",)
 
     def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
                      now: datetime) -> None:

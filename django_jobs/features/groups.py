@@ -26,7 +26,7 @@ savepoint (``engine/feature_writes.py``): if it is refused all the same (a deplo
 group is finished with no callback and the refusal in its ``error`` (logged, counted); a retry
 of one of its jobs that ends again tries the callback again.
 
-A finish of a job without a group reads only its ``group_id`` (``joins_finish``): no query.
+A finish of a job without a group reads only its ``group_id`` (``marks``): no query.
 """
 
 from __future__ import annotations
@@ -275,9 +275,7 @@ class Groups(Feature):
 
     name = "groups"
     late_in_turn = True  # every job's end locks its group's row: after the turn's claim
-
-    def joins_finish(self, job: Job) -> bool:
-        return job.group_id is not None
+    marks = ("group_id",)
 
     def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
                      now: datetime) -> None:

@@ -116,9 +116,7 @@ class FollowUps(Feature):
     that is refused is logged and counted, and neither the completion nor the others undone."""
 
     name = "follow-ups"
-
-    def joins_finish(self, job: Job) -> bool:
-        return "_after_success" in job.__dict__
+    marks = ("_after_success",)  # the follow-ups ``enqueue_after_success`` put on the job
 
     def after_finish(self, manager: JobManager, written: list[AttemptOutcome],
                      now: datetime) -> None:

@@ -318,6 +318,8 @@ class Retention(hooks.Feature):
     """Pruning by the workers: each runs an ``AutoPruner`` on its heartbeat."""
 
     name = "retention"
+    configured_by = ("PRUNE_INTERVAL",)
+    steps_at_start = False  # a worker's first pass falls at a random point of an interval
 
     def periodic_steps(self) -> tuple[hooks.Step, ...]:
         return (AutoPruner(),)

@@ -1,6 +1,19 @@
 from django.db import migrations
 
-from django_jobs.engine.mariadb.schema import order_list_indexes_by_id, restore_list_indexes
+# The MariaDB code is imported when the migration runs, not when the migrations are loaded
+# (as every worker's start does on any database).
+
+
+def order_list_indexes_by_id(apps, schema_editor):
+    from django_jobs.engine.mariadb import schema
+
+    schema.order_list_indexes_by_id(apps, schema_editor)
+
+
+def restore_list_indexes(apps, schema_editor):
+    from django_jobs.engine.mariadb import schema
+
+    schema.restore_list_indexes(apps, schema_editor)
 
 
 class Migration(migrations.Migration):

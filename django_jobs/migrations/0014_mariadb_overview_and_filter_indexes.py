@@ -1,6 +1,19 @@
 from django.db import migrations
 
-from django_jobs.engine.mariadb.schema import add_admin_indexes, drop_admin_indexes
+# The MariaDB code is imported when the migration runs, not when the migrations are loaded
+# (as every worker's start does on any database).
+
+
+def add_admin_indexes(apps, schema_editor):
+    from django_jobs.engine.mariadb import schema
+
+    schema.add_admin_indexes(apps, schema_editor)
+
+
+def drop_admin_indexes(apps, schema_editor):
+    from django_jobs.engine.mariadb import schema
+
+    schema.drop_admin_indexes(apps, schema_editor)
 
 
 class Migration(migrations.Migration):

@@ -20,8 +20,6 @@ import datetime
 from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from django_jobs.engine.mariadb.schema import updated_index_set_aside
-
 
 class AddColumnInPlace(migrations.AddField):
     """``AddField`` that adds the column in place: on SQLite as the plain ``ALTER TABLE ...
@@ -31,6 +29,9 @@ class AddColumnInPlace(migrations.AddField):
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
         if schema_editor.connection.vendor == "mysql" and self.model_name == "job":
+            # Imported here: loading the migrations (every worker's start) needs no MariaDB code
+            from django_jobs.engine.mariadb.schema import updated_index_set_aside
+
             with updated_index_set_aside(schema_editor):
                 return super().database_forwards(app_label, schema_editor, from_state,
                                                  to_state)

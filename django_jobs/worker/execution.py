@@ -68,13 +68,18 @@ def run_job(
     outcome.cpu_ns = time.thread_time_ns() - cpu_start
     outcome.peak_memory = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if tidy and _connected:
-        if threading.get_ident() in _connected:
-            _tidy_connections()
-        queries = _query_threads.get(threading.get_ident())
-        if queries is not None and queries.ran:  # the job ran a coroutine (run_coroutine)
-            queries.ran = False
-            queries.tidy()
+        _tidy_thread()
     return outcome
+
+
+def _tidy_thread() -> None:
+    """After a job: this thread's connections, and those of its coroutine's queries."""
+    if threading.get_ident() in _connected:
+        _tidy_connections()
+    queries = _query_threads.get(threading.get_ident())
+    if queries is not None and queries.ran:  # the job ran a coroutine (run_coroutine)
+        queries.ran = False
+        queries.tidy()
 
 
 def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:

@@ -87,23 +87,29 @@ def level_for(outcome: str) -> int:
 def why(outcome: AttemptOutcome) -> tuple[str, str]:
     """Why a written attempt did not complete, and what happens to its job next, in words."""
     job = outcome.job
-    error: Any = job.error if outcome.kind == Outcome.SNOOZED else (outcome.error or job.error)
-    error = error if isinstance(error, dict) else {}
-    kind = outcome.kind
-    if kind == Outcome.SNOOZED and error.get("type") == "UnknownJobType":
-        details = error.get("details") or {}
-        until = ""
-        try:
-            since = datetime.fromisoformat(details["waiting_since"])
-            grace = float(jobs_settings.UNKNOWN_TYPE_GRACE or 0)
-            until = f" until {at_utc(since + timedelta(seconds=grace))}"
-        except (KeyError, TypeError, ValueError):
-            pass
-        return (f"no handler for type {job.type!r} in this worker",
-                f"waiting for a worker that has it{until}; tried again at {at_utc(job.run_at)}")
-    if kind == Outcome.SNOOZED:
+    if outcome.kind == Outcome.SNOOZED:
+        return _why_snoozed(job, job.error if isinstance(job.error, dict) else {})
+    error: Any = outcome.error or job.error
+    return _why_ended(outcome, _error_text(error if isinstance(error, dict) else {}))
+
+
+def _why_snoozed(job: Job, error: dict[str, Any]) -> tuple[str, str]:
+    if error.get("type") != "UnknownJobType":
         return "the handler snoozed it", f"runs again at {at_utc(job.run_at)}"
-    text = _error_text(error)
+    details = error.get("details") or {}
+    until = ""
+    try:
+        since = datetime.fromisoformat(details["waiting_since"])
+        grace = float(jobs_settings.UNKNOWN_TYPE_GRACE or 0)
+        until = f" until {at_utc(since + timedelta(seconds=grace))}"
+    except (KeyError, TypeError, ValueError):
+        pass
+    return (f"no handler for type {job.type!r} in this worker",
+            f"waiting for a worker that has it{until}; tried again at {at_utc(job.run_at)}")
+
+
+def _why_ended(outcome: AttemptOutcome, text: str) -> tuple[str, str]:
+    job, kind = outcome.job, outcome.kind
     if kind == Outcome.CANCELED:
         return text or "cancel requested", "canceled: it does not run again"
     if kind == Outcome.DEAD:

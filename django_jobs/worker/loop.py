@@ -71,6 +71,7 @@ class Worker:
         self.failure: BaseException | None = None  # an error that ended the loop
         self.exit_status = 0  # of a process the worker ends itself (state.py)
         self.stop_deadline = 0.0
+        self.next_beat = 0.0  # time.monotonic() of the next heartbeat: the first pass beats
         self.stop_announced = False
         self.claimed = 0
         self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
@@ -100,6 +101,23 @@ class Worker:
             handoff.stop()
 
     def _run(self) -> int:
+        self._start()
+        try:
+            while self._pass():
+                pass
+        except Abort:
+            logger.warning("worker %s: second signal, leaving at once", self.worker_id)
+        except BaseException as exc:
+            self.failure = exc  # raised on after shut_down, unless it ends the process
+            raise
+        finally:
+            shut_down(self)
+            parts(jobs_database()).session.keep_generic_plans(keep=False)
+        return self.processed
+
+    def _start(self) -> None:
+        """Signals, slot threads, the workers table's row (waiting out an outage), the
+        listener, systemd's READY."""
         self.previous_handlers = install_signals(self.stop)
         session = parts(jobs_database()).session
         session.keep_generic_plans()  # the loop's: the engine's statements
@@ -109,53 +127,68 @@ class Worker:
         self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
                                               self.options.queues)
         self.systemd.ready(self)
-        next_beat = 0.0
-        try:
-            while True:
-                if self.stopping or self._out_of_budget():
-                    self.announce_stop()
-                    turn.finish_outcomes(self)  # otherwise turn.claim writes them
-                now = time.monotonic()
-                self.systemd.tick(now, self)
-                if now >= next_beat:
-                    self.safely(heartbeat, self)
-                    next_beat = now + self.options.heartbeat_seconds
-                enforce_deadlines(self, now)
-                claim_size.tend(self, now)  # waiting jobs: to idle threads, or handed back
-                suspects.tend(self)
-                if self.stopping:
-                    if not self.running or now >= self.stop_deadline:
-                        break
-                elif self._out_of_budget():
-                    if not self.running:
-                        break
-                else:
-                    processed = self.processed
-                    sent = self.safely(burst.now) if self.options.burst else None
-                    claimed = self.safely(turn.claim, self) or 0
-                    if sent is not None and not (claimed or self.running or self.outages.active
-                                                 or self.claim_conflicted):
-                        if self.processed > processed and (
-                                self.safely(burst.released, self, sent) or self.outages.active):
-                            continue  # what its finishes released is claimed by the next turn
-                        due = self.safely(burst.due_in, self)
-                        if due is None and not self.outages.active:
-                            break
-                        self._wait(due)
-                        continue
-                    if (claimed or self.claim_conflicted) and \
-                            len(self.running) < self.options.concurrency:
-                        continue
-                self._wait()
-        except Abort:
-            logger.warning("worker %s: second signal, leaving at once", self.worker_id)
-        except BaseException as exc:
-            self.failure = exc  # raised on after shut_down, unless it ends the process
-            raise
-        finally:
-            shut_down(self)
-            session.keep_generic_plans(keep=False)
-        return self.processed
+
+    def _pass(self) -> bool:
+        """One pass of the loop: tend, then write and claim (a stopping worker or one past its
+        ``max_jobs`` only writes), then wait; False when the worker is done."""
+        if self.stopping or self._out_of_budget():
+            self.announce_stop()
+            turn.finish_outcomes(self)  # otherwise turn.claim writes them
+        now = time.monotonic()
+        self._tend(now)
+        if self.stopping:
+            if not self.running or now >= self.stop_deadline:
+                return False
+        elif self._out_of_budget():
+            if not self.running:
+                return False
+        else:
+            go_on = self._claim_turn()
+            if go_on is not None:
+                return go_on
+        self._wait()
+        return True
+
+    def _tend(self, now: float) -> None:
+        """systemd's watchdog, the heartbeat when due, the timeouts, the claimed jobs no thread
+        has started, a suspect job that must run alone."""
+        self.systemd.tick(now, self)
+        if now >= self.next_beat:
+            self.safely(heartbeat, self)
+            self.next_beat = now + self.options.heartbeat_seconds
+        enforce_deadlines(self, now)
+        claim_size.tend(self, now)  # waiting jobs: to idle threads, or handed back
+        suspects.tend(self)
+
+    def _claim_turn(self) -> bool | None:
+        """Write the outcomes and claim (``turn.claim``). True: pass again at once (room left
+        after a claim, or a burst's wait done); False: a burst worker's work is done; None:
+        wait."""
+        processed = self.processed
+        sent = self.safely(burst.now) if self.options.burst else None
+        claimed = self.safely(turn.claim, self) or 0
+        if sent is not None and self._idle(claimed):
+            return self._burst_end(processed, sent)
+        if (claimed or self.claim_conflicted) and len(self.running) < self.options.concurrency:
+            return True
+        return None
+
+    def _idle(self, claimed: int) -> bool:
+        """Nothing claimed by the turn, nothing running, no outage, no claim to try again."""
+        return not (claimed or self.running or self.outages.active or self.claim_conflicted)
+
+    def _burst_end(self, processed: int, sent: datetime) -> bool:
+        """A burst worker that claimed nothing and holds nothing: False if nothing it could
+        run is ready or due within ``--burst-wait``; otherwise True, after waiting for what
+        is due (``burst.py``)."""
+        if self.processed > processed and (
+                self.safely(burst.released, self, sent) or self.outages.active):
+            return True  # what its finishes released is claimed by the next turn
+        due = self.safely(burst.due_in, self)
+        if due is None and not self.outages.active:
+            return False
+        self._wait(due)
+        return True
 
     # What the steps call (declared in ``WorkerState``).
 
@@ -227,25 +260,33 @@ class Worker:
         looker = None if self.stopping else listener
         wait = self._wait_time()
         end = time.monotonic() + (wait if at_most is None else min(wait, at_most))
-        while True:
-            fileno = listener.fileno() if listener is not None else None
-            now = time.monotonic()
-            look = looker.look_in(now) if looker is not None else None
-            if look is not None:  # not before a backoff's end (outage.py)
-                look = max(look, self.outages.wait(now, default=0.0))
-            if looker is None or look is None or look >= end - now:
-                self.wake.wait_for(end - now, fileno)
-                break
-            woken, readable = self.wake.wait_for(look, fileno)
-            if woken or readable:
-                break
-            # A waiting worker looks for jobs another was told of and did not take: a frozen
-            # or dead worker's (engine/postgres/waiters.py); its next claim takes them.
-            if self.safely(looker.look, sorted(self.paused)) or self.outages.active:
-                break
+        while not self._wait_or_look(listener, looker, end):
+            pass
         self.wake.clear()
         if listener is not None:
             listener.hear()
+
+    def _wait_or_look(self, listener: WakeUps | None, looker: WakeUps | None,
+                      end: float) -> bool:
+        """Wait until ``end``, or until the looker's next look and look; True when the wait is
+        over (its end, a wake, a notification, or jobs the look found)."""
+        fileno = listener.fileno() if listener is not None else None
+        now = time.monotonic()
+        look = self._next_look(looker, now)
+        if looker is None or look is None or look >= end - now:
+            self.wake.wait_for(end - now, fileno)
+            return True
+        woken, readable = self.wake.wait_for(look, fileno)
+        if woken or readable:
+            return True
+        # A waiting worker looks for jobs another was told of and did not take: a frozen
+        # or dead worker's (engine/postgres/waiters.py); its next claim takes them.
+        return bool(self.safely(looker.look, sorted(self.paused)) or self.outages.active)
+
+    def _next_look(self, looker: WakeUps | None, now: float) -> float | None:
+        """Seconds to the looker's next look, not before a backoff's end (outage.py)."""
+        look = looker.look_in(now) if looker is not None else None
+        return None if look is None else max(look, self.outages.wait(now, default=0.0))
 
     def _out_of_budget(self) -> bool:
         return self.options.max_jobs is not None and self.claimed >= self.options.max_jobs

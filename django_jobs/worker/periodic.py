@@ -25,14 +25,20 @@ class Periodic:
 
     def __init__(self) -> None:
         self.made: dict[hooks.Feature, Sequence[hooks.Step]] = {}
+        self.started = False  # its first heartbeat is behind it
         self.release_waiting = ReleaseWaiting()
         self.horizon = HorizonWatch()
 
     def steps(self) -> list[hooks.Step]:
-        return [*hooks.periodic_steps(self.made), self.release_waiting, self.horizon]
+        """The steps of this heartbeat: the features' configured now (the settings are read at
+        each heartbeat), then the release and the horizon."""
+        features = hooks.periodic_steps(self.made, starting=not self.started)
+        return [*features, self.release_waiting, self.horizon]
 
     def __call__(self, worker_id: str) -> None:
-        for step in self.steps():
+        steps = self.steps()
+        self.started = True
+        for step in steps:
             try:
                 step(worker_id)
             except DatabaseError as exc:

@@ -81,6 +81,12 @@ def _clean(loop: asyncio.AbstractEventLoop) -> bool:
     """True if ``loop`` is as a new loop would be: nothing of the last job is left on it."""
     if loop.is_closed() or loop.is_running():
         return False
+    return _nothing_queued(loop) and not asyncio.all_tasks(loop) and _as_made(loop)
+
+
+def _nothing_queued(loop: asyncio.AbstractEventLoop) -> bool:
+    """No callback ready or scheduled (and not cancelled), no async generator, no executor of
+    its own; False when the loop's internals are not those of asyncio's own loop."""
     ready = getattr(loop, "_ready", _MISSING)
     scheduled = getattr(loop, "_scheduled", _MISSING)
     asyncgens = getattr(loop, "_asyncgens", _MISSING)
@@ -88,12 +94,14 @@ def _clean(loop: asyncio.AbstractEventLoop) -> bool:
     if ready is _MISSING or scheduled is _MISSING or asyncgens is _MISSING \
             or executor is not None:
         return False
-    return not (
-        ready or asyncgens or any(not handle.cancelled() for handle in scheduled)  # type: ignore[attr-defined]
-        or asyncio.all_tasks(loop)
-        or loop.get_exception_handler() is not None or loop.get_task_factory() is not None
-        or loop.get_debug() != _default_debug()
-    )
+    return not (ready or asyncgens
+                or any(not handle.cancelled() for handle in scheduled))  # type: ignore[attr-defined]
+
+
+def _as_made(loop: asyncio.AbstractEventLoop) -> bool:
+    """No exception handler, task factory or debug mode a job set on it."""
+    return (loop.get_exception_handler() is None and loop.get_task_factory() is None
+            and loop.get_debug() == _default_debug())
 
 
 def _default_debug() -> bool:

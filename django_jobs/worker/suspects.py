@@ -42,20 +42,28 @@ def admit(worker: WorkerState, jobs: list[Job], held: Any) -> list[Job]:
             worker.one_at_a_time = False
         return jobs
     worker.one_at_a_time = True
-    others = [job for job in jobs if job is not suspect]
-    if others:
-        try:
-            Job.objects.release(others)
-        except DatabaseError:  # not handed back: run them all as claimed, the suspect too
-            logger.warning("worker %s: could not hand back jobs to run suspect job %s alone",
-                           worker.worker_id, suspect.public_id)
-            return jobs
+    if not hand_back(worker, [job for job in jobs if job is not suspect], suspect):
+        return jobs  # not handed back: run them all as claimed, the suspect too
     logger.info("worker %s: job %s was in %d crash(es): it runs alone once the running jobs "
                 "end", worker.worker_id, suspect.public_id, suspect.crashes)
     worker.solo, worker.solo_started = suspect, False
     worker.running[suspect.id] = held(suspect)
     tend(worker)  # at once if nothing else runs
     return []
+
+
+def hand_back(worker: WorkerState, others: list[Job], suspect: Job) -> bool:
+    """Put the jobs claimed beside ``suspect`` back in the queue, unspent; False if the
+    database did not take them back."""
+    if not others:
+        return True
+    try:
+        Job.objects.release(others)
+    except DatabaseError:
+        logger.warning("worker %s: could not hand back jobs to run suspect job %s alone",
+                       worker.worker_id, suspect.public_id)
+        return False
+    return True
 
 
 def tend(worker: WorkerState) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django_jobs.core import contract, observers
@@ -65,6 +66,20 @@ logger = logging.getLogger("django_jobs.worker")
 TIMEOUTS_ALONE = 5
 
 
+@dataclass
+class Claim:
+    """What a turn asks for: ``limit`` jobs (0: it writes outcomes only), the ``room`` it had
+    before the listener's allowance, and what the turn's end needs to know of how it was sent."""
+
+    limit: int
+    room: int
+    heard: tuple[int, int]
+    waiter: Waiting | None
+    token: uuid.UUID
+    sent: float
+    after: ClaimKey | None
+
+
 def claim(worker: WorkerState) -> int:
     """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
     transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one statement);
@@ -74,6 +89,34 @@ def claim(worker: WorkerState) -> int:
     worker.outbox.gather()
     outcomes = worker.outbox.take()
     worker.sizer.observe(outcomes)
+    asked = ask(worker, outcomes)
+    if asked is None:
+        return 0
+    request = ClaimRequest(
+        worker.worker_id, asked.limit, worker.options.lease_seconds,
+        queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
+        lease_token=asked.token, waiter=asked.waiter, after=asked.after,
+    )
+    try:
+        written, jobs = contract.engine(Job.objects.db).finish_and_claim(outcomes, request)
+    except ClaimConflict as conflict:
+        conflicted(worker, outcomes, conflict, asked.after, asked.sent)
+        return 0
+    except BaseException as exc:
+        if outcomes and refused(exc):  # one outcome the database will not take: isolate it
+            settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
+            return claim(worker)
+        put_back(worker, outcomes, exc)
+        if asked.limit > 0:
+            worker.in_doubt.append(asked.token)
+        raise
+    claimed(worker, asked, outcomes, written, jobs)
+    return len(jobs)
+
+
+def room(worker: WorkerState, outcomes: list[AttemptOutcome]) -> int:
+    """How many jobs the turn may claim: what the sizer says, less for a suspect running
+    alone (none) or suspects that may come (one), and within ``max_jobs``."""
     free = worker.sizer.limit(len(worker.running) - len(outcomes))
     if worker.solo is not None and all(o.job.id != worker.solo.id for o in outcomes):
         free = 0  # a suspect runs alone (suspects.py): claim nothing until it has ended
@@ -81,8 +124,14 @@ def claim(worker: WorkerState) -> int:
         free = min(free, 1)  # more suspects may come: none handed back (suspects.py)
     if worker.options.max_jobs is not None:
         free = min(free, worker.options.max_jobs - worker.claimed)
-    room, listener = max(free, 0), worker.listener
-    heard, waiter = (0, 0), None
+    return max(free, 0)
+
+
+def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
+    """The turn's claim, within the room and the listener's allowance; None if the turn
+    has nothing to write and may claim nothing."""
+    free = space = room(worker, outcomes)
+    heard, waiter, listener = (0, 0), None, worker.listener
     if listener is not None:
         heard, pid, allowed = listener.heard_so_far(), listener.pid, listener.allowance()
         if worker.options.burst:  # it claims whatever is ready, and is no waiter (burst.py)
@@ -90,41 +139,30 @@ def claim(worker: WorkerState) -> int:
         elif listener.overlooked:
             worker.cursor.restart()  # the overlooked jobs are at the ready index's front
         if allowed is not None:
-            free = min(free, allowed)  # waiting: the jobs it was told of (0: outcomes only)
-        if pid is not None and room > 0:
-            waiter = Waiting(pid, room, holding=len(worker.running) > len(outcomes))
+            free = max(min(free, allowed), 0)  # waiting: the jobs it was told of (0: outcomes)
+        if pid is not None and space > 0:
+            waiter = Waiting(pid, space, holding=len(worker.running) > len(outcomes))
     if free <= 0 and not outcomes:
-        return 0
-    limit, token, sent = max(free, 0), uuid.uuid4(), time.monotonic()
-    after = worker.cursor.after(sent) if limit > 0 else None  # claim_cursor.py
-    request = ClaimRequest(
-        worker.worker_id, limit, worker.options.lease_seconds,
-        queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
-        lease_token=token, waiter=waiter, after=after,
-    )
-    try:
-        written, jobs = contract.engine(Job.objects.db).finish_and_claim(outcomes, request)
-    except ClaimConflict as conflict:
-        conflicted(worker, outcomes, conflict, after, sent)
-        return 0
-    except BaseException as exc:
-        if outcomes and refused(exc):  # one outcome the database will not take: isolate it
-            settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
-            return claim(worker)
-        put_back(worker, outcomes, exc)
-        if limit > 0:
-            worker.in_doubt.append(token)
-        raise
-    if limit > 0:
-        worker.cursor.claimed(after, jobs, sent)
-    if listener is not None and limit > 0:
-        listener.claim_sent(heard, waiter is not None and len(jobs) < room, len(jobs))
+        return None
+    sent = time.monotonic()
+    after = worker.cursor.after(sent) if free > 0 else None  # claim_cursor.py
+    return Claim(free, space, heard, waiter, uuid.uuid4(), sent, after)
+
+
+def claimed(worker: WorkerState, asked: Claim, outcomes: list[AttemptOutcome],
+            written: list[AttemptOutcome], jobs: list[Job]) -> None:
+    """After the turn's write: move the claim cursor, tell the listener, record what was
+    written and hand the claimed jobs out."""
+    if asked.limit > 0:
+        worker.cursor.claimed(asked.after, jobs, asked.sent)
+        if worker.listener is not None:
+            worker.listener.claim_sent(asked.heard, asked.waiter is not None and
+                                       len(jobs) < asked.room, len(jobs))
     record(worker, outcomes, written)
     if worker.outbox.limit is not None and len(worker.outbox):
         worker.wake.set()  # outcomes held back by the limit: write them in the next turn
     worker.claimed += len(jobs)
     worker.hand_out(suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None)))
-    return len(jobs)
 
 
 def conflicted(worker: WorkerState, outcomes: list[AttemptOutcome], conflict: ClaimConflict,
@@ -222,13 +260,7 @@ def record(
     """After the write: free the slots, count, log and signal what was written. An outcome
     not ``written`` found its job no longer under its lease: taken over by another worker, or
     written already by a turn whose reply was lost (the outcome was sent again)."""
-    for outcome in outcomes:
-        worker.running.pop(outcome.job.id, None)
-        worker.outbox.timeouts.pop(outcome.job.id, None)
-    if not len(worker.outbox):
-        worker.outbox.limit = None  # what the timeouts held back is written: whole batches
-    elif worker.outbox.limit is not None:
-        worker.outbox.limit *= 2  # a write worked: try larger ones
+    free(worker, outcomes)
     lost = len(outcomes) - len(written)
     if lost:
         logger.warning(
@@ -243,6 +275,18 @@ def record(
     if written and job_finished.has_listeners(Job):  # off the loop (handoff.py)
         handoff.call(send_finished, [(outcome.job, outcome.kind) for outcome in written])
     worker.tally.add(written)
+
+
+def free(worker: WorkerState, outcomes: list[AttemptOutcome]) -> None:
+    """The jobs of ``outcomes`` are no longer running; a write worked, so the outbox's limit
+    (after timeouts) grows, or goes once the outbox is empty."""
+    for outcome in outcomes:
+        worker.running.pop(outcome.job.id, None)
+        worker.outbox.timeouts.pop(outcome.job.id, None)
+    if not len(worker.outbox):
+        worker.outbox.limit = None  # what the timeouts held back is written: whole batches
+    elif worker.outbox.limit is not None:
+        worker.outbox.limit *= 2  # a write worked: try larger ones
 
 
 def send_finished(finished: list[tuple[Job, str]]) -> None:

@@ -2,7 +2,9 @@
 the real database, in their transactions, beside the features the app registers."""
 
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -41,9 +43,55 @@ def test_the_app_registers_its_features_in_the_order_their_hooks_run():
     ]
 
 
+def step_names(periodic):
+    return [type(step).__name__ for step in periodic.steps()]
+
+
 def test_a_heartbeat_runs_the_schedules_pruning_the_release_of_waiting_jobs_then_the_horizon():
-    assert [type(step).__name__ for step in Periodic().steps()] == [
-        "Ticker", "AutoPruner", "ReleaseWaiting", "HorizonWatch"]
+    schedules = {"tick": {"type": "noop", "every": 60}}
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "SCHEDULES": schedules}):
+        periodic = Periodic()
+        # Pruning from the second heartbeat: its first pass falls at a random point of an interval
+        assert step_names(periodic) == ["Ticker", "ReleaseWaiting", "HorizonWatch"]
+        periodic("w1")
+        assert step_names(periodic) == ["Ticker", "AutoPruner", "ReleaseWaiting", "HorizonWatch"]
+
+
+def test_a_feature_nothing_configures_has_no_step_and_joins_no_claim():
+    assert "SCHEDULES" not in settings.DJANGO_JOBS  # no schedule: no Ticker
+    periodic = Periodic()
+    periodic("w1")
+    assert step_names(periodic) == ["AutoPruner", "ReleaseWaiting", "HorizonWatch"]
+    with override_settings(DJANGO_JOBS={**settings.DJANGO_JOBS, "PRUNE_INTERVAL": 0}):
+        assert step_names(periodic) == ["ReleaseWaiting", "HorizonWatch"]  # read at each beat
+    assert not hooks.limits_claims()  # no registered type has limits
+
+
+def test_a_feature_with_marks_sees_only_the_ends_of_jobs_that_carry_one(add_feature):
+    seen = []
+
+    class Tagged(hooks.Feature):
+        marks = ("callback_url",)
+
+        def after_finish(self, manager, written, now):
+            seen.append([outcome.job.pk for outcome in written])
+
+        def ended(self, jobs, using):
+            seen.append([job.pk for job in jobs])
+
+    add_feature(Tagged())
+    plain = Job.enqueue("echo", {})
+    (claimed,) = claim()
+    Job.objects.finish_and_claim([completed(claimed)], worker_id="w1", limit=0, lease_seconds=30)
+    assert Job.objects.filter(pk=plain.pk).cancel() == 0 and seen == []
+    assert not hooks.joins_finish(claimed)
+    hooked = Job.enqueue("echo", {}, callback_url="http://127.0.0.1:9/done")
+    (claimed,) = claim()
+    assert hooks.joins_finish(claimed)
+    Job.objects.finish_and_claim([completed(claimed)], worker_id="w1", limit=0, lease_seconds=30)
+    waiting = Job.enqueue("echo", {}, callback_url="http://127.0.0.1:9/done")
+    Job.objects.filter(pk__in=[plain.pk, waiting.pk]).cancel()
+    assert seen == [[hooked.pk], [waiting.pk]]
 
 
 def test_a_feature_reads_the_option_it_declares_and_takes_over_the_insert(add_feature):

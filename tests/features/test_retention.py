@@ -117,11 +117,14 @@ def test_the_auto_pruner_runs_once_per_interval():
 
 
 def a_burst_worker_due_to_prune() -> Worker:
-    """An in-process burst worker whose pruner is due at its first heartbeat (not at the
-    random point of its first interval a worker picks to spread a fleet out)."""
+    """An in-process burst worker whose pruner, if pruning is on, is due at its first heartbeat
+    (not at the random point of its first interval a worker picks to spread a fleet out, from
+    its second heartbeat on)."""
     worker = Worker(WorkerOptions(burst=True, concurrency=2, poll_interval=0.05))
-    (pruner,) = [step for step in worker.periodic.steps() if isinstance(step, AutoPruner)]
-    pruner.next_at = 0.0
+    worker.periodic.started = True
+    for step in worker.periodic.steps():
+        if isinstance(step, AutoPruner):
+            step.next_at = 0.0
     return worker
 
 

@@ -179,8 +179,10 @@ class Limits(Feature):
 
     name = "limits"
 
+    configured_by = ("handler.limits",)  # the limits of the registered types
+
     def limits_claims(self) -> bool:
-        return bool(limited_types())
+        return True  # asked only while a registered type has limits (``configured_by``)
 
     def admit(self, manager: JobManager, jobs: list[Job], ready: JobQuerySet, limit: int,
               now: datetime) -> list[Job]:

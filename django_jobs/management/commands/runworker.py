@@ -15,7 +15,6 @@ from django.db import connections
 from django_jobs.checks.databases import database_checks, vendor_problems
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import QUEUE_RE
-from django_jobs.management.reloading import ReloadingWorker
 from django_jobs.models.schema import NotMigrated, Unreachable, jobs_database, require_migrated
 from django_jobs.worker.claim_size import PREFETCH_HORIZON_SECONDS
 from django_jobs.worker.exit import exit_without_stray_threads
@@ -145,47 +144,18 @@ class Command(BaseCommand):
                             f"HEARTBEAT_SECONDS, now {jobs_settings.HEARTBEAT_SECONDS})")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        worker_id = options["worker_id"]
-        if options["burst_wait"] and not options["burst"]:
-            raise CommandError("--burst-wait needs --burst")
-        if worker_id and not re.match(r"^[\w.:@\-]{1,100}$", worker_id):
-            raise CommandError(f"--worker-id {worker_id!r}: use letters, digits and ._:@-")
-        kwargs = {
-            "queues": options["queues"],
-            "concurrency": options["concurrency"],
-            "burst": options["burst"],
-            "burst_wait": options["burst_wait"],
-            "max_jobs": options["max_jobs"],
-            "worker_id": worker_id,
-        }
-        for name, key in (("poll_interval", "poll_interval"), ("shutdown_timeout",
-                          "shutdown_timeout"), ("lease_seconds", "lease"),
-                          ("heartbeat_seconds", "heartbeat"), ("prefetch", "prefetch")):
-            if options[key] is not None:
-                kwargs[name] = options[key]
         # Django's flag for a run from manage.py (private, so absent from the stubs): a
         # process of its own, which the worker may end (threads must not hold it, and a
         # handler that outlives the shutdown timeout must not outlive the hand-back).
         own_process = bool(self._called_from_command_line)  # type: ignore[attr-defined]
-        worker_options = WorkerOptions(**kwargs, owns_process=own_process)
-        if worker_options.lease_seconds <= worker_options.heartbeat_seconds:
-            raise CommandError("--lease must be longer than --heartbeat")
+        worker_options = worker_options_from(options, own_process)
         bound_network_waits()
         self._configure_logging(options["verbosity"])
-        using = jobs_database()
-        # The settings' checks (E020, W020) ran before handle() unless --skip-checks; they need
-        # no connection, so a backend django-jobs cannot use is refused before one is opened.
-        refuse_or_warn(vendor_problems(connections, [using]), warn=options["skip_checks"])
-        try:
-            require_migrated(using)
-        except Unreachable:
-            pass  # an outage, not a mistake: the worker waits for the database and says so once
-        except NotMigrated as exc:
-            raise CommandError(str(exc)) from None
-        else:  # the database-tagged checks, which a command's own checks leave out (E021)
-            refuse_or_warn(database_checks(using), warn=True)
+        check_database(jobs_database(), skip_checks=options["skip_checks"])
         worker = Worker(worker_options)
         if options["reload"]:
+            from django_jobs.management.reloading import ReloadingWorker  # only with --reload
+
             processed = ReloadingWorker(worker).run()
         else:
             processed = worker.run()
@@ -202,3 +172,44 @@ class Command(BaseCommand):
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if verbosity >= 2 else logging.INFO)
+
+
+def worker_options_from(options: dict[str, Any], own_process: bool) -> WorkerOptions:
+    """The worker's options from the command's; CommandError for a combination it refuses."""
+    worker_id = options["worker_id"]
+    if options["burst_wait"] and not options["burst"]:
+        raise CommandError("--burst-wait needs --burst")
+    if worker_id and not re.match(r"^[\w.:@\-]{1,100}$", worker_id):
+        raise CommandError(f"--worker-id {worker_id!r}: use letters, digits and ._:@-")
+    kwargs = {
+        "queues": options["queues"],
+        "concurrency": options["concurrency"],
+        "burst": options["burst"],
+        "burst_wait": options["burst_wait"],
+        "max_jobs": options["max_jobs"],
+        "worker_id": worker_id,
+    }
+    for name, key in (("poll_interval", "poll_interval"), ("shutdown_timeout",
+                      "shutdown_timeout"), ("lease_seconds", "lease"),
+                      ("heartbeat_seconds", "heartbeat"), ("prefetch", "prefetch")):
+        if options[key] is not None:
+            kwargs[name] = options[key]
+    worker_options = WorkerOptions(**kwargs, owns_process=own_process)
+    if worker_options.lease_seconds <= worker_options.heartbeat_seconds:
+        raise CommandError("--lease must be longer than --heartbeat")
+    return worker_options
+
+
+def check_database(using: str, *, skip_checks: bool) -> None:
+    """Refuse a database django-jobs cannot use, or one not migrated; warn of the rest."""
+    # The settings' checks (E020, W020) ran before handle() unless --skip-checks; they need
+    # no connection, so a backend django-jobs cannot use is refused before one is opened.
+    refuse_or_warn(vendor_problems(connections, [using]), warn=skip_checks)
+    try:
+        require_migrated(using)
+    except Unreachable:
+        pass  # an outage, not a mistake: the worker waits for the database and says so once
+    except NotMigrated as exc:
+        raise CommandError(str(exc)) from None
+    else:  # the database-tagged checks, which a command's own checks leave out (E021)
+        refuse_or_warn(database_checks(using), warn=True)
