@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from django_jobs.core.database_parts import DatabaseParts, Wakes, WakeUps
-from django_jobs.engine.postgres import day_drops, horizon, partitions, replay
+from django_jobs.engine.postgres import horizon, partitions
 from django_jobs.engine.postgres.cursor import keep_generic_plans
 from django_jobs.engine.postgres.listener import Listener
 
@@ -48,13 +48,19 @@ class PostgresPartitions:
 
     def upkeep(self, today: date, ages: Iterable[timedelta | None], kept: Q | Exists,
                batch_size: int, drop_through: date | None = None) -> dict[str, Any] | None:
+        from django_jobs.engine.postgres import day_drops  # a pruning worker's only
+
         return day_drops.upkeep(self.using, today, ages, kept, batch_size,
                                 drop_through=drop_through)
 
     def dropped_jobs(self, through: date, kept: Q | Exists) -> dict[str, int]:
+        from django_jobs.engine.postgres import day_drops
+
         return day_drops.dropped_jobs(self.using, through, kept)
 
     def dropped_soon(self, today: date) -> tuple[date, date] | None:
+        from django_jobs.engine.postgres import day_drops
+
         return day_drops.dropped_soon(self.using, today)
 
 
@@ -77,6 +83,8 @@ class PostgresReplay:
         self.using = using
 
     def lag_seconds(self) -> float | None:
+        from django_jobs.engine.postgres import replay  # read by the admin and the API only
+
         return replay.lag_seconds(self.using)
 
 
