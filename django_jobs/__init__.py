@@ -27,6 +27,9 @@ from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from django_jobs.core.json_rules import JSONValue
     from django_jobs.models import Job, JobGroup
 
 __all__ = [
@@ -64,12 +67,16 @@ def current_job() -> "Job | None":
     return _current.get()
 
 
-def enqueue_group(name: str, jobs: Any, **options: Any) -> "JobGroup":
+def enqueue_group(name: str, jobs: "Iterable[object]", *, callback: str,
+                  callback_payload: "Mapping[str, JSONValue] | None" = None,
+                  callback_options: "Mapping[str, JSONValue] | None" = None,
+                  using: str | None = None) -> "JobGroup":
     """Enqueue ``jobs`` as one group, with a callback job enqueued once when all have ended;
     see ``django_jobs.features.groups.enqueue_group``."""
     from django_jobs.features.groups import enqueue_group as _enqueue_group
 
-    return _enqueue_group(name, jobs, **options)
+    return _enqueue_group(name, jobs, callback=callback, callback_payload=callback_payload,
+                          callback_options=callback_options, using=using)
 
 
 def group_jobs(group: Any, status: str | None = None, using: str | None = None) -> Any:
