@@ -34,8 +34,8 @@ os.environ.setdefault("BENCH_DB_NAME", "django_jobs_bench_overview")
 
 from benchmarks import admin_pages  # noqa: E402  (sets JOBS_DB_NAME and the settings module)
 
-# The statuses of ``admin/stats.py``, spelled out so that this script also measures a checkout
-# whose overview counts all open states in one query, for a comparison of the two.
+# The statuses of ``admin/overview_figures.py``, spelled out so that this script also measures
+# a checkout whose overview counts all open states in one query, for a comparison of the two.
 OPEN_STATES = ("pending", "processing", "failed", "dead", "canceled")
 INDEXED_OPEN_STATES = ("pending", "failed", "dead", "canceled")
 

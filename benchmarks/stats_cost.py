@@ -1,4 +1,4 @@
-"""What counting finished jobs (``STATS``, ``engine/stats.py``) costs the finish path.
+"""What counting finished jobs (``STATS``, ``engine/finish_counts.py``) costs the finish path.
 
     python benchmarks/stats_cost.py [--jobs 20000] [--repeat 3] [--quick] [--options "..."]
 

@@ -3,9 +3,7 @@
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from django_jobs.core.registry import handler
 from django_jobs.core.retry import ExponentialBackoff, FixedSchedule
-from django_jobs.core.typed_handler import JobHandler
 from django_jobs.core.version import __version__
 from django_jobs.exceptions import (
     DependencyUnavailable,
@@ -25,6 +23,8 @@ from django_jobs.features.handler_control import (
 )
 from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
+from django_jobs.handlers.registry import handler
+from django_jobs.handlers.typed_handler import JobHandler
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

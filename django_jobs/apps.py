@@ -13,7 +13,6 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.backends import setup as setup_tasks_backend
         from django_jobs.checks import configuration, databases, schedules  # noqa: F401
         from django_jobs.core import contract, database_parts
-        from django_jobs.core.registry import autodiscover
         from django_jobs.engine import hooks, load_engines, make_engine, parts_for
         from django_jobs.features.callbacks import Callbacks
         from django_jobs.features.crashes import CrashCounting
@@ -24,6 +23,7 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.features.limits.claim import Limits
         from django_jobs.features.retention import Retention
         from django_jobs.features.schedules.ticker import Schedules
+        from django_jobs.handlers.registry import autodiscover
         from django_jobs.worker import execution  # noqa: F401
 
         if apps.is_installed("django.contrib.admin"):

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import connection
 from django.test import Client
 
-from django_jobs.engine import stats
+from django_jobs.engine import finish_counts
 from django_jobs.models import ApiToken, Job
 from django_jobs.worker.execution import run_job
 
@@ -52,7 +52,7 @@ def run_ready(limit: int = 10) -> list:
     """
     jobs = Job.objects.claim(worker_id="test-worker", limit=limit, lease_seconds=30)
     done = Job.objects.finish([run_job(job) for job in jobs])
-    stats.flush()  # the finished jobs' counts, as the worker's heartbeat writes them
+    finish_counts.flush()  # the finished jobs' counts, as the worker's heartbeat writes them
     return done
 
 

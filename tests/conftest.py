@@ -61,11 +61,12 @@ def _last_day_read(request):
 
 @pytest.fixture(autouse=True)
 def _no_counts_kept():
-    """The counts of finished jobs a process keeps until its next flush (``engine/stats.py``):
-    none left over from another test's finishes, whose rows that test's database held."""
-    from django_jobs.engine import stats
+    """The counts of finished jobs a process keeps until its next flush
+    (``engine/finish_counts.py``): none left over from another test's finishes, whose rows that
+    test's database held."""
+    from django_jobs.engine import finish_counts
 
-    stats.forget()
+    finish_counts.forget()
     yield
 
 

@@ -83,7 +83,7 @@ def register_limited() -> None:
 
 
 def unregister_limited() -> None:
-    from django_jobs.core.registry import unregister
+    from django_jobs.handlers.registry import unregister
 
     for type in LIMITED:
         unregister(type)

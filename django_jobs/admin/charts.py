@@ -3,7 +3,7 @@ last day, by outcome, and the wait from ``run_at`` to the start (p50 and p95) in
 queues and types or one of each.
 
 Every figure comes from the counts the engine keeps as it writes outcomes (``JobStat``,
-``engine/stats.py``), never from the jobs table: a grouped query over the last hour's minute
+``engine/finish_counts.py``), never from the jobs table: a grouped query over the last hour's minute
 rows and one over the last day's hour rows, through the index on (span, bucket). The
 percentiles are read from the wait histogram, interpolated within a bucket as Prometheus's
 ``histogram_quantile`` does; a percentile that falls in the last bucket (past the last bound)

@@ -11,11 +11,11 @@ from django.contrib import admin, messages
 from django.utils.translation import gettext_lazy as _
 
 from django_jobs.admin import display, search
-from django_jobs.admin.reads import list_database
-from django_jobs.core.registry import get_handler, registered_types
+from django_jobs.admin.page_database import list_database
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.shelves import FINISHED
 from django_jobs.core.validation import PRIORITY_NAMES
+from django_jobs.handlers.registry import get_handler, registered_types
 from django_jobs.models import Job, QueueState, Worker
 from django_jobs.models.schema import jobs_database
 

@@ -23,8 +23,8 @@ from django_jobs.admin.filters import (
     StatusFilter,
     TypeFilter,
 )
+from django_jobs.admin.page_database import list_database
 from django_jobs.admin.paginator import EstimatedCountPaginator
-from django_jobs.admin.reads import list_database
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.admin.views import JobViewsMixin
 from django_jobs.core.states import PROCESSING, READY_STATES, DependencyPolicy

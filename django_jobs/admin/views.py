@@ -13,8 +13,8 @@ from django.urls import path, reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from django_jobs.admin import actions, charts, stats
-from django_jobs.admin.reads import list_database, looking, replica_note
+from django_jobs.admin import actions, charts, overview_figures
+from django_jobs.admin.page_database import list_database, looking, replica_note
 from django_jobs.admin.requests import job_pk
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
 from django_jobs.exceptions import InvalidJob
@@ -107,7 +107,7 @@ class JobViewsMixin(_AdminBase):
 
     def changelist_view(self, request, extra_context=None):
         def page():
-            extra = {"summary": stats.summary(using=list_database(request)),
+            extra = {"summary": overview_figures.summary(using=list_database(request)),
                      "replica_note": replica_note(request), **(extra_context or {})}
             return super(JobViewsMixin, self).changelist_view(request, extra)
 
@@ -128,7 +128,7 @@ class JobViewsMixin(_AdminBase):
             "opts": self.model._meta,
             "can_pause": can_pause(request),
             "media": self.media,
-            **stats.overview(using=list_database(request)),
+            **overview_figures.overview(using=list_database(request)),
             # the finished jobs, from their counts
             **charts.context(request.GET, using=list_database(request)),
             "replica_note": replica_note(request),

@@ -13,8 +13,8 @@ the cap) is not counted at all, its figure is the estimate. SQLite counts exactl
 Finished figures (the mean times, and per type: attempts by outcome, mean run time, error rate,
 run and wait histograms, and ``feature_write_failures``: the job ends that a feature's write
 could not follow, ``engine/feature_writes.py``) come from the counts the engine keeps as it
-writes outcomes (``JobStat``, ``engine/stats.py``), never from the jobs table: the minute rows
-for a window under two hours, the hour rows otherwise, so a window is rounded out to the minute
+writes outcomes (``JobStat``, ``engine/finish_counts.py``), never from the jobs table: the minute
+rows for a window under two hours, the hour rows otherwise, so a window is rounded out to the minute
 or the hour it starts in; without a window, every hour the stats keep (``STATS_RETENTION``, two
 days by default). The run histogram has the one ``+Inf`` bucket (the engine keeps the sum and
 count of run times, not their spread); the wait histogram has the engine's bounds
@@ -24,10 +24,10 @@ The age of the oldest ready job always looks at the whole queue (a stuck job mus
 behind a window), by a few probes of the ready index (``models/ready.py``).
 
 The horizon (PostgreSQL) is read from the database's catalogs at each request
-(``engine/postgres/horizon.py``, a cheap read): how long and how many transactions vacuum is
+(``engine/postgres/horizon_holders.py``, a cheap read): how long and how many transactions vacuum is
 held back, and by what. It is not windowed; elsewhere it is null and has no gauge.
 
-The counts read the replica the site names in ``READ_REPLICA`` (``engine/reads.py``), if any;
+The counts read the replica the site names in ``READ_REPLICA`` (``engine/read_replica.py``), if any;
 the clock they are judged by and the horizon are the jobs' database's (the primary's). When
 the replica fails or falls behind, they are read from the primary, and ``read_replica`` (the
 ``django_jobs_read_replica_fallback`` gauge) says so.
@@ -43,8 +43,8 @@ from django.db.models import Sum
 from django_jobs.core import clock
 from django_jobs.core.database_parts import parts
 from django_jobs.core.states import Outcome
-from django_jobs.engine import reads
-from django_jobs.engine.stats import FEATURE_FAILED
+from django_jobs.engine import read_replica
+from django_jobs.engine.finish_counts import FEATURE_FAILED
 from django_jobs.models import Job, JobStat
 from django_jobs.models.counts import COUNT_CAP, ESTIMATE_FROM, capped_counts
 from django_jobs.models.ready import oldest_ready
@@ -74,11 +74,12 @@ def _seconds(us: int) -> float:
 
 def job_metrics(window: timedelta | None = None, now: datetime | None = None,
                 using: str | None = None) -> JSONObject:
-    """The figures, counted on ``using``; by default on ``reads.read_database()``, and on the
+    """The figures, counted on ``using``; by default on ``read_replica.read_database()``, and on the
     jobs' database if the replica fails on the way."""
     if using is not None:
         return _counted(window, now, using)
-    return reads.read(reads.read_database(), lambda alias: _counted(window, now, alias))
+    return read_replica.read(read_replica.read_database(),
+                             lambda alias: _counted(window, now, alias))
 
 
 def _counted(window: timedelta | None, now: datetime | None, using: str) -> JSONObject:
@@ -176,13 +177,13 @@ def _horizon(using: str) -> JSONObject | None:
 def _read_replica(using: str) -> JSONObject | None:
     """Which database the figures were read from, when the site names a replica; None when it
     names none."""
-    replica = reads.replica_alias()
+    replica = read_replica.replica_alias()
     if replica is None:
         return None
-    fallback = reads.fallback() if using != replica else None
+    fallback = read_replica.fallback() if using != replica else None
     return {"alias": replica, "read_from": "replica" if using == replica else "primary",
             "reason": fallback.reason if fallback is not None else None,
-            "lag_seconds": reads.last_lag()}
+            "lag_seconds": read_replica.last_lag()}
 
 
 # Prometheus text exposition format, version 0.0.4.

@@ -14,7 +14,6 @@ from django_jobs.api.constraints import (
     schema_of,
 )
 from django_jobs.api.submission import RESERVED_PREFIX
-from django_jobs.core.registry import get_handler, registered_types
 from django_jobs.core.validation import (
     MAX_ATTEMPTS_LIMIT,
     PRIORITY_MAX,
@@ -23,6 +22,7 @@ from django_jobs.core.validation import (
     typed_arguments,
 )
 from django_jobs.exceptions import InvalidJob
+from django_jobs.handlers.registry import get_handler, registered_types
 from django_jobs.models import Job
 from django_jobs.models.counts import COUNT_CAP
 

@@ -19,7 +19,7 @@ from django_jobs.core import tracing
 from django_jobs.core.job_json import iso, job_json
 from django_jobs.core.outcomes import stored
 from django_jobs.core.settings import jobs_settings
-from django_jobs.engine import reads
+from django_jobs.engine import read_replica
 from django_jobs.exceptions import InvalidJob
 from django_jobs.models import Job
 from django_jobs.models.newest import bounded_if_rare
@@ -89,16 +89,16 @@ def job_list(request: HttpRequest) -> HttpResponse:
         }
 
     # Read from the replica if the site names one (READ_REPLICA), from the primary if it fails
-    return json_response(reads.read(reads.read_database(), body))
+    return json_response(read_replica.read(read_replica.read_database(), body))
 
 
 def filtered(query: QueryDict, using: str | None = None) -> tuple[QuerySet, datetime | None]:
     """Jobs matching ``status`` (comma-separated), ``type``, ``queue`` and ``since``, read from
-    ``using`` (``reads.read_database()`` if None); and, where a type or queue the planner
+    ``using`` (``read_replica.read_database()`` if None); and, where a type or queue the planner
     expects few jobs of is looked for among the newest jobs only (``models/newest.py``), the
     ``created_at`` those start at, else None. ``since`` lifts that bound, as a period does in
     the admin: the list is then as long as the client asked for."""
-    jobs, wanted = _of_states(Job.objects.using(using or reads.read_database()), query)
+    jobs, wanted = _of_states(Job.objects.using(using or read_replica.read_database()), query)
     for name in ("type", "queue"):
         if name in query:
             jobs = jobs.filter(**{name: query[name]})

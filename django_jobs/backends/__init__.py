@@ -34,7 +34,7 @@ def setup() -> None:
     """
     from django.conf import settings
 
-    from django_jobs.core.registry import register_resolver
+    from django_jobs.handlers.registry import register_resolver
 
     register_resolver("task:", _resolve)
     configured = getattr(settings, "TASKS", None) or {}

@@ -36,9 +36,9 @@ from django_jobs.backends.results import (
     rebuild_task,
 )
 from django_jobs.backends.tasks import JobTask
-from django_jobs.core.registry import get_handler
 from django_jobs.core.validation import MAX_ATTEMPTS_LIMIT, QUEUE_RE
 from django_jobs.exceptions import InvalidJob
+from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job, JobAttempt
 
 # OPTIONS the backend reads, with what each does.

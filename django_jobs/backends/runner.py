@@ -22,8 +22,8 @@ from django_jobs.backends.compat import (
 )
 from django_jobs.backends.results import attempts_of, build_result, import_task, rebuild_task
 from django_jobs.core.current import current_job
-from django_jobs.core.registry import Handler
 from django_jobs.exceptions import PermanentError
+from django_jobs.handlers.registry import Handler
 from django_jobs.models import Job
 from django_jobs.worker.execution import run_coroutine
 

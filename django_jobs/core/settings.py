@@ -86,8 +86,8 @@ DEFAULTS: dict[str, Any] = {
     "PRUNE_BATCH_SIZE": 500,
     # Count finished jobs per minute, worker, queue, type and outcome, with their wait and run
     # time, kept by the worker once the outcomes commit and written at its heartbeat
-    # (engine/stats.py): the admin overview's charts read them. False: nothing is counted and
-    # the charts are empty.
+    # (engine/finish_counts.py): the admin overview's charts read them. False: nothing is counted
+    # and the charts are empty.
     "STATS": True,
     # How long those counts are kept (seconds or a timedelta); pruned with the jobs.
     "STATS_RETENTION": 2 * 86400,
@@ -99,7 +99,7 @@ DEFAULTS: dict[str, Any] = {
     # An alias of DATABASES that replicates the jobs' database: the admin's job list, its
     # overview, the API's GET /jobs and its metrics read there; writes, the workers and the
     # pages that act (a job's page and buttons, the admin's actions) stay on the primary
-    # (engine/reads.py). None: everything reads the jobs' database.
+    # (engine/read_replica.py). None: everything reads the jobs' database.
     "READ_REPLICA": None,
     # PostgreSQL: a READ_REPLICA behind the primary by more than this many seconds (read at most
     # every 5 s) is set aside like one that fails. None: never judge its lag.

@@ -1,7 +1,7 @@
 """What holds back a database's vacuum horizon, as the worker's warning, the admin and the
 metrics show it: ``Holder`` (one snapshot, prepared transaction or replication slot) and
 ``Horizon`` (the figures). They know no database: PostgreSQL's read fills them
-(``engine/postgres/horizon.py``, through ``VacuumHorizon`` of ``core/database_parts.py``).
+(``engine/postgres/horizon_holders.py``, through ``VacuumHorizon`` of ``core/database_parts.py``).
 """
 
 from __future__ import annotations

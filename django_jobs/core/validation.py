@@ -16,14 +16,14 @@ from django.utils import timezone
 from django_jobs.core.contract import EnqueueKeywords, EnqueueOptions
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.outcomes import stored
-from django_jobs.core.registry import get_handler, registered
 from django_jobs.core.settings import jobs_settings
 from django_jobs.exceptions import InvalidJob, UnknownJobType
+from django_jobs.handlers.registry import get_handler, registered
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONValue
-    from django_jobs.core.registry import Handler
     from django_jobs.handlers.handler_arguments import ArgumentSpec
+    from django_jobs.handlers.registry import Handler
 
 PRIORITY_NAMES = {"low": -10, "normal": 0, "high": 10}
 PRIORITY_MIN, PRIORITY_MAX = -100, 100

@@ -69,7 +69,7 @@ def guarded(using: str, feature: str, what: str, job: Job | None) -> Iterator[Fa
             extra={"event": "feature_write_failed", "feature": feature,
                    "job_id": job.public_id if job else None,
                    "job_type": job.type if job else None})
-        from django_jobs.engine import stats  # the models: not when the package is imported
+        from django_jobs.engine import finish_counts  # the models: not when the package is imported
 
-        if stats.enabled() and job is not None:
-            stats.record_failures(using, [job], clock.now(using))
+        if finish_counts.enabled() and job is not None:
+            finish_counts.record_failures(using, [job], clock.now(using))

@@ -90,7 +90,7 @@ class Feature:
     steps_at_start = True
 
     # The options of an enqueue (fields of ``EnqueueOptions``) and the attributes of its
-    # handler (``core/registry.Handler``) this feature reads: ``enqueue_insert`` is called
+    # handler (``handlers/registry.Handler``) this feature reads: ``enqueue_insert`` is called
     # when one of them is not None, and an enqueue that sets none enters no feature.
     enqueue_reads: tuple[str, ...] = ()
     handler_reads: tuple[str, ...] = ()
@@ -215,8 +215,8 @@ def configured(feature: Feature) -> bool:
     """True if something configures ``feature`` (``Feature.configured_by``), as set now."""
     if not feature.configured_by:
         return True
-    from django_jobs.core import registry
     from django_jobs.core.settings import jobs_settings
+    from django_jobs.handlers import registry
 
     for name in feature.configured_by:
         option = name.removeprefix("handler.")

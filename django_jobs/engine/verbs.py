@@ -27,7 +27,7 @@ from django_jobs.core.contract import ClaimRequest, EnqueueOptions
 from django_jobs.core.shelves import OPEN_SHELF
 from django_jobs.core.states import COMPLETED, PROCESSING
 from django_jobs.core.validation import check_payload, job_fields
-from django_jobs.engine import hooks, stats
+from django_jobs.engine import finish_counts, hooks
 from django_jobs.engine.leases import LeaseVerbs
 from django_jobs.engine.moved_claims import apart_if_moved, claim_again_if_moved
 from django_jobs.engine.moved_rows import once_more_if_moved
@@ -193,7 +193,8 @@ class Engine(StaffVerbs, LeaseVerbs):
 
         now = clock.now(self.db)
         done: list[AttemptOutcome] = []
-        waited = stats.waits(outcomes) if stats.enabled() else None  # before run_at changes
+        # the waits are read before run_at changes
+        waited = finish_counts.waits(outcomes) if finish_counts.enabled() else None
         with undone_on_error() as applying, self.verb_atomic():
             plain, other = split_plain_completions(outcomes)
             for token, group in plain.items():
@@ -205,8 +206,8 @@ class Engine(StaffVerbs, LeaseVerbs):
                     done.append(outcome)
             self.shelve_attempts(outcome.job for outcome in done)  # finished: their prune day
             JobAttempt.objects.using(self.db).bulk_create([attempt_row(o) for o in done])
-            if waited is not None:  # the finished jobs counted (engine/stats.py)
-                stats.record(self.db, done, now, waited)
+            if waited is not None:  # the finished jobs counted (engine/finish_counts.py)
+                finish_counts.record(self.db, done, now, waited)
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
         return done
 

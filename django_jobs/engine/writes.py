@@ -16,13 +16,13 @@ from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Greatest
 
 from django_jobs.core.database_parts import parts
-from django_jobs.core.registry import get_handler
 from django_jobs.core.retry import Backoff, as_backoff
 from django_jobs.core.shelves import OPEN_SHELF, clamp
 from django_jobs.core.states import COMPLETED, FAILED, PENDING, PROCESSING
 from django_jobs.engine import transition
 from django_jobs.engine.transition import Apply, Transition, apply
 from django_jobs.engine.unique_column import keep_key_if
+from django_jobs.handlers.registry import get_handler
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome

@@ -28,7 +28,6 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections
 
 from django_jobs.core import tracing
-from django_jobs.core.registry import handler
 from django_jobs.core.retry import FixedSchedule
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import JobStatus
@@ -36,6 +35,7 @@ from django_jobs.core.validation import callback_url_problem
 from django_jobs.engine.feature_writes import guarded
 from django_jobs.engine.hooks import Feature
 from django_jobs.exceptions import PermanentError
+from django_jobs.handlers.registry import handler
 
 if TYPE_CHECKING:
     from datetime import datetime

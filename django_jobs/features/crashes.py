@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 from django.db.models import F
 
 from django_jobs.core.outcomes import AttemptOutcome
-from django_jobs.core.registry import get_handler
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import PROCESSING, JobStatus, Outcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.engine import engine_for, hooks
 from django_jobs.engine.hooks import Feature
+from django_jobs.handlers.registry import get_handler
 
 if TYPE_CHECKING:
     from django_jobs.engine.transition import Transition

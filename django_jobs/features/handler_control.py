@@ -56,8 +56,8 @@ def enqueue_after_success(type: str, payload: JSONValue = None,
     job is inserted in the transaction that records the completion, so a handler that fails,
     times out or is canceled leaves no follow-up behind.
     """
-    from django_jobs.core.registry import get_handler
     from django_jobs.core.validation import check_payload, enqueue_fields, typed_arguments
+    from django_jobs.handlers.registry import get_handler
 
     job = _running_job()
     check_payload(payload, typed_arguments(type))

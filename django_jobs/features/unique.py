@@ -76,7 +76,7 @@ class Rule:
 def rule_of(type: str, options: EnqueueOptions) -> Rule | None:
     """An enqueue call's unique options (those given, else its handler's ``unique``) as a
     ``Rule``; None when there are none. InvalidJob naming the option on a bad one."""
-    from django_jobs.core.registry import get_handler
+    from django_jobs.handlers.registry import get_handler
 
     found = get_handler(type)
     default: Unique | None = getattr(found, "unique", None) if found else None

@@ -1,7 +1,7 @@
 """A handler's own arguments as a job's payload: checked at enqueue, given back typed.
 
 ``@handler`` reads the function's signature once (``ArgumentSpec.of``). Its typed verbs
-(``send_email.enqueue(order_id=1)``, ``core/typed_handler.py``) turn the call's arguments into
+(``send_email.enqueue(order_id=1)``, ``handlers/typed_handler.py``) turn the call's arguments into
 the JSON payload with ``payload``, raising InvalidJob naming the argument that is missing or
 wrong; the worker turns the stored payload back into the call with ``call``.
 

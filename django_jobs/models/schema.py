@@ -40,7 +40,7 @@ def jobs_database() -> str:
     the worker's connection handling, its LISTEN connection and the commands' checks; a router
     that sends reads to a replica is not asked where jobs are read. The one exception is the
     replica a site names in ``READ_REPLICA`` for the admin's and the API's lists and counts
-    (``engine/reads.py``)."""
+    (``engine/read_replica.py``)."""
     from django_jobs.models import Job
 
     return router.db_for_write(Job)

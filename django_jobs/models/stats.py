@@ -1,6 +1,6 @@
 """The finished jobs counted: one row per minute and one per hour, for each worker, queue, type
 and outcome, which a worker adds to at its heartbeat with the counts it kept since the last one
-(``engine/stats.py``), and which the admin's charts sum (``admin/charts.py``): the
+(``engine/finish_counts.py``), and which the admin's charts sum (``admin/charts.py``): the
 last hour from the minutes, the last day from the hours, so that a day is read in 24 rows
 per worker, queue, type and outcome rather than 1,440.
 

@@ -27,11 +27,11 @@ from django_jobs.core import observers
 from django_jobs.core.current import current_job
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.outcomes import AttemptOutcome, micros, now_us
-from django_jobs.core.registry import get_handler
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import Outcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout, Snooze
+from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.signals import job_started
 from django_jobs.worker import tracing
@@ -39,7 +39,7 @@ from django_jobs.worker.slot_loop import SlotLoop
 from django_jobs.worker.unknown_types import unknown_type_outcome
 
 if TYPE_CHECKING:
-    from django_jobs.core.registry import Handler
+    from django_jobs.handlers.registry import Handler
 
 def run_job(
     job: Job, started_at: datetime | int | None = None, *, tidy: bool = True

@@ -5,8 +5,8 @@ It renews the leases of the jobs the worker holds (a job whose lease runs out is
 another worker) and interrupts those with a cancel request; rescues the jobs of workers that
 died; reads which queues are paused; refreshes the worker's own row and removes the rows of
 workers long silent (and, on PostgreSQL, the waiting rows of workers whose session is gone);
-writes the counts of the jobs finished since the last heartbeat (``engine/stats.py``); and runs
-the periodic steps (``worker/periodic.py``: the features' steps, such as recurring
+writes the counts of the jobs finished since the last heartbeat (``engine/finish_counts.py``);
+and runs the periodic steps (``worker/periodic.py``: the features' steps, such as recurring
 jobs and pruning, then the release of waiting jobs). Any worker may do each of these: the
 database decides.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from django_jobs.core import clock
 from django_jobs.core.states import Outcome
-from django_jobs.engine import stats
+from django_jobs.engine import finish_counts
 from django_jobs.exceptions import JobCanceled
 from django_jobs.models import Job, QueueState
 from django_jobs.models import Worker as WorkerRow
@@ -94,5 +94,5 @@ def heartbeat(worker: WorkerState) -> None:
     WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()
     if worker.listener is not None:  # PostgreSQL: the waiting rows of killed workers
         worker.listener.forget_gone()
-    stats.flush()
+    finish_counts.flush()
     worker.periodic(worker.worker_id)

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django_jobs.core.database_parts import WakeUps, parts
-from django_jobs.core.registry import get_handler
+from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
 from django_jobs.worker import burst, claim_size, execution, suspects, turn

@@ -1,6 +1,6 @@
 """Work any worker does on its heartbeat: the features' steps (``hooks.periodic_steps``:
 recurring jobs, pruning), then the release of jobs whose dependencies completed, then the
-watch on what holds back vacuum (``worker/horizon.py``, PostgreSQL).
+watch on what holds back vacuum (``worker/horizon_warning.py``, PostgreSQL).
 
 Each step is idempotent across workers (the database decides), so no worker is special. The
 worker imports no feature: the app registers them (``apps.py``), and each names its steps.
@@ -15,7 +15,7 @@ from django.db import DatabaseError
 
 from django_jobs.core.db_errors import REFUSAL, classify
 from django_jobs.engine import hooks
-from django_jobs.worker.horizon import HorizonWatch
+from django_jobs.worker.horizon_warning import HorizonWatch
 
 logger = logging.getLogger("django_jobs.worker")
 

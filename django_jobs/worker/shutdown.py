@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from django_jobs.engine import stats
+from django_jobs.engine import finish_counts
 from django_jobs.models import Job
 from django_jobs.models import Worker as WorkerRow
 from django_jobs.worker import turn
@@ -71,7 +71,7 @@ def shut_down(worker: WorkerState) -> None:
     worker.systemd.close()
     if worker.running:
         turn.finish_outcomes(worker)  # a handler that ended meanwhile is not still running
-    worker.safely(stats.flush)  # the counts of the jobs finished since the last heartbeat
+    worker.safely(finish_counts.flush)  # the counts of the jobs finished since the last heartbeat
     if worker.running:
         leave_running(worker, [held.job for held in worker.running.values()])
     worker.tally.flush()

@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from django_jobs.admin.overview_figures import overview, summary
 from django_jobs.admin.paginator import EstimatedCountPaginator, planner_estimate
-from django_jobs.admin.stats import overview, summary
 from django_jobs.engine.mariadb.schema import (
     COVERING_STATUS_INDEX,
     FILTER_INDEXES,

@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import Count
 from django.test.utils import CaptureQueriesContext
 
-from django_jobs.admin.stats import OPEN_STATES, overview, summary
+from django_jobs.admin.overview_figures import OPEN_STATES, overview, summary
 from django_jobs.models import Job
 from tests.helpers import analyzed_jobs, seq_scans_of_rows
 
@@ -91,9 +91,9 @@ def test_the_overview_reads_no_more_than_indexes_of_the_jobs_table(mostly_finish
 
 def test_above_the_sample_the_overview_reads_its_newest_jobs_through_indexes(
         mostly_finished, monkeypatch):
-    from django_jobs.admin import stats
+    from django_jobs.admin import overview_figures
 
-    monkeypatch.setattr(stats, "SAMPLE", 10)  # every state but canceled (10) holds more
+    monkeypatch.setattr(overview_figures, "SAMPLE", 10)  # every state but canceled (10) holds more
     statements = job_statements(overview)
     for sql in statements:
         found = plan(sql)

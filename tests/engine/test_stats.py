@@ -1,7 +1,7 @@
-"""The finished jobs counted as the engine writes them (``engine/stats.py``, ``JobStat``): real
-workers' runs counted exactly, per minute, queue, type and outcome, with their waits and run
-times; every write path (PostgreSQL's statement, its turn, the ORM's) counting the same; the
-counts kept in the process until a flush (a worker's heartbeat, its stop) writes them."""
+"""The finished jobs counted as the engine writes them (``engine/finish_counts.py``, ``JobStat``):
+real workers' runs counted exactly, per minute, queue, type and outcome, with their waits and run
+times; every write path (PostgreSQL's statement, its turn, the ORM's) counting the same; the counts
+kept in the process until a flush (a worker's heartbeat, its stop) writes them."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from django_jobs.core import clock
 from django_jobs.core.contract import ClaimRequest
 from django_jobs.core.outcomes import AttemptOutcome, micros
-from django_jobs.engine import engine_for, stats
+from django_jobs.engine import engine_for, finish_counts
 from django_jobs.engine.verbs import Engine
 from django_jobs.models import Job, JobStat
 from django_jobs.models.stats import HOUR, MINUTE, SUMMED, WAIT_BOUNDS_US, WAIT_FIELDS
@@ -33,12 +33,12 @@ US = timedelta(microseconds=1)
 
 @contextmanager
 def committed():
-    """Counts are kept once a finish's transaction commits (``engine/stats.py``); the test's
+    """Counts are kept once a finish's transaction commits (``engine/finish_counts.py``); the test's
     own transaction never commits, so its steps on commit run at the block's end, and the
     counts kept are then written, as a worker's heartbeat writes them."""
     with TestCase.captureOnCommitCallbacks(execute=True):
         yield
-    stats.flush()
+    finish_counts.flush()
 
 
 def minute(moment):
@@ -288,7 +288,7 @@ def test_a_second_batch_adds_to_the_same_rows():
 
 def test_wait_buckets_follow_the_bounds():
     for us in [0, 1, *WAIT_BOUNDS_US, *(b + 1 for b in WAIT_BOUNDS_US), 10**12]:
-        assert stats.wait_bucket(us) == expected_wait_bucket(us)
+        assert finish_counts.wait_bucket(us) == expected_wait_bucket(us)
 
 
 def finished(count: int, queue: str = "default", capture: bool = True) -> list:
@@ -311,10 +311,10 @@ def test_a_finish_writes_no_count_row_and_the_flush_writes_them_all():
     finished(3)
     finished(2, queue="mail")
     assert not JobStat.objects.exists()  # kept in this process
-    stats.flush()
+    finish_counts.flush()
     assert {(r.span, r.queue): r.count for r in JobStat.objects.all()} == {
         (MINUTE, "default"): 3, (HOUR, "default"): 3, (MINUTE, "mail"): 2, (HOUR, "mail"): 2}
-    stats.flush()  # nothing kept: nothing added
+    finish_counts.flush()  # nothing kept: nothing added
     assert sum(JobStat.objects.values_list("count", flat=True)) == 10
 
 
@@ -323,10 +323,10 @@ def test_a_finish_rolled_back_is_not_counted():
     with transaction.atomic():
         finished(2, capture=False)
         transaction.set_rollback(True)
-    stats.flush()
+    finish_counts.flush()
     assert not JobStat.objects.exists()
     finished(1, capture=False)  # autocommit: kept at once
-    stats.flush()
+    finish_counts.flush()
     assert [r.count for r in JobStat.objects.all()] == [1, 1]
 
 
@@ -337,11 +337,11 @@ def test_a_flush_that_fails_keeps_the_counts_for_the_next():
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE django_jobs_jobstat RENAME TO django_jobs_jobstat_away")
     with pytest.raises(DatabaseError):
-        stats.flush()
+        finish_counts.flush()
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE django_jobs_jobstat_away RENAME TO django_jobs_jobstat")
     finished(1)
-    stats.flush()
+    finish_counts.flush()
     assert sorted(r.count for r in JobStat.objects.all()) == [3, 3]
 
 

@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 
 from django_jobs import InvalidJob
-from django_jobs.core.registry import get_handler
+from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.testing import run_jobs
 from tests.typed_jobs import Line, Order, async_typed, geocode, notify, send_email, ship

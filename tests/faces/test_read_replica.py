@@ -18,7 +18,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from django_jobs.checks.configuration import check_settings
-from django_jobs.engine import reads as replica_reads
+from django_jobs.engine import read_replica
 from django_jobs.models import Job
 from tests.admin_helpers import job_url, make_job, staff
 from tests.api_support import Api, make_token
@@ -66,9 +66,9 @@ def reads():
 @pytest.fixture(autouse=True)
 def fresh_replica_state():
     """What the process learned of a replica (set aside, its lag) is forgotten between tests."""
-    replica_reads.forget()
+    read_replica.forget()
     yield
-    replica_reads.forget()
+    read_replica.forget()
 
 
 @pytest.fixture

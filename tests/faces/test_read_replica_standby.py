@@ -20,7 +20,7 @@ from django.db import connections
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from django_jobs.engine import reads
+from django_jobs.engine import read_replica
 from django_jobs.models import Job
 from tests.admin_helpers import make_job, staff
 from tests.api_support import Api, make_token
@@ -110,11 +110,11 @@ def site(pair):
             "READ_REPLICA": STANDBY, "READ_REPLICA_MAX_LAG_SECONDS": 1,
             "READ_REPLICA_FALLBACK_SECONDS": 2}):
         Job.objects.all().delete()
-        reads.forget()
+        read_replica.forget()
         try:
             yield pair
         finally:
-            reads.forget()
+            read_replica.forget()
             for alias in (PRIMARY, STANDBY):
                 connections[alias].close()
 
@@ -270,7 +270,7 @@ def test_a_caught_up_standby_of_an_idle_primary_is_not_behind(site, admin_client
     with read_on(STANDBY) as standby:
         page = admin_client.get(LIST)
     assert NOTE not in page.content.decode() and job_reads(standby)
-    assert reads.last_lag() == 0.0
+    assert read_replica.last_lag() == 0.0
 
 
 @on_the_pair

@@ -88,7 +88,7 @@ def test_a_suspect_runs_alone_and_its_batch_is_handed_back_unspent():
     import threading
     import time
 
-    from django_jobs.core.registry import handler, unregister
+    from django_jobs.handlers.registry import handler, unregister
     from tests.helpers import run_burst
 
     runs, lock = [], threading.Lock()

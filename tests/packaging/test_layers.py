@@ -62,7 +62,7 @@ DATABASE_FOLDERS = ("django_jobs.engine.postgres", "django_jobs.engine.mariadb")
 FACTORY = "django_jobs.engine"
 FACES = ("admin", "api", "backends", "management", "templatetags")
 BASE_AT_ROOT = ("signals", "exceptions")
-BASE_FOLDERS = ("core", "handlers")  # one layer: the registry in core/ reads handlers' arguments
+BASE_FOLDERS = ("core", "handlers")  # one layer: core/validation finds the handler of a job
 WIRING_AT_ROOT = ("apps", "testing", "pytest_plugin")
 # What may sit at the root: the public surface and the layers' folders (and Django's own).
 ROOT_ENTRIES = {
@@ -229,7 +229,7 @@ def test_the_rule_sees_an_import_that_goes_up():
     assert allowed("django_jobs.apps", "django_jobs.features.unique")
     assert not allowed("django_jobs.models.jobs", "django_jobs.engine.verbs")
     assert allowed("django_jobs.core.states", "django_jobs.signals")
-    assert allowed("django_jobs.core.registry", "django_jobs.handlers.handler_arguments")
+    assert allowed("django_jobs.handlers.registry", "django_jobs.core.retry")
     assert allowed("django_jobs.handlers.handler_arguments", "django_jobs.core.json_rules")
     assert not allowed("django_jobs.handlers.argument_checks", "django_jobs.models.jobs")
     assert not allowed("django_jobs.worker.turn", "django_jobs.features.unique")

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from django_jobs.core.outcomes import AttemptOutcome
-from django_jobs.core.registry import handler, unregister
+from django_jobs.handlers.registry import handler, unregister
 from django_jobs.models import Job, JobAttempt
 from django_jobs.signals import job_started
 from django_jobs.worker.claim_size import ClaimSize

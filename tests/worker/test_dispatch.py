@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from django_jobs.core.registry import handler, unregister
+from django_jobs.handlers.registry import handler, unregister
 from django_jobs.models import Job
 from django_jobs.worker.slots import Inbox
 from tests.helpers import run_burst

@@ -11,8 +11,8 @@ from django.db import connection
 from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from django_jobs.engine.postgres import horizon
-from django_jobs.worker.horizon import HorizonWatch
+from django_jobs.engine.postgres import horizon_holders
+from django_jobs.worker.horizon_warning import HorizonWatch
 from tests.admin_helpers import staff
 from tests.api_support import Api, make_token
 from tests.conftest import requires_postgres, wait_for
@@ -61,8 +61,8 @@ def holder(sessions):
     return sessions()
 
 
-def mine(pid: int) -> horizon.Holder | None:
-    return next((h for h in horizon.holders("default") if h.pid == pid), None)
+def mine(pid: int) -> horizon_holders.Holder | None:
+    return next((h for h in horizon_holders.holders("default") if h.pid == pid), None)
 
 
 @requires_postgres
@@ -77,7 +77,7 @@ def test_the_read_names_the_session_that_holds_a_snapshot(holder):
     assert found.age_seconds is not None and 1.0 <= found.age_seconds < 60
     assert found.client == "127.0.0.1"
     assert f"pid {holder.info.backend_pid}" in found.describe()
-    read = horizon.read("default")
+    read = horizon_holders.read("default")
     assert read is not None and read.age_seconds >= 1.0 and read.past(1)
     assert not read.past(0) and not read.past(None)
 

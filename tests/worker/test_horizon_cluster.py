@@ -10,9 +10,9 @@ import pytest
 from django.db import connections
 from django.test import override_settings
 
-from django_jobs.engine.postgres import horizon
+from django_jobs.engine.postgres import horizon_holders
 from django_jobs.models import Job
-from django_jobs.worker.horizon import HorizonWatch
+from django_jobs.worker.horizon_warning import HorizonWatch
 from tests.chaos.cluster import Cluster, throwaway
 from tests.conftest import requires_postgres
 
@@ -71,7 +71,7 @@ def test_a_prepared_transaction_and_a_slot_are_named_with_their_ages(cluster, al
             admin.execute("SELECT txid_current()")
         time.sleep(1.1)
         try:
-            found = {h.kind: h for h in horizon.holders(alias)}
+            found = {h.kind: h for h in horizon_holders.holders(alias)}
             prepared = found["prepared transaction"]
             assert prepared.detail == "forgotten-batch"
             assert prepared.age_seconds is not None and prepared.age_seconds >= 1
@@ -83,7 +83,7 @@ def test_a_prepared_transaction_and_a_slot_are_named_with_their_ages(cluster, al
 
             # The figures the metrics and the banner show: the prepared transaction is the
             # oldest timed holder; the xid age is the oldest of all.
-            figures = horizon.read(alias)
+            figures = horizon_holders.read(alias)
             assert figures is not None and figures.holder is not None
             assert figures.holder.key == prepared.key
             assert figures.age_seconds >= 1
@@ -93,7 +93,7 @@ def test_a_prepared_transaction_and_a_slot_are_named_with_their_ages(cluster, al
         finally:
             admin.execute("ROLLBACK PREPARED 'forgotten-batch'")
             admin.execute("SELECT pg_drop_replication_slot('abandoned_slot')")
-        assert horizon.holders(alias) == []
+        assert horizon_holders.holders(alias) == []
 
 
 def test_the_worker_warns_of_a_prepared_transaction_and_of_a_slot_it_has_watched(

@@ -11,7 +11,7 @@ from django.db import connections
 from django.test import override_settings
 
 from django_jobs.core.log_format import JSONFormatter
-from django_jobs.core.registry import handler, unregister
+from django_jobs.handlers.registry import handler, unregister
 from django_jobs.models import Job, JobAttempt
 from django_jobs.signals import job_finished, job_started
 from tests.conftest import wait_for

@@ -22,7 +22,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django_jobs.core import clock
 from django_jobs.core.outcomes import micros
 from django_jobs.core.states import CANCELED, COMPLETED, DEAD, READY_STATES, Outcome
-from django_jobs.engine import hooks, stats
+from django_jobs.engine import finish_counts, hooks
 from django_jobs.engine.locked_rows import locked_in_order
 from django_jobs.engine.moved_claims import apart_if_moved, claim_again_if_moved
 from django_jobs.engine.moved_rows import once_more_if_moved
@@ -96,12 +96,13 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             return []
         now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
-        waited = stats.waits(outcomes) if stats.enabled() else None  # before run_at changes
+        # the waits are read before run_at changes
+        waited = finish_counts.waits(outcomes) if finish_counts.enabled() else None
         with undone_on_error() as applying, transaction.atomic(using=self.db, savepoint=False):
             mine = finish(self.jobs.model, outcomes, changes, now, self.db)
             done = written(outcomes, changes, mine, applying)
-            if waited is not None:  # the finished jobs counted (engine/stats.py)
-                stats.record(self.db, done, now, waited)
+            if waited is not None:  # the finished jobs counted (engine/finish_counts.py)
+                finish_counts.record(self.db, done, now, waited)
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
         return done
 
@@ -119,7 +120,8 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             return [], self.claim(request)
         now = clock.now(self.db)
         changes = [self.transition(outcome, now) for outcome in outcomes]
-        waited = stats.waits(outcomes) if stats.enabled() else None  # before run_at changes
+        # the waits are read before run_at changes
+        waited = finish_counts.waits(outcomes) if finish_counts.enabled() else None
         mine, jobs = finish_and_claim(
             self.jobs.model, outcomes, changes, ready_states=READY_STATES, now=now,
             queues=request.queues, exclude_queues=request.exclude_queues, limit=request.limit,
@@ -128,8 +130,8 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             waiter=_waiter(request), after=request.after,
         )
         done = written(outcomes, changes, mine)
-        if waited is not None:  # the finished jobs counted (engine/stats.py)
-            stats.record(self.db, done, now, waited)
+        if waited is not None:  # the finished jobs counted (engine/finish_counts.py)
+            finish_counts.record(self.db, done, now, waited)
         if not jobs and request.after is not None and request.limit > 0:
             try:
                 jobs = self.claim(replace(request, after=None))  # nothing after the key

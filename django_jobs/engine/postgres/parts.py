@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from django_jobs.core.database_parts import DatabaseParts, Wakes, WakeUps
-from django_jobs.engine.postgres import horizon, partitions
+from django_jobs.engine.postgres import horizon_holders, partitions
 from django_jobs.engine.postgres.cursor import keep_generic_plans
 from django_jobs.engine.postgres.listener import Listener
 
@@ -69,13 +69,13 @@ class PostgresHorizon:
         self.using = using
 
     def available(self) -> bool:
-        return horizon.available(self.using)
+        return horizon_holders.available(self.using)
 
     def holders(self) -> list[Holder]:
-        return horizon.holders(self.using)
+        return horizon_holders.holders(self.using)
 
     def read(self) -> Horizon | None:
-        return horizon.read(self.using)
+        return horizon_holders.read(self.using)
 
 
 class PostgresReplay:

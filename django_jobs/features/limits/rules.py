@@ -97,7 +97,7 @@ def _check(limit: object, key: object) -> None:
 
 def limited_types() -> dict[str, tuple[Limit, ...]]:
     """Registered types that have limits; empty (and no query made) when none do."""
-    from django_jobs.core.registry import _handlers
+    from django_jobs.handlers.registry import _handlers
 
     # The registry (core) holds them untyped: it cannot name this feature's classes.
     return {t: cast("tuple[Limit, ...]", h.limits) for t, h in _handlers.items() if h.limits}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from django_jobs.admin import charts, svg
 from django_jobs.core import clock
-from django_jobs.engine import stats
+from django_jobs.engine import finish_counts
 from django_jobs.models import Job, JobStat
 from django_jobs.models.stats import WAIT_BOUNDS, WAIT_FIELDS
 from tests.helpers import run_burst
@@ -37,7 +37,7 @@ def run_and_count(capture) -> int:
     transaction never commits), then the counts kept written, as the worker's stop writes them."""
     with capture(execute=True):
         ran = run_burst()
-    stats.flush()
+    finish_counts.flush()
     return ran
 
 
@@ -77,7 +77,7 @@ def test_the_charts_read_only_the_counts(django_capture_on_commit_callbacks):
 @pytest.mark.django_db
 def test_names_are_escaped(viewer):
     now = clock.now(Job.objects.db)
-    for span, start in ((1, stats.bucket(now)), (60, stats.hour(now))):
+    for span, start in ((1, finish_counts.bucket(now)), (60, finish_counts.hour(now))):
         JobStat.objects.create(span=span, bucket=start, worker_id="w", queue="<q>",
                                type='"><script>x()</script>', outcome="completed", count=2,
                                wait_le_0=2)
@@ -113,9 +113,9 @@ def bounds_of(bucket: int) -> tuple[float, float]:
 def test_a_percentile_falls_in_the_bucket_of_the_true_one(waits, q):
     histogram = [0] * len(WAIT_FIELDS)
     for us in waits:
-        histogram[stats.wait_bucket(us)] += 1
+        histogram[finish_counts.wait_bucket(us)] += 1
     estimate = charts.quantile(histogram, q)
-    low, high = bounds_of(stats.wait_bucket(nearest_rank(waits, q)))
+    low, high = bounds_of(finish_counts.wait_bucket(nearest_rank(waits, q)))
     assert low <= estimate <= high
 
 

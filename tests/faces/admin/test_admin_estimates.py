@@ -10,7 +10,7 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from django_jobs.admin import stats
+from django_jobs.admin import overview_figures
 from django_jobs.models import Job
 from tests.admin_helpers import make_job
 
@@ -47,7 +47,7 @@ def test_below_the_sample_the_overview_is_exact_and_says_no_about(viewer):
 
 
 def test_above_the_sample_a_states_figures_are_estimates_shown_as_about(viewer, monkeypatch):
-    monkeypatch.setattr(stats, "SAMPLE", 4)
+    monkeypatch.setattr(overview_figures, "SAMPLE", 4)
     for queue in ("mail", "mail", "mail", "media", "media", "media"):
         make_job("dead", queue=queue)
     make_job("failed")
@@ -57,7 +57,7 @@ def test_above_the_sample_a_states_figures_are_estimates_shown_as_about(viewer, 
     queues = {r.name: r for r in response.context["queues"]}
     dead = queues["mail"].counts["dead"] + queues["media"].counts["dead"]
     assert dead >= 5  # more than the sample, never fewer than were read
-    cells = dict(zip(stats.COLUMNS, queues["mail"].cells(), strict=True))
+    cells = dict(zip(overview_figures.COLUMNS, queues["mail"].cells(), strict=True))
     assert cells["dead"].estimated and str(cells["dead"]).startswith("about ")
     assert not cells["failed"].estimated
     html = response.content.decode()
@@ -69,7 +69,7 @@ def test_the_strip_is_exact_below_the_cap_and_about_above_it(viewer, monkeypatch
     for _ in range(3):
         make_job("dead")
     assert viewer.get(LIST).context["summary"]["dead_estimated"] is False
-    monkeypatch.setattr(stats, "COUNT_CAP", 2)
+    monkeypatch.setattr(overview_figures, "COUNT_CAP", 2)
     analyze()
     summary = viewer.get(LIST).context["summary"]
     if connection.vendor == "sqlite":  # no planner estimate: counted exactly
@@ -92,7 +92,8 @@ def test_the_oldest_ready_job_by_priority_probes_is_the_plain_minimum(jobs):
         Job.objects.create(type="echo", priority=priority, status=status,
                            run_at=now + timedelta(seconds=offset))
     ready = Job.objects.filter(status__in=("pending", "failed"), run_at__lte=now)
-    assert stats.oldest_ready(Job.objects.all(), now) == ready.aggregate(m=Min("run_at"))["m"]
+    oldest = ready.aggregate(m=Min("run_at"))["m"]
+    assert overview_figures.oldest_ready(Job.objects.all(), now) == oldest
 
 
 def test_a_type_the_planner_expects_few_of_is_looked_for_among_the_newest_jobs(

@@ -115,11 +115,11 @@ def test_a_small_table_shows_the_exact_completed_total(viewer):
 def test_a_large_table_shows_the_planners_estimate_as_about(viewer, monkeypatch):
     from django.db import connection
 
-    from django_jobs.admin import stats
+    from django_jobs.admin import overview_figures
 
     if connection.vendor != "postgresql":
         pytest.skip("only PostgreSQL's planner gives an estimate")
-    monkeypatch.setattr(stats, "EXACT_BELOW_ROWS", 0)  # every table counts as large
+    monkeypatch.setattr(overview_figures, "EXACT_BELOW_ROWS", 0)  # every table counts as large
     make_job("completed")
     total = viewer.get(OVERVIEW).context["completed_total"]
     assert total.estimated

@@ -1,10 +1,10 @@
 """Which database an admin page reads.
 
 The job list (with its filters, search, counts and the strip above it) and the overview read the
-replica the site names in ``READ_REPLICA`` (``engine/reads.py``) when they only look: a GET or
-HEAD. A POST to the list runs an action on the selected jobs and a POST to the overview pauses
-a queue; those read and write the jobs' database, as do the job page and its buttons, which
-must show the job as the primary holds it before a retry or a cancel.
+replica the site names in ``READ_REPLICA`` (``engine/read_replica.py``) when they only look: a GET
+or HEAD. A POST to the list runs an action on the selected jobs and a POST to the overview pauses a
+queue; those read and write the jobs' database, as do the job page and its buttons, which must show
+the job as the primary holds it before a retry or a cancel.
 
 A request reads one alias throughout. If the replica raises a database error while a page is
 made from it, the replica is set aside and the whole page is made again from the primary
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
-from django_jobs.engine import reads
+from django_jobs.engine import read_replica
 from django_jobs.models.schema import jobs_database
 
 LOOKING = ("GET", "HEAD")
@@ -30,7 +30,7 @@ def list_database(request: HttpRequest) -> str:
     is set aside), else the jobs' database; the same for the whole request."""
     alias = getattr(request, _ALIAS, None)
     if alias is None:
-        alias = reads.read_database() if request.method in LOOKING else jobs_database()
+        alias = read_replica.read_database() if request.method in LOOKING else jobs_database()
         setattr(request, _ALIAS, alias)
     return alias
 
@@ -40,20 +40,20 @@ def looking(request: HttpRequest, page: Callable[[], HttpResponse]) -> HttpRespo
     try:
         return _rendered(page())
     except DatabaseError as exc:
-        replica = reads.replica_alias()
+        replica = read_replica.replica_alias()
         if replica is None or getattr(request, _ALIAS, None) != replica:
             raise
-        reads.failed(replica, exc)
+        read_replica.failed(replica, exc)
     setattr(request, _ALIAS, jobs_database())
     return _rendered(page())
 
 
 def replica_note(request: HttpRequest) -> str | None:
     """What the page says when it read the primary in place of the replica, else None."""
-    replica = reads.replica_alias()
+    replica = read_replica.replica_alias()
     if replica is None or list_database(request) == replica or request.method not in LOOKING:
         return None
-    fallback = reads.fallback()
+    fallback = read_replica.fallback()
     if fallback is None:
         return None
     return (f"Read from the jobs' database: the replica {fallback.replica!r} {fallback.reason}. "

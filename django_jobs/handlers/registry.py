@@ -12,9 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 from django_jobs.core.retry import Backoff, as_backoff
-from django_jobs.core.typed_handler import JobHandler
 from django_jobs.exceptions import PermanentError
 from django_jobs.handlers.handler_arguments import ArgumentSpec
+from django_jobs.handlers.typed_handler import JobHandler
 
 TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 
@@ -84,7 +84,7 @@ def handler(
 ) -> Callable[[Callable[P, R]], JobHandler[P, R]]:
     """Register ``func`` as the handler of jobs of ``type``; returns it as a ``JobHandler``,
     callable as the function and with typed verbs: ``func.enqueue(...)`` takes the function's
-    own arguments (``core/typed_handler.py``). ``def func(payload)`` gets the payload as stored.
+    own arguments (``handlers/typed_handler.py``). ``def func(payload)`` gets the payload as stored.
 
     ``on_crash`` and ``max_crashes`` say what happens to a job when the process running it dies
     (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back;

@@ -16,7 +16,7 @@ The list's strip counts dead, processing and ready jobs the same way: exact up t
 ``COUNT_CAP``, then the planner's estimate, shown as "about".
 
 The counts read ``using``, the alias the page reads (a replica when the site names one,
-``engine/reads.py``); the time they are judged by and what holds back vacuum are the
+``engine/read_replica.py``); the time they are judged by and what holds back vacuum are the
 primary's.
 """
 
