@@ -85,7 +85,8 @@ def heartbeat(worker: WorkerState) -> None:
                    "event": "job_rescued",
                    "reason": f"the lease of worker {job.worker_id} ran out", "next": then},
         )
-    worker.paused = set(QueueState.objects.filter(paused=True).values_list("name", flat=True))
+    paused = QueueState.objects.filter(paused=True).values_list("name", flat=True)
+    worker.producer.paused = set(paused)
     now = clock.now(WorkerRow.objects.db)
     WorkerRow.objects.filter(pk=worker.worker_id).update(
         last_heartbeat=now, running=len(worker.executor.running)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -24,7 +23,6 @@ from django_jobs.core.database_parts import WakeUps, parts
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
 from django_jobs.worker import burst, claim_size, execution, suspects, turn
-from django_jobs.worker.claim_cursor import ClaimCursor
 from django_jobs.worker.executor import Executor
 from django_jobs.worker.handoff import handoff
 from django_jobs.worker.heartbeat import heartbeat
@@ -33,6 +31,7 @@ from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.outage import Outages
 from django_jobs.worker.periodic import Periodic
 from django_jobs.worker.process import install_signals, register
+from django_jobs.worker.producer import Producer
 from django_jobs.worker.shutdown import shut_down
 from django_jobs.worker.systemd import Notifier
 from django_jobs.worker.wake import Wake
@@ -56,8 +55,7 @@ class Worker:
         self.options = options
         self.worker_id = options.worker_id or default_worker_id()
         self.wake = Wake()  # and the listener's socket: the loop waits on both (wake.py)
-        self.sizer = claim_size.ClaimSize(options.concurrency, options.prefetch)  # jobs per claim
-        self.cursor = ClaimCursor(options.heartbeat_seconds, options.queues)  # claims start
+        self.producer = Producer(options)  # what it claims, and how much
         self.tally = Tally(self.worker_id)  # the INFO summary of finished jobs
         self.executor = Executor(self.worker_id, self.wake)  # the slot threads and their jobs
         self.stopping = False
@@ -67,16 +65,12 @@ class Worker:
         self.stop_deadline = 0.0
         self.next_beat = 0.0  # time.monotonic() of the next heartbeat: the first pass beats
         self.stop_announced = False
-        self.claimed = 0
-        self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
         self.processed = 0
-        self.paused: set[str] = set()
         self.rescued_until: datetime | None = None  # heartbeat.rescue
         self.full_rescue_at = 0.0
         self.listener: WakeUps | None = None
         self.previous_handlers: dict[int, object] = {}  # of the stop signals
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
-        self.claim_conflicted = False  # the last claim met rows moved under it (turn.py)
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
         # Database errors: back off, log once; after an outage the job threads reconnect.
         self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)
@@ -161,7 +155,7 @@ class Worker:
         claimed = self.safely(turn.claim, self) or 0
         if sent is not None and self._idle(claimed):
             return self._burst_end(processed, sent)
-        if ((claimed or self.claim_conflicted)
+        if ((claimed or self.producer.conflicted)
                 and len(self.executor.running) < self.options.concurrency):
             return True
         return None
@@ -169,7 +163,7 @@ class Worker:
     def _idle(self, claimed: int) -> bool:
         """Nothing claimed by the turn, nothing running, no outage, no claim to try again."""
         return not (claimed or self.executor.running or self.outages.active
-                    or self.claim_conflicted)
+                    or self.producer.conflicted)
 
     def _burst_end(self, processed: int, sent: datetime) -> bool:
         """A burst worker that claimed nothing and holds nothing: False if nothing it could
@@ -189,7 +183,7 @@ class Worker:
         the database is away, keep them and try again a bound later (claim_size.py)."""
         if not jobs:
             return
-        self.sizer.forget()
+        self.producer.sizer.forget()
         released = self.safely(Job.objects.release, jobs)
         if released is None:  # logged by the outage
             self.executor.keep(jobs)
@@ -265,7 +259,7 @@ class Worker:
             return True
         # A waiting worker looks for jobs another was told of and did not take: a frozen
         # or dead worker's (engine/postgres/waiters.py); its next claim takes them.
-        return bool(self.safely(looker.look, sorted(self.paused)) or self.outages.active)
+        return bool(self.safely(looker.look, sorted(self.producer.paused)) or self.outages.active)
 
     def _next_look(self, looker: WakeUps | None, now: float) -> float | None:
         """Seconds to the looker's next look, not before a backoff's end (outage.py)."""
@@ -273,7 +267,7 @@ class Worker:
         return None if look is None else max(look, self.outages.wait(now, default=0.0))
 
     def _out_of_budget(self) -> bool:
-        return self.options.max_jobs is not None and self.claimed >= self.options.max_jobs
+        return self.producer.out_of_budget()
 
     def _wait_time(self) -> float:
         """How long the loop may sleep: until the next poll, heartbeat, timeout, retry after

@@ -84,17 +84,18 @@ def claim(worker: WorkerState) -> int:
     """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
     transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one statement);
     hand the claimed jobs out. Returns how many jobs were claimed."""
-    worker.claim_conflicted = False
+    worker.producer.conflicted = False
     release_in_doubt(worker)
     worker.executor.outbox.gather()
     outcomes = worker.executor.outbox.take()
-    worker.sizer.observe(outcomes)
+    worker.producer.sizer.observe(outcomes)
     asked = ask(worker, outcomes)
     if asked is None:
         return 0
     request = ClaimRequest(
         worker.worker_id, asked.limit, worker.options.lease_seconds,
-        queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
+        queues=list(worker.options.queues) or None,
+        exclude_queues=sorted(worker.producer.paused),
         lease_token=asked.token, waiter=asked.waiter, after=asked.after,
     )
     try:
@@ -108,7 +109,7 @@ def claim(worker: WorkerState) -> int:
             return claim(worker)
         put_back(worker, outcomes, exc)
         if asked.limit > 0:
-            worker.in_doubt.append(asked.token)
+            worker.producer.in_doubt.append(asked.token)
         raise
     claimed(worker, asked, outcomes, written, jobs)
     return len(jobs)
@@ -118,14 +119,12 @@ def room(worker: WorkerState, outcomes: list[AttemptOutcome]) -> int:
     """How many jobs the turn may claim: what the sizer says, less for a suspect running
     alone (none) or suspects that may come (one), and within ``max_jobs``."""
     executor = worker.executor
-    free = worker.sizer.limit(len(executor.running) - len(outcomes))
+    free = worker.producer.sizer.limit(len(executor.running) - len(outcomes))
     if executor.solo is not None and all(o.job.id != executor.solo.id for o in outcomes):
         free = 0  # a suspect runs alone (suspects.py): claim nothing until it has ended
     elif executor.one_at_a_time:
         free = min(free, 1)  # more suspects may come: none handed back (suspects.py)
-    if worker.options.max_jobs is not None:
-        free = min(free, worker.options.max_jobs - worker.claimed)
-    return max(free, 0)
+    return max(worker.producer.budget_left(free), 0)
 
 
 def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
@@ -138,7 +137,8 @@ def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
         if worker.options.burst:  # it claims whatever is ready, and is no waiter (burst.py)
             pid, allowed = None, None
         elif listener.overlooked:
-            worker.cursor.restart()  # the overlooked jobs are at the ready index's front
+            # The overlooked jobs are at the ready index's front.
+            worker.producer.cursor.restart()
         if allowed is not None:
             free = max(min(free, allowed), 0)  # waiting: the jobs it was told of (0: outcomes)
         if pid is not None and space > 0:
@@ -146,7 +146,7 @@ def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
     if free <= 0 and not outcomes:
         return None
     sent = time.monotonic()
-    after = worker.cursor.after(sent) if free > 0 else None  # claim_cursor.py
+    after = worker.producer.cursor.after(sent) if free > 0 else None  # claim_cursor.py
     return Claim(free, space, heard, waiter, uuid.uuid4(), sent, after)
 
 
@@ -155,14 +155,14 @@ def claimed(worker: WorkerState, asked: Claim, outcomes: list[AttemptOutcome],
     """After the turn's write: move the claim cursor, tell the listener, record what was
     written and hand the claimed jobs out."""
     if asked.limit > 0:
-        worker.cursor.claimed(asked.after, jobs, asked.sent)
+        worker.producer.cursor.claimed(asked.after, jobs, asked.sent)
         if worker.listener is not None:
             worker.listener.claim_sent(asked.heard, asked.waiter is not None and
                                        len(jobs) < asked.room, len(jobs))
     record(worker, outcomes, written)
     if worker.executor.outbox.limit is not None and len(worker.executor.outbox):
         worker.wake.set()  # outcomes held back by the limit: write them in the next turn
-    worker.claimed += len(jobs)
+    worker.producer.claimed += len(jobs)
     admitted = suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None))
     worker.executor.hand_out(admitted)
 
@@ -173,8 +173,8 @@ def conflicted(worker: WorkerState, outcomes: list[AttemptOutcome], conflict: Cl
     ``engine/moved_claims.py``): its outcomes were written apart from it, the claim took
     nothing. Not an outage: the worker claims again at once, its heartbeat going on as ever."""
     record(worker, outcomes, conflict.written)
-    worker.cursor.conflicted(after, sent)
-    worker.claim_conflicted = True
+    worker.producer.cursor.conflicted(after, sent)
+    worker.producer.conflicted = True
     logger.debug("worker %s: %s; claiming again", worker.worker_id, conflict)
 
 
@@ -184,9 +184,9 @@ HB = "; they are pending again for any worker, their attempt not spent"
 def release_in_doubt(worker: WorkerState) -> None:
     """Hand back the jobs of claims whose reply never came (see the module's docstring);
     raises, keeping the tokens, while the database is still away."""
-    while worker.in_doubt:
-        released = Job.objects.release_claim(worker.in_doubt[0])
-        worker.in_doubt.pop(0)
+    while worker.producer.in_doubt:
+        released = Job.objects.release_claim(worker.producer.in_doubt[0])
+        worker.producer.in_doubt.pop(0)
         if released:
             logger.warning(
                 "worker %s: handed back %d job(s) of a claim whose reply was lost%s",

@@ -49,12 +49,12 @@ def test_a_claim_whose_reply_is_lost_is_handed_back_by_the_next_turn():
 
     with connection.execute_wrapper(lose_the_reply), pytest.raises(OperationalError):
         turn.claim(worker)
-    assert not worker.executor.running and len(worker.in_doubt) == 1
-    (lost,) = worker.in_doubt
+    assert not worker.executor.running and len(worker.producer.in_doubt) == 1
+    (lost,) = worker.producer.in_doubt
     assert Job.objects.filter(status=S.PROCESSING, lease_token=lost).count() == 3
 
     claimed = turn.claim(worker)
-    assert worker.in_doubt == []
+    assert worker.producer.in_doubt == []
     assert not Job.objects.filter(lease_token=lost).exists()
     assert claimed == len(worker.executor.running) >= 1
     for job in jobs:
