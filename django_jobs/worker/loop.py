@@ -46,7 +46,8 @@ class Abort(Exception):
 
 
 class Worker:
-    """One worker: its options, the state its steps share, and the loop that runs them.
+    """One worker: its options, its parts (the producer: what it claims; the executor: what
+    runs the jobs), the state its steps share, and the loop that runs them.
 
     The steps see it as a ``WorkerState`` (``worker/state.py``); the loop passes ``self`` to
     them, so mypy holds this class to that protocol."""

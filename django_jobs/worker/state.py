@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
-
     from django_jobs.core.database_parts import WakeUps
     from django_jobs.worker.executor import Executor
     from django_jobs.worker.log_lines import Tally

@@ -29,7 +29,8 @@ need of a database through ``core/contract.py`` (the verbs) and ``core/database_
 Inside the worker one more rule holds: no module of ``worker/`` but the loop itself imports
 ``worker/loop.py``, under ``TYPE_CHECKING`` neither. The steps see the worker as a
 ``WorkerState`` (``worker/state.py``), which the loop's ``Worker`` is; ``runworker``, a face,
-starts the loop.
+starts the loop. And the modules of ``worker/`` import one another in no cycle, type-only imports
+included: the parts (producer, executor) import no step and not ``state.py``.
 """
 
 from __future__ import annotations
