@@ -72,6 +72,6 @@ def _theirs(worker: WorkerState, jobs: JobQuerySet) -> JobQuerySet:
     """Those of ``jobs`` in the worker's queues, and not in a queue it finds paused."""
     if worker.options.queues:
         jobs = jobs.filter(queue__in=list(worker.options.queues))
-    if worker.paused:
-        jobs = jobs.exclude(queue__in=sorted(worker.paused))
+    if worker.producer.paused:
+        jobs = jobs.exclude(queue__in=sorted(worker.producer.paused))
     return jobs

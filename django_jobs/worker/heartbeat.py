@@ -56,7 +56,7 @@ def heartbeat(worker: WorkerState) -> None:
     lease_seconds = worker.options.lease_seconds
     # The database's clock judges leases: a step of this host's clock is caught here.
     clock.measure(Job.objects.db)
-    running = worker.running
+    running = worker.executor.running
     # A claimed job always has a lease token; one without has no lease to renew.
     held = {pk: r.job.lease_token for pk, r in running.items() if r.job.lease_token is not None}
     still, cancel = Job.objects.heartbeat(held=held, lease_seconds=lease_seconds)
@@ -70,7 +70,7 @@ def heartbeat(worker: WorkerState) -> None:
                    "next": "its handler runs on here, and its outcome is not written"},
         )
     for pk in cancel:
-        worker.interrupt(pk, JobCanceled)
+        worker.executor.interrupt(pk, JobCanceled)
     for job in rescue(worker):
         dead = job.status == Job.Status.DEAD
         then = ("dead: it does not run again" if dead
@@ -85,10 +85,11 @@ def heartbeat(worker: WorkerState) -> None:
                    "event": "job_rescued",
                    "reason": f"the lease of worker {job.worker_id} ran out", "next": then},
         )
-    worker.paused = set(QueueState.objects.filter(paused=True).values_list("name", flat=True))
+    paused = QueueState.objects.filter(paused=True).values_list("name", flat=True)
+    worker.producer.paused = set(paused)
     now = clock.now(WorkerRow.objects.db)
     WorkerRow.objects.filter(pk=worker.worker_id).update(
-        last_heartbeat=now, running=len(worker.running)
+        last_heartbeat=now, running=len(worker.executor.running)
     )
     stale = now - timedelta(seconds=lease_seconds * STALE_ROW_LEASES)
     WorkerRow.objects.filter(last_heartbeat__lt=stale).delete()

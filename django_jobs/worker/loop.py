@@ -1,11 +1,12 @@
 """The worker: a loop that claims jobs for its slot threads and writes what they return.
 
 Each turn of the loop (``Worker.run``) beats the heart when it is due (``worker/heartbeat.py``),
-enforces the running jobs' timeouts (``worker/deadlines.py``), tends the claimed jobs no thread has
-started (``worker/claim_size.py``) and a suspect job that must run alone (``worker/suspects.py``),
-then writes the outcomes that came in and claims more (``worker/turn.py``), and waits to be woken:
-by an outcome (``worker/outbox.py``), an enqueue for it (``engine/postgres/listener.py``), or the
-next poll, timeout or heartbeat. The slot threads run the jobs (``worker/slots.py``). Database
+has its executor (``worker/executor.py``) enforce the running jobs' timeouts and tend the claimed
+jobs no thread has started (``worker/claim_size.py``), tends a suspect job that must run alone
+(``worker/suspects.py``), then writes the outcomes that came in and claims more
+(``worker/turn.py``), and waits to be woken: by an outcome (``worker/outbox.py``), an enqueue for
+it (``engine/postgres/listener.py``), or the next poll, timeout or heartbeat. The executor's slot
+threads run the jobs (``worker/slots.py``). Database
 errors are waited out (``worker/outage.py``); a stop signal drains the worker, and
 ``worker/shutdown.py`` ends it.
 """
@@ -14,29 +15,24 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from datetime import datetime
-from functools import partial
 from typing import Any, TypeVar
 
 from django_jobs.core.database_parts import WakeUps, parts
-from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
 from django_jobs.worker import burst, claim_size, execution, suspects, turn
-from django_jobs.worker.claim_cursor import ClaimCursor
-from django_jobs.worker.deadlines import Running, enforce_deadlines
+from django_jobs.worker.executor import Executor
 from django_jobs.worker.handoff import handoff
 from django_jobs.worker.heartbeat import heartbeat
 from django_jobs.worker.log_lines import Tally, default_worker_id
 from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.outage import Outages
-from django_jobs.worker.outbox import Outbox
 from django_jobs.worker.periodic import Periodic
 from django_jobs.worker.process import install_signals, register
+from django_jobs.worker.producer import Producer
 from django_jobs.worker.shutdown import shut_down
-from django_jobs.worker.slots import Inbox, Slot
 from django_jobs.worker.systemd import Notifier
 from django_jobs.worker.wake import Wake
 
@@ -50,7 +46,8 @@ class Abort(Exception):
 
 
 class Worker:
-    """One worker: its options, the state its steps share, and the loop that runs them.
+    """One worker: its options, its parts (the producer: what it claims; the executor: what
+    runs the jobs), the state its steps share, and the loop that runs them.
 
     The steps see it as a ``WorkerState`` (``worker/state.py``); the loop passes ``self`` to
     them, so mypy holds this class to that protocol."""
@@ -59,13 +56,9 @@ class Worker:
         self.options = options
         self.worker_id = options.worker_id or default_worker_id()
         self.wake = Wake()  # and the listener's socket: the loop waits on both (wake.py)
-        self.inbox = Inbox()
-        self.sizer = claim_size.ClaimSize(options.concurrency, options.prefetch)  # jobs per claim
-        self.cursor = ClaimCursor(options.heartbeat_seconds, options.queues)  # claims start
+        self.producer = Producer(options)  # what it claims, and how much
         self.tally = Tally(self.worker_id)  # the INFO summary of finished jobs
-        self.running: dict[int, Running] = {}  # the jobs claimed and not yet written, by id
-        self.outbox = Outbox(self.wake, self.inbox, self.running)  # outcomes from the threads
-        self.slots: list[Slot] = []
+        self.executor = Executor(self.worker_id, self.wake)  # the slot threads and their jobs
         self.stopping = False
         self.ending = False  # shut_down has begun
         self.failure: BaseException | None = None  # an error that ended the loop
@@ -73,19 +66,12 @@ class Worker:
         self.stop_deadline = 0.0
         self.next_beat = 0.0  # time.monotonic() of the next heartbeat: the first pass beats
         self.stop_announced = False
-        self.claimed = 0
-        self.in_doubt: list[uuid.UUID] = []  # lease tokens of claims whose reply was lost
         self.processed = 0
-        self.paused: set[str] = set()
         self.rescued_until: datetime | None = None  # heartbeat.rescue
         self.full_rescue_at = 0.0
         self.listener: WakeUps | None = None
         self.previous_handlers: dict[int, object] = {}  # of the stop signals
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
-        self.solo: Job | None = None  # a job that was in a crash, to run alone (suspects.py)
-        self.solo_started = False
-        self.one_at_a_time = False  # after a claim that held a suspect (suspects.py)
-        self.claim_conflicted = False  # the last claim met rows moved under it (turn.py)
         self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
         # Database errors: back off, log once; after an outage the job threads reconnect.
         self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)
@@ -121,7 +107,7 @@ class Worker:
         self.previous_handlers = install_signals(self.stop)
         session = parts(jobs_database()).session
         session.keep_generic_plans()  # the loop's: the engine's statements
-        self.start_slots(self.options.concurrency)
+        self.executor.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
             self.wake.wait(self._wait_time())
         self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
@@ -137,10 +123,10 @@ class Worker:
         now = time.monotonic()
         self._tend(now)
         if self.stopping:
-            if not self.running or now >= self.stop_deadline:
+            if not self.executor.running or now >= self.stop_deadline:
                 return False
         elif self._out_of_budget():
-            if not self.running:
+            if not self.executor.running:
                 return False
         else:
             go_on = self._claim_turn()
@@ -156,8 +142,9 @@ class Worker:
         if now >= self.next_beat:
             self.safely(heartbeat, self)
             self.next_beat = now + self.options.heartbeat_seconds
-        enforce_deadlines(self, now)
-        claim_size.tend(self, now)  # waiting jobs: to idle threads, or handed back
+        self.executor.enforce_deadlines(now)
+        # Claimed jobs waiting for a thread: to idle threads, or handed back (claim_size.py).
+        self.hand_back(self.executor.overdue(now, self.stopping))
         suspects.tend(self)
 
     def _claim_turn(self) -> bool | None:
@@ -169,13 +156,15 @@ class Worker:
         claimed = self.safely(turn.claim, self) or 0
         if sent is not None and self._idle(claimed):
             return self._burst_end(processed, sent)
-        if (claimed or self.claim_conflicted) and len(self.running) < self.options.concurrency:
+        if ((claimed or self.producer.conflicted)
+                and len(self.executor.running) < self.options.concurrency):
             return True
         return None
 
     def _idle(self, claimed: int) -> bool:
         """Nothing claimed by the turn, nothing running, no outage, no claim to try again."""
-        return not (claimed or self.running or self.outages.active or self.claim_conflicted)
+        return not (claimed or self.executor.running or self.outages.active
+                    or self.producer.conflicted)
 
     def _burst_end(self, processed: int, sent: datetime) -> bool:
         """A burst worker that claimed nothing and holds nothing: False if nothing it could
@@ -190,27 +179,26 @@ class Worker:
         self._wait(due)
         return True
 
-    # What the steps call (declared in ``WorkerState``).
-
-    def hand_out(self, jobs: list[Job]) -> None:
-        """Hold ``jobs`` as running, each with its deadline, and hand them to the threads."""
-        now = time.monotonic()
-        deadlines: dict[str, float | None] = {}  # by type: a batch is mostly of one type
-        for job in jobs:
-            if job.type not in deadlines:
-                found = get_handler(job.type)
-                timeout = found.timeout if found else None
-                deadlines[job.type] = now + timeout if timeout else None
-            self.running[job.id] = Running(job, now, deadlines[job.type])
-        self.inbox.put(jobs)
-
-    def interrupt(self, pk: int, exc_class: type[BaseException]) -> None:
-        """Raise ``exc_class`` in the thread running job ``pk`` (a cancel, a timeout)."""
-        for slot in self.slots:
-            if slot.interrupt(pk, exc_class):
-                logger.warning("worker %s: stopping job %s: %s", self.worker_id, pk,
-                               exc_class.__name__)
-                return
+    def hand_back(self, jobs: list[Job]) -> None:
+        """Return claimed jobs that never started to the queue, their attempt unspent; while
+        the database is away, keep them and try again a bound later (claim_size.py)."""
+        if not jobs:
+            return
+        self.producer.sizer.forget()
+        released = self.safely(Job.objects.release, jobs)
+        if released is None:  # logged by the outage
+            self.executor.keep(jobs)
+            return
+        self.executor.drop(jobs)
+        if not self.stopping:
+            after = claim_size.HANDBACK_AFTER_SECONDS
+            logger.info("worker %s: handed back %d claimed job(s) that waited %.1f s for a "
+                        "thread; they are pending again for any worker, their attempt not spent",
+                        self.worker_id, released, after,
+                        extra={"worker_id": self.worker_id, "event": "jobs_handed_back",
+                               "jobs": released,
+                               "reason": f"waited {after:.1f} s for a thread",
+                               "next": "pending again for any worker, their attempt not spent"})
 
     # Start, stop, signals.
 
@@ -235,17 +223,8 @@ class Worker:
         if self.stopping and not self.stop_announced:
             self.stop_announced = True
             logger.info("worker %s: stopping; %d job(s) running", self.worker_id,
-                        len(self.running))
+                        len(self.executor.running))
             self.systemd.stopping(self)
-
-    def start_slots(self, count: int) -> None:
-        """Start ``count`` more slot threads (one replaces a thread abandoned at a timeout)."""
-        for _ in range(count):
-            on_start = partial(claim_size.on_start, self.running, self.worker_id)
-            slot = Slot(self.inbox, on_start, self.outbox.deliver,
-                        name=f"django-jobs-{len(self.slots)}")
-            slot.start()
-            self.slots.append(slot)
 
     def _register(self) -> bool:
         register(self.worker_id, list(self.options.queues), self.options.concurrency)
@@ -281,7 +260,7 @@ class Worker:
             return True
         # A waiting worker looks for jobs another was told of and did not take: a frozen
         # or dead worker's (engine/postgres/waiters.py); its next claim takes them.
-        return bool(self.safely(looker.look, sorted(self.paused)) or self.outages.active)
+        return bool(self.safely(looker.look, sorted(self.producer.paused)) or self.outages.active)
 
     def _next_look(self, looker: WakeUps | None, now: float) -> float | None:
         """Seconds to the looker's next look, not before a backoff's end (outage.py)."""
@@ -289,7 +268,7 @@ class Worker:
         return None if look is None else max(look, self.outages.wait(now, default=0.0))
 
     def _out_of_budget(self) -> bool:
-        return self.options.max_jobs is not None and self.claimed >= self.options.max_jobs
+        return self.producer.out_of_budget()
 
     def _wait_time(self) -> float:
         """How long the loop may sleep: until the next poll, heartbeat, timeout, retry after
@@ -299,11 +278,11 @@ class Worker:
         wait = self.options.poll_interval
         if self.stopping:
             wait = min(wait, max(self.stop_deadline - now, 0.0))
-        deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
-        if deadlines:
-            wait = min(wait, max(min(deadlines) - now, 0.0) + 0.05)
+        deadline = self.executor.next_deadline_in(now)
+        if deadline is not None:
+            wait = min(wait, deadline + 0.05)
         wait = min(wait, self.outages.wait(now, default=wait), self.systemd.next_ping_in(now))
-        return min(wait, claim_size.next_tend(self.inbox), self.options.heartbeat_seconds)
+        return min(wait, self.executor.next_tend(), self.options.heartbeat_seconds)
 
     def safely(self, func: Callable[..., T], *args: Any) -> T | None:
         """Run a database step; None if it failed or waits out a backoff (outage.py)."""

@@ -49,13 +49,14 @@ def shut_down(worker: WorkerState) -> None:
     worker.announce_stop()
     worker.systemd.stopping(worker)  # also when the loop ended by itself (--burst, --max-jobs)
     worker.outages.retry_now()
-    unstarted = worker.inbox.take_waiting()  # no thread took these; none takes any now
-    worker.inbox.close(len(worker.slots))
-    if worker.solo is not None and not worker.solo_started:
-        unstarted.append(worker.solo)  # a suspect waiting to run alone (suspects.py)
+    executor = worker.executor
+    unstarted = executor.inbox.take_waiting()  # no thread took these; none takes any now
+    executor.inbox.close(len(executor.slots))
+    if executor.solo is not None and not executor.solo_started:
+        unstarted.append(executor.solo)  # a suspect waiting to run alone (suspects.py)
     turn.finish_outcomes(worker)
     worker.safely(turn.release_in_doubt, worker)
-    unstarted = [job for job in unstarted if worker.running.pop(job.id, None) is not None]
+    unstarted = [job for job in unstarted if executor.running.pop(job.id, None) is not None]
     if unstarted:
         released = worker.safely(Job.objects.release, unstarted)
         logger.warning("worker %s: handed back %s job(s) no thread had started: the worker is "
@@ -69,11 +70,11 @@ def shut_down(worker: WorkerState) -> None:
     worker.safely(lambda: WorkerRow.objects.filter(pk=worker.worker_id).delete())
     restore_signals(worker.previous_handlers)
     worker.systemd.close()
-    if worker.running:
+    if executor.running:
         turn.finish_outcomes(worker)  # a handler that ended meanwhile is not still running
     worker.safely(finish_counts.flush)  # the counts of the jobs finished since the last heartbeat
-    if worker.running:
-        leave_running(worker, [held.job for held in worker.running.values()])
+    if executor.running:
+        leave_running(worker, [held.job for held in executor.running.values()])
     worker.tally.flush()
     worker.wake.close()  # a thread still running a job may set it: that does nothing now
     logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
@@ -83,7 +84,7 @@ def leave_running(worker: WorkerState, jobs: list[Job]) -> None:
     """Jobs a thread started whose handler is still running: hand them back and end the
     process at once if the worker owns it; otherwise leave them to their lease (see the
     module's docstring)."""
-    worker.running.clear()
+    worker.executor.running.clear()
     if not worker.options.owns_process:
         logger.warning("worker %s: %d job(s) still running; they keep their lease, and are "
                        "rescued once it runs out", worker.worker_id, len(jobs))

@@ -28,26 +28,26 @@ logger = logging.getLogger("django_jobs.worker")
 
 def admit(worker: WorkerState, jobs: list[Job], held: Any) -> list[Job]:
     """The claimed jobs to start now. A batch holding a suspect: the first suspect waits to
-    run alone (held in ``worker.running`` as ``held(job)``, so its lease is renewed) and the
-    other jobs go back to the queue unspent."""
-    if worker.solo is not None:  # start it, or forget it if it has ended
+    run alone (held in ``worker.executor.running`` as ``held(job)``, so its lease is renewed)
+    and the other jobs go back to the queue unspent."""
+    if worker.executor.solo is not None:  # start it, or forget it if it has ended
         tend(worker)
-        if worker.solo is not None:
+        if worker.executor.solo is not None:
             return jobs
     for suspect in jobs:
         if suspect.crashes:
             break
     else:  # no suspect: every batch but a few after a crash
         if jobs:
-            worker.one_at_a_time = False
+            worker.executor.one_at_a_time = False
         return jobs
-    worker.one_at_a_time = True
+    worker.executor.one_at_a_time = True
     if not hand_back(worker, [job for job in jobs if job is not suspect], suspect):
         return jobs  # not handed back: run them all as claimed, the suspect too
     logger.info("worker %s: job %s was in %d crash(es): it runs alone once the running jobs "
                 "end", worker.worker_id, suspect.public_id, suspect.crashes)
-    worker.solo, worker.solo_started = suspect, False
-    worker.running[suspect.id] = held(suspect)
+    worker.executor.solo, worker.executor.solo_started = suspect, False
+    worker.executor.running[suspect.id] = held(suspect)
     tend(worker)  # at once if nothing else runs
     return []
 
@@ -69,15 +69,15 @@ def hand_back(worker: WorkerState, others: list[Job], suspect: Job) -> bool:
 def tend(worker: WorkerState) -> None:
     """Start the waiting suspect once it is the only job held; forget it once it has ended;
     hand it back if the worker is stopping before it started."""
-    job = worker.solo
-    if job is None or (worker.solo_started and job.id in worker.running):
+    job = worker.executor.solo
+    if job is None or (worker.executor.solo_started and job.id in worker.executor.running):
         return
-    if job.id not in worker.running:  # its outcome is written
-        worker.solo = None
+    if job.id not in worker.executor.running:  # its outcome is written
+        worker.executor.solo = None
     elif worker.stopping:
-        worker.running.pop(job.id, None)
-        worker.solo = None
+        worker.executor.running.pop(job.id, None)
+        worker.executor.solo = None
         worker.safely(Job.objects.release, [job])
-    elif len(worker.running) == 1:
-        worker.solo_started = True
-        worker.hand_out([job])
+    elif len(worker.executor.running) == 1:
+        worker.executor.solo_started = True
+        worker.executor.hand_out([job])

@@ -28,12 +28,18 @@ logger = logging.getLogger("django_jobs.worker")
 STATUS_EVERY_SECONDS = 1.0
 
 
-class StatusSource(Protocol):
-    """What the notifier reads of a worker for its STATUS= line (read only, so any mapping
-    of running jobs will do)."""
+class Holder(Protocol):
+    """A worker's executor, as the STATUS= line reads it (any mapping of running jobs)."""
 
     @property
     def running(self) -> Mapping[int, object]: ...
+
+
+class StatusSource(Protocol):
+    """What the notifier reads of a worker for its STATUS= line (read only)."""
+
+    @property
+    def executor(self) -> Holder: ...
     @property
     def processed(self) -> int: ...
     @property
@@ -135,4 +141,4 @@ class Notifier:
 
 def status_line(worker: StatusSource) -> str:
     state = "stopping" if worker.stopping else "working"
-    return f"{state}: {len(worker.running)} job(s) running, {worker.processed} done"
+    return f"{state}: {len(worker.executor.running)} job(s) running, {worker.processed} done"

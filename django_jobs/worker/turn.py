@@ -84,17 +84,18 @@ def claim(worker: WorkerState) -> int:
     """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
     transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one statement);
     hand the claimed jobs out. Returns how many jobs were claimed."""
-    worker.claim_conflicted = False
+    worker.producer.conflicted = False
     release_in_doubt(worker)
-    worker.outbox.gather()
-    outcomes = worker.outbox.take()
-    worker.sizer.observe(outcomes)
+    worker.executor.outbox.gather()
+    outcomes = worker.executor.outbox.take()
+    worker.producer.sizer.observe(outcomes)
     asked = ask(worker, outcomes)
     if asked is None:
         return 0
     request = ClaimRequest(
         worker.worker_id, asked.limit, worker.options.lease_seconds,
-        queues=list(worker.options.queues) or None, exclude_queues=sorted(worker.paused),
+        queues=list(worker.options.queues) or None,
+        exclude_queues=sorted(worker.producer.paused),
         lease_token=asked.token, waiter=asked.waiter, after=asked.after,
     )
     try:
@@ -108,7 +109,7 @@ def claim(worker: WorkerState) -> int:
             return claim(worker)
         put_back(worker, outcomes, exc)
         if asked.limit > 0:
-            worker.in_doubt.append(asked.token)
+            worker.producer.in_doubt.append(asked.token)
         raise
     claimed(worker, asked, outcomes, written, jobs)
     return len(jobs)
@@ -117,14 +118,13 @@ def claim(worker: WorkerState) -> int:
 def room(worker: WorkerState, outcomes: list[AttemptOutcome]) -> int:
     """How many jobs the turn may claim: what the sizer says, less for a suspect running
     alone (none) or suspects that may come (one), and within ``max_jobs``."""
-    free = worker.sizer.limit(len(worker.running) - len(outcomes))
-    if worker.solo is not None and all(o.job.id != worker.solo.id for o in outcomes):
+    executor = worker.executor
+    free = worker.producer.sizer.limit(len(executor.running) - len(outcomes))
+    if executor.solo is not None and all(o.job.id != executor.solo.id for o in outcomes):
         free = 0  # a suspect runs alone (suspects.py): claim nothing until it has ended
-    elif worker.one_at_a_time:
+    elif executor.one_at_a_time:
         free = min(free, 1)  # more suspects may come: none handed back (suspects.py)
-    if worker.options.max_jobs is not None:
-        free = min(free, worker.options.max_jobs - worker.claimed)
-    return max(free, 0)
+    return max(worker.producer.budget_left(free), 0)
 
 
 def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
@@ -137,15 +137,16 @@ def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
         if worker.options.burst:  # it claims whatever is ready, and is no waiter (burst.py)
             pid, allowed = None, None
         elif listener.overlooked:
-            worker.cursor.restart()  # the overlooked jobs are at the ready index's front
+            # The overlooked jobs are at the ready index's front.
+            worker.producer.cursor.restart()
         if allowed is not None:
             free = max(min(free, allowed), 0)  # waiting: the jobs it was told of (0: outcomes)
         if pid is not None and space > 0:
-            waiter = Waiting(pid, space, holding=len(worker.running) > len(outcomes))
+            waiter = Waiting(pid, space, holding=len(worker.executor.running) > len(outcomes))
     if free <= 0 and not outcomes:
         return None
     sent = time.monotonic()
-    after = worker.cursor.after(sent) if free > 0 else None  # claim_cursor.py
+    after = worker.producer.cursor.after(sent) if free > 0 else None  # claim_cursor.py
     return Claim(free, space, heard, waiter, uuid.uuid4(), sent, after)
 
 
@@ -154,15 +155,16 @@ def claimed(worker: WorkerState, asked: Claim, outcomes: list[AttemptOutcome],
     """After the turn's write: move the claim cursor, tell the listener, record what was
     written and hand the claimed jobs out."""
     if asked.limit > 0:
-        worker.cursor.claimed(asked.after, jobs, asked.sent)
+        worker.producer.cursor.claimed(asked.after, jobs, asked.sent)
         if worker.listener is not None:
             worker.listener.claim_sent(asked.heard, asked.waiter is not None and
                                        len(jobs) < asked.room, len(jobs))
     record(worker, outcomes, written)
-    if worker.outbox.limit is not None and len(worker.outbox):
+    if worker.executor.outbox.limit is not None and len(worker.executor.outbox):
         worker.wake.set()  # outcomes held back by the limit: write them in the next turn
-    worker.claimed += len(jobs)
-    worker.hand_out(suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None)))
+    worker.producer.claimed += len(jobs)
+    admitted = suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None))
+    worker.executor.hand_out(admitted)
 
 
 def conflicted(worker: WorkerState, outcomes: list[AttemptOutcome], conflict: ClaimConflict,
@@ -171,8 +173,8 @@ def conflicted(worker: WorkerState, outcomes: list[AttemptOutcome], conflict: Cl
     ``engine/moved_claims.py``): its outcomes were written apart from it, the claim took
     nothing. Not an outage: the worker claims again at once, its heartbeat going on as ever."""
     record(worker, outcomes, conflict.written)
-    worker.cursor.conflicted(after, sent)
-    worker.claim_conflicted = True
+    worker.producer.cursor.conflicted(after, sent)
+    worker.producer.conflicted = True
     logger.debug("worker %s: %s; claiming again", worker.worker_id, conflict)
 
 
@@ -182,9 +184,9 @@ HB = "; they are pending again for any worker, their attempt not spent"
 def release_in_doubt(worker: WorkerState) -> None:
     """Hand back the jobs of claims whose reply never came (see the module's docstring);
     raises, keeping the tokens, while the database is still away."""
-    while worker.in_doubt:
-        released = Job.objects.release_claim(worker.in_doubt[0])
-        worker.in_doubt.pop(0)
+    while worker.producer.in_doubt:
+        released = Job.objects.release_claim(worker.producer.in_doubt[0])
+        worker.producer.in_doubt.pop(0)
         if released:
             logger.warning(
                 "worker %s: handed back %d job(s) of a claim whose reply was lost%s",
@@ -199,7 +201,7 @@ def finish_outcomes(worker: WorkerState) -> None:
     """Write the outcomes that came in, claiming nothing (a stopping worker, or one that has
     claimed its ``max_jobs``); on an outage they wait in the outbox."""
     while True:  # more than one write only while timeouts hold writes to a limit
-        outcomes = worker.outbox.take()
+        outcomes = worker.executor.outbox.take()
         if not outcomes:
             return
         done = worker.safely(_finish_isolating, worker, outcomes)
@@ -224,7 +226,7 @@ def put_back(worker: WorkerState, outcomes: list[AttemptOutcome], exc: BaseExcep
     """Outcomes a write could not make (``exc`` was not a refusal) go back to the outbox; after
     a timeout, later writes take half as many, and an outcome that timed out alone
     ``TIMEOUTS_ALONE`` times goes back as its failure (see the module's docstring)."""
-    outbox = worker.outbox
+    outbox = worker.executor.outbox
     if outcomes and classify(exc) is TIMEOUT:
         outbox.limit = max(1, len(outcomes) // 2)
         if len(outcomes) == 1:
@@ -250,7 +252,7 @@ def settle(
 ) -> None:
     """After a write that may have left some outcomes ``unwritten``: those go back to the
     outbox, the others are recorded."""
-    worker.outbox.put_back(unwritten)
+    worker.executor.outbox.put_back(unwritten)
     record(worker, [o for o in outcomes if o not in unwritten], written)
 
 
@@ -281,12 +283,12 @@ def free(worker: WorkerState, outcomes: list[AttemptOutcome]) -> None:
     """The jobs of ``outcomes`` are no longer running; a write worked, so the outbox's limit
     (after timeouts) grows, or goes once the outbox is empty."""
     for outcome in outcomes:
-        worker.running.pop(outcome.job.id, None)
-        worker.outbox.timeouts.pop(outcome.job.id, None)
-    if not len(worker.outbox):
-        worker.outbox.limit = None  # what the timeouts held back is written: whole batches
-    elif worker.outbox.limit is not None:
-        worker.outbox.limit *= 2  # a write worked: try larger ones
+        worker.executor.running.pop(outcome.job.id, None)
+        worker.executor.outbox.timeouts.pop(outcome.job.id, None)
+    if not len(worker.executor.outbox):
+        worker.executor.outbox.limit = None  # what the timeouts held back is written: whole batches
+    elif worker.executor.outbox.limit is not None:
+        worker.executor.outbox.limit *= 2  # a write worked: try larger ones
 
 
 def send_finished(finished: list[tuple[Job, str]]) -> None:

@@ -29,7 +29,8 @@ need of a database through ``core/contract.py`` (the verbs) and ``core/database_
 Inside the worker one more rule holds: no module of ``worker/`` but the loop itself imports
 ``worker/loop.py``, under ``TYPE_CHECKING`` neither. The steps see the worker as a
 ``WorkerState`` (``worker/state.py``), which the loop's ``Worker`` is; ``runworker``, a face,
-starts the loop.
+starts the loop. And the modules of ``worker/`` import one another in no cycle, type-only imports
+included: the parts (producer, executor) import no step and not ``state.py``.
 """
 
 from __future__ import annotations
@@ -219,6 +220,52 @@ def test_the_import_graph_has_no_cycle():
     lines = "\n".join(f"  {a} -> {b}: cycle {' -> '.join(cycle_through(graph, (a, b)))}"
                       for a, b in cyclic)
     assert not cyclic, f"import edges inside a cycle:\n{lines}"
+
+
+def inside(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The graph of the modules of ``package`` among themselves."""
+    def within(module: str) -> bool:
+        return module == package or module.startswith(package + ".")
+    return {a: {b for b in targets if within(b)} for a, targets in graph.items() if within(a)}
+
+
+def test_the_worker_has_no_import_cycle_with_its_type_only_imports():
+    """Inside ``worker/`` imports go one way, ``TYPE_CHECKING`` ones included: the parts (the
+    executor and what it holds) import no step and not ``state.py``; the steps see the worker
+    through ``state.py``; only the loop composes them."""
+    graph = inside(import_graph(ROOT, "django_jobs", type_checking=True), "django_jobs.worker")
+    cyclic = sorted(cyclic_edges(graph))
+    lines = "\n".join(f"  {a} -> {b}: cycle {' -> '.join(cycle_through(graph, (a, b)))}"
+                      for a, b in cyclic)
+    assert not cyclic, f"import edges of worker/ inside a cycle:\n{lines}"
+
+
+def test_the_worker_cycle_rule_sees_a_type_only_cycle(tmp_path):
+    """A cycle closed only by an import under TYPE_CHECKING is found inside the package, and
+    one through a module outside it is not its concern."""
+    pkg = tmp_path / "pkg"
+    (pkg / "worker").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "other.py": "from pkg.worker import part\n",
+        "worker/__init__.py": "",
+        "worker/part.py": "from pkg import other\n",
+        "worker/state.py": "from pkg.worker.part import Part\n",
+        "worker/step.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                           "    from pkg.worker.state import State\n"),
+        "worker/size.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                           "    from pkg.worker.state import State\n"),
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    graph = inside(import_graph(pkg, "pkg", type_checking=True), "pkg.worker")
+    assert cyclic_edges(graph) == set()
+    (pkg / "worker" / "part.py").write_text("from pkg.worker.size import ClaimSize\n")
+    graph = inside(import_graph(pkg, "pkg", type_checking=True), "pkg.worker")
+    assert cyclic_edges(graph) == {("pkg.worker.part", "pkg.worker.size"),
+                                   ("pkg.worker.size", "pkg.worker.state"),
+                                   ("pkg.worker.state", "pkg.worker.part")}
+    assert cyclic_edges(inside(import_graph(pkg, "pkg"), "pkg.worker")) == set()
 
 
 def test_the_rule_sees_an_import_that_goes_up():

@@ -49,16 +49,16 @@ def test_a_claim_whose_reply_is_lost_is_handed_back_by_the_next_turn():
 
     with connection.execute_wrapper(lose_the_reply), pytest.raises(OperationalError):
         turn.claim(worker)
-    assert not worker.running and len(worker.in_doubt) == 1
-    (lost,) = worker.in_doubt
+    assert not worker.executor.running and len(worker.producer.in_doubt) == 1
+    (lost,) = worker.producer.in_doubt
     assert Job.objects.filter(status=S.PROCESSING, lease_token=lost).count() == 3
 
     claimed = turn.claim(worker)
-    assert worker.in_doubt == []
+    assert worker.producer.in_doubt == []
     assert not Job.objects.filter(lease_token=lost).exists()
-    assert claimed == len(worker.running) >= 1
+    assert claimed == len(worker.executor.running) >= 1
     for job in jobs:
         outcomes = list(JobAttempt.objects.filter(job=job).values_list("outcome", flat=True))
         assert outcomes == [JobAttempt.Outcome.RELEASED]
     held = Job.objects.filter(status=S.PROCESSING)
-    assert set(held.values_list("pk", flat=True)) == set(worker.running)
+    assert set(held.values_list("pk", flat=True)) == set(worker.executor.running)

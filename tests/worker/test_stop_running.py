@@ -105,7 +105,7 @@ def test_a_worker_in_another_program_leaves_a_handler_still_running_its_lease(tm
     job.refresh_from_db()
     assert job.status == S.PROCESSING and job.leased_until is not None
     assert not job.attempts.exists()
-    for slot in worker.slots:  # the handler ends; its outcome is no one's now
+    for slot in worker.executor.slots:  # the handler ends; its outcome is no one's now
         slot.join(timeout=30)
 
 
