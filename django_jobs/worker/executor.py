@@ -15,10 +15,10 @@ import time
 from typing import TYPE_CHECKING
 
 from django_jobs.core.outcomes import AttemptOutcome, now_us
-from django_jobs.handlers.registry import get_handler
 from django_jobs.core.states import Outcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.exceptions import JobTimeout
+from django_jobs.handlers.registry import get_handler
 from django_jobs.worker.claim_size import HANDBACK_AFTER_SECONDS
 from django_jobs.worker.deadlines import TIMEOUT_GRACE_SECONDS, Running
 from django_jobs.worker.log_lines import log_start
