@@ -221,7 +221,7 @@ def configured(feature: Feature) -> bool:
     for name in feature.configured_by:
         option = name.removeprefix("handler.")
         if option != name:
-            if any(getattr(found, option, None) for found in registry._handlers.values()):
+            if any(getattr(found, option, None) for found in registry.registered.values()):
                 return True
         elif getattr(jobs_settings, name, None):
             return True
