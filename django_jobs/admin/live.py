@@ -32,6 +32,7 @@ from django_jobs.core import clock
 from django_jobs.core.settings import jobs_settings
 from django_jobs.models import Job, JobStat, Worker
 from django_jobs.models.schema import jobs_database
+from django_jobs.models.stats import MINUTE
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
@@ -53,7 +54,7 @@ def version_of_queue(using: str) -> dict[str, Any]:
     now = clock.now(using)
     figures = overview_figures.summary(now=now, using=using)
     recent = now.replace(second=0, microsecond=0)
-    finished = JobStat.objects.using(using).filter(bucket__gte=recent).aggregate(
+    finished = JobStat.objects.using(using).filter(span=MINUTE, bucket__gte=recent).aggregate(
         n=Sum("count"))["n"]
     return {
         "dead": figures["dead"], "processing": figures["processing"],
@@ -70,7 +71,7 @@ def version_of_job(pk: int, using: str) -> dict[str, Any]:
         "status", "attempt", "updated_at", "run_at", "progress", "cancel_requested").first()
     if row is None:
         raise Http404("no such job")
-    return row
+    return dict(row)
 
 
 def digest(figures: dict[str, Any]) -> str:
@@ -86,6 +87,7 @@ def live_view(request: HttpRequest) -> JsonResponse:
     if not seconds or kind not in KINDS:
         raise Http404("no live page of that name")
     using = list_database(request) if kind != "job" else jobs_database()
+    pk = None
     if kind == "job":
         pk = job_pk(request.GET.get("job", ""))
         if pk is None:
@@ -96,7 +98,7 @@ def live_view(request: HttpRequest) -> JsonResponse:
     answer = cache.get(key)
     if answer is None:
         started = time.monotonic()
-        figures = version_of_job(pk, using) if kind == "job" else version_of_queue(using)
+        figures = version_of_job(pk, using) if pk is not None else version_of_queue(using)
         took = time.monotonic() - started
         ask = min(MAX_SECONDS, seconds * 2) if took > SLOW_SECONDS else seconds
         answer = {"version": digest(figures), "interval": ask}
