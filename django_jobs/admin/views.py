@@ -53,6 +53,7 @@ class JobViewsMixin(_AdminBase):
         return [
             path("overview/", wrap(self.overview_view), name="django_jobs_job_overview"),
             path("live/", wrap(self.live_view), name="django_jobs_job_live"),
+            path("bulk/", wrap(self.bulk_view), name="django_jobs_job_bulk"),
             path("overview/queues/", wrap(require_POST(self.queue_view)),
                  name="django_jobs_job_queue"),
             path("<path:object_id>/do/<str:verb>/", wrap(require_POST(self.verb_view)),
@@ -111,12 +112,19 @@ class JobViewsMixin(_AdminBase):
         def page():
             extra = {"summary": overview_figures.summary(using=list_database(request)),
                      "replica_note": replica_note(request),
-                     **live.page_context(self.url("live"), "list"), **(extra_context or {})}
+                     **live.page_context(self.url("live"), "list"),
+                     "bulk_url": bulk_link(request), **(extra_context or {})}
             return super(JobViewsMixin, self).changelist_view(request, extra)
 
         return looking(request, page)
 
     # The overview page and queue pauses.
+
+    def bulk_view(self, request: HttpRequest):
+        """Retry, cancel or delete every job the list's filter matches (``admin/bulk.py``)."""
+        from django_jobs.admin import bulk
+
+        return bulk.bulk_view(self, request)
 
     def live_view(self, request: HttpRequest):
         """The live pages' version (``admin/live.py``), for users who may view jobs."""
@@ -161,6 +169,12 @@ class JobViewsMixin(_AdminBase):
             text = f"Queue {name} {done}." if changed else f"Queue {name} was already {done}."
             self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
         return HttpResponseRedirect(self.url("overview"))
+
+
+def bulk_link(request: HttpRequest) -> str:
+    from django_jobs.admin import bulk
+
+    return bulk.list_link(request)
 
 
 def get_job_or_404(object_id: str) -> Job:
