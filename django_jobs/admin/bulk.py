@@ -21,9 +21,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from django_jobs.admin.display import job_link
-from django_jobs.admin.job_admin import PUBLIC_ID_RE
 from django_jobs.admin.requests import StockAnswers
-from django_jobs.admin.search import SEARCH_WINDOW
+from django_jobs.admin.search import PUBLIC_ID_RE, SEARCH_WINDOW
 from django_jobs.features import bulk_actions
 from django_jobs.models import BulkAction
 from django_jobs.models.newest import window_start

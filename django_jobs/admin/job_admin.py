@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.contrib import admin, messages
@@ -31,7 +30,6 @@ from django_jobs.core.states import PROCESSING, READY_STATES, DependencyPolicy
 from django_jobs.exceptions import JobConflict
 from django_jobs.models import Job, JobDependency
 
-PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
 HEAVY_FIELDS = ("payload", "result", "error")
 WAITS_ON_SHOWN = 20  # dependencies the job page names
 
@@ -106,7 +104,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
-        if PUBLIC_ID_RE.fullmatch(term):
+        if search.PUBLIC_ID_RE.fullmatch(term):
             return queryset.filter(public_id=term), False  # the unique index, no scan
         if not term:
             return queryset, False

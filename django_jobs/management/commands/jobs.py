@@ -160,7 +160,7 @@ class Command(BaseCommand):
                               f"{result['filter']}; add --yes to {options['verb']} them")
             return
         action = bulk_actions.start(options["verb"], spec, user="manage.py jobs bulk")
-        job = Job.objects.get(pk=action.job_id)
+        job = Job.objects.get(pk=action.job_id or 0)  # set by start()
         result = {"verb": action.verb, "matched": action.matched, "more": action.matched_capped,
                   "filter": action.description, "started": True, "action": action.pk,
                   "job_id": job.public_id}
