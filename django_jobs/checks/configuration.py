@@ -26,7 +26,8 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: obj
     if not isinstance(user, dict):
         return [Error("DJANGO_JOBS must be a dict", id="django_jobs.E001")]
     return [*check_unknown_keys(user), *check_limits(), *check_log_levels(),
-            *check_timing(), *check_jobs_alias(), *check_read_replica()]
+            *check_timing(), *check_jobs_alias(), *check_read_replica(),
+            *check_admin_refresh()]
 
 
 def check_unknown_keys(user: dict) -> list:
@@ -83,6 +84,15 @@ def check_read_replica() -> list:
                 f"DJANGO_JOBS[{key!r}] is {value!r}, not a positive number of seconds"
                 + (" or None" if may_be_none else ""), id="django_jobs.E041"))
     return problems
+
+
+def check_admin_refresh() -> list:
+    """``ADMIN_REFRESH_SECONDS``: seconds between the live pages' polls, 0 for none."""
+    value = jobs_settings.ADMIN_REFRESH_SECONDS
+    if _number(value) and value >= 0:
+        return []
+    return [Error(f"DJANGO_JOBS['ADMIN_REFRESH_SECONDS'] is {value!r}, not a number of seconds "
+                  "(0 turns live refresh off)", id="django_jobs.E042")]
 
 
 def check_replica_alias() -> list:

@@ -107,6 +107,9 @@ DEFAULTS: dict[str, Any] = {
     # How long the pages read the jobs' database after READ_REPLICA failed or fell behind,
     # before they try it again.
     "READ_REPLICA_FALLBACK_SECONDS": 30,
+    # Seconds between the admin's live pages' polls (the job list, a job's page, the
+    # overview: admin/live.py); 0 turns live refresh off.
+    "ADMIN_REFRESH_SECONDS": 5,
     # Recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
     "SCHEDULES": {},
 }
