@@ -1,0 +1,112 @@
+"""The hard stop: a handler with ``isolation="process"`` runs each job in a child process of its
+own, which a real ``runworker`` ends when the handler is still running ``KILL_GRACE`` seconds
+after its timeout or its job's cancel (django_jobs/worker/process_isolation.py)."""
+
+import json
+import os
+
+import pytest
+
+from django_jobs.models import Job, JobAttempt
+from tests.conftest import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+KILL_GRACE = 1.0
+WORKER_ENV = {"DJANGO_JOBS_TEST_EXTRA": json.dumps({"KILL_GRACE": KILL_GRACE})}
+# Beyond the timeout and the grace: the SIGTERM's wait, the outcome's write, a loaded machine.
+MARGIN = 8.0
+
+
+def marks(path):
+    """The pids of the runs of a handler, one per line of the file it appends to."""
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("type", ["isolated_socket_read", "isolated_regex"])
+def test_a_handler_stuck_in_c_code_is_ended_after_the_grace_and_counted_timed_out(
+    start_worker, tmp_path, type
+):
+    """A socket read that goes back to reading when stopped (the GIL released) and a
+    catastrophic regex (the GIL held) ignore the JobTimeout raised at their timeout (0.5 s):
+    KILL_GRACE later their process is ended, the one attempt is spent (the job is dead, not
+    run again), and the worker runs other jobs meanwhile and after."""
+    path = tmp_path / "marks"
+    stuck = Job.enqueue(type, {"marks": str(path)})
+    worker = start_worker("--concurrency", "2", env=WORKER_ENV)
+    wait_for(lambda: marks(path), timeout=60)
+    meanwhile = Job.enqueue("echo", {"n": 1})
+    wait_for(lambda: Job.objects.get(pk=stuck.pk).status == "dead",
+             timeout=0.5 + KILL_GRACE + MARGIN)
+    wait_for(lambda: Job.objects.get(pk=meanwhile.pk).status == "completed", timeout=30)
+    after = Job.enqueue("echo", {"n": 2})
+    wait_for(lambda: Job.objects.get(pk=after.pk).status == "completed", timeout=30)
+    assert worker.proc.poll() is None
+    worker.stop()
+    attempt = JobAttempt.objects.get(job=stuck)
+    assert attempt.outcome == "dead" and attempt.error["type"] == "JobTimeout"
+    assert "its process was ended" in attempt.error["message"]
+    [pid] = marks(path)  # it ran once, in a process of its own, now gone
+    assert pid != worker.proc.pid and gone(pid)
+
+
+def test_a_handler_that_lets_the_timeout_stop_it_ends_at_its_timeout(start_worker):
+    """A socket read interrupted by the JobTimeout the child raises at the timeout: the
+    handler stops by itself, with the usual timeout error, and no kill."""
+    job = Job.enqueue("isolated_polite")
+    worker = start_worker(env=WORKER_ENV)
+    wait_for(lambda: Job.objects.get(pk=job.pk).status == "dead", timeout=60)
+    worker.stop()
+    attempt = JobAttempt.objects.get(job=job)
+    assert attempt.error["type"] == "JobTimeout"
+    assert "process was ended" not in attempt.error["message"]
+
+
+def test_a_canceled_handler_stuck_in_c_code_is_ended_after_the_grace(start_worker, tmp_path):
+    path = tmp_path / "marks"
+    job = Job.enqueue("isolated_cancelable", {"marks": str(path)})
+    worker = start_worker("--heartbeat", "0.2", "--lease", "5", env=WORKER_ENV)
+    wait_for(lambda: marks(path), timeout=60)
+    assert Job.objects.get(pk=job.pk).cancel()
+    wait_for(lambda: Job.objects.get(pk=job.pk).status == "canceled",
+             timeout=0.2 + KILL_GRACE + MARGIN)
+    worker.stop()
+    attempt = JobAttempt.objects.get(job=job)
+    assert attempt.outcome == "canceled"
+    assert "its process was ended" in attempt.error["message"]
+    [pid] = marks(path)
+    assert gone(pid)
+
+
+def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
+    """The result comes back as JSON; the child sees its job through current_job(), reads
+    through the ORM and writes progress; an error comes back as its own class, with the
+    child's traceback, and is classified as in a thread (retried, or dead if permanent)."""
+    done = Job.enqueue("isolated_result", {"x": [1, "a", None]})
+    failing = Job.enqueue("isolated_raises", {"n": 1})
+    permanent = Job.enqueue("isolated_raises", {"n": 2, "permanent": True})
+    worker = start_worker("--concurrency", "2")
+    wait_for(lambda: Job.objects.get(pk=done.pk).status == "completed", timeout=60)
+    wait_for(lambda: Job.objects.get(pk=permanent.pk).status == "dead", timeout=60)
+    wait_for(lambda: JobAttempt.objects.filter(job=failing).exists(), timeout=60)
+    worker.stop()
+    done.refresh_from_db()
+    assert done.result["payload"] == {"x": [1, "a", None]}
+    assert done.result["job"] == done.public_id and done.result["status"] == "processing"
+    assert done.result["pid"] != worker.proc.pid
+    assert done.progress_fraction == 0.5
+    first = JobAttempt.objects.filter(job=failing).order_by("number").first()
+    assert first.outcome == "failed" and first.error["type"] == "ValueError"
+    assert "went wrong in" in first.error["message"]
+    assert "isolated_raises" in first.error["traceback"]  # the child's own frames
+    dead = JobAttempt.objects.get(job=permanent)
+    assert dead.outcome == "dead" and dead.error["type"] == "PermanentError"
+    assert dead.error["message"] == "bad input 2"
