@@ -5,7 +5,7 @@ import os
 import re
 import socket
 
-from django_jobs import PermanentError, current_job, handler, set_progress
+from django_jobs import PermanentError, Snooze, current_job, handler, set_progress
 from django_jobs.exceptions import JobCanceled, JobTimeout
 
 
@@ -20,7 +20,7 @@ def isolated_socket_read(payload):
     """Blocks in a socket read without a timeout (the GIL released), and goes back to it when
     asked to stop, as a driver that retries its read would."""
     _mark(payload)
-    ours, theirs = socket.socketpair()
+    ours, _theirs = socket.socketpair()  # nothing is ever sent
     while True:
         try:
             ours.recv(1)
@@ -60,6 +60,10 @@ def isolated_result(payload):
 
 @handler("isolated_raises", isolation="process", max_attempts=3)
 def isolated_raises(payload):
+    if payload.get("exit"):
+        os._exit(3)
+    if payload.get("snooze"):
+        raise Snooze(3600)
     if payload.get("permanent"):
         raise PermanentError(f"bad input {payload['n']}")
     raise ValueError(f"went wrong in {os.getpid()}")
@@ -68,5 +72,5 @@ def isolated_raises(payload):
 @handler("isolated_polite", timeout=0.5, max_attempts=1, isolation="process")
 def isolated_polite(payload):
     """Blocked in a socket read; lets the JobTimeout raised at its timeout end it."""
-    ours, theirs = socket.socketpair()
+    ours, _theirs = socket.socketpair()  # nothing is ever sent
     ours.recv(1)

@@ -1,5 +1,5 @@
-"""A handler's jobs each run in a child process of their own (``@handler(..., isolation="process")``),
-so that one stuck past its timeout can be ended.
+"""Each job of a handler with ``isolation="process"`` runs in a child process of its own, so
+that one stuck past its timeout can be ended.
 
 A thread cannot be stopped while it is inside C code (a socket read without a timeout, a regular
 expression that backtracks for hours, a driver waiting on a dead server): the worker can only
@@ -106,7 +106,7 @@ class Child:
         if getattr(settings, "SETTINGS_MODULE", None):
             env["DJANGO_SETTINGS_MODULE"] = settings.SETTINGS_MODULE
         try:
-            self.process = subprocess.Popen(
+            self.process = subprocess.Popen(  # noqa: S603 (this interpreter, our own code)
                 [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         finally:
@@ -129,9 +129,7 @@ class Child:
             elif answer is not None:
                 return _unpack(answer)
             if self.process.poll() is not None and not self.connection.poll():
-                raise HandlerProcessDied(
-                    f"the handler's process ended (exit status {self.process.returncode}) "
-                    "without sending its result")
+                raise self._died()
             now = time.monotonic()
             if stop is None:
                 stop = stops.get(ident)
@@ -151,9 +149,14 @@ class Child:
         try:
             if self.connection.poll(POLL_SECONDS):
                 return self.connection.recv()
-        except (EOFError, OSError):  # the child is gone: its exit status says the rest
+        except (EOFError, OSError):  # the child is gone without a word
             self.process.wait()
+            raise self._died() from None
         return None
+
+    def _died(self) -> HandlerProcessDied:
+        return HandlerProcessDied(f"the handler's process ended (exit status "
+                                  f"{self.process.returncode}) without sending its result")
 
     def _signal(self, signum: int) -> None:
         if self.process.poll() is None:
@@ -203,7 +206,7 @@ def _rebuild(module: str, qualname: str, args: tuple, state: dict | None) -> Bas
             if state:
                 exc.__dict__.update(state)
             return exc
-    except Exception:
+    except Exception:  # noqa: S110 (not importable here: an Exception of the same name)
         pass
     return type(qualname.rsplit(".", 1)[-1], (Exception,), {"__module__": module})(*args)
 
@@ -242,15 +245,17 @@ def _run(connection: Connection, module: str, job_bytes: bytes) -> Any:
     django.setup()
     from django_jobs.core.current import current_job
     from django_jobs.handlers.registry import get_handler
-    from django_jobs.worker.execution import normalise_result, run_coroutine, _is_async
+    from django_jobs.worker.execution import _is_async, normalise_result, run_coroutine
 
     importlib.import_module(module)
-    job = pickle.loads(job_bytes)
+    job = pickle.loads(job_bytes)  # noqa: S301 (sent by the worker that started this process)
     found = get_handler(job.type)
     if found is None:
         raise LookupError(f"no handler for job type {job.type!r} in the child process")
     current_job.set(job)
     connection.send(("started",))  # the handler's timeout counts from here
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     if found.arguments is None:
         args, kwargs = (job.payload,), {}
     else:

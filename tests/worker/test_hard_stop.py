@@ -89,14 +89,19 @@ def test_a_canceled_handler_stuck_in_c_code_is_ended_after_the_grace(start_worke
 def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
     """The result comes back as JSON; the child sees its job through current_job(), reads
     through the ORM and writes progress; an error comes back as its own class, with the
-    child's traceback, and is classified as in a thread (retried, or dead if permanent)."""
+    child's traceback, and is classified as in a thread (retried, dead if permanent, snoozed);
+    a child that dies without a word fails its attempt."""
     done = Job.enqueue("isolated_result", {"x": [1, "a", None]})
     failing = Job.enqueue("isolated_raises", {"n": 1})
     permanent = Job.enqueue("isolated_raises", {"n": 2, "permanent": True})
+    snoozed = Job.enqueue("isolated_raises", {"n": 3, "snooze": True})
+    exits = Job.enqueue("isolated_raises", {"n": 4, "exit": True})
     worker = start_worker("--concurrency", "2")
     wait_for(lambda: Job.objects.get(pk=done.pk).status == "completed", timeout=60)
     wait_for(lambda: Job.objects.get(pk=permanent.pk).status == "dead", timeout=60)
     wait_for(lambda: JobAttempt.objects.filter(job=failing).exists(), timeout=60)
+    wait_for(lambda: JobAttempt.objects.filter(job=snoozed).exists(), timeout=60)
+    wait_for(lambda: JobAttempt.objects.filter(job=exits).exists(), timeout=60)
     worker.stop()
     done.refresh_from_db()
     assert done.result["payload"] == {"x": [1, "a", None]}
@@ -110,3 +115,9 @@ def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
     dead = JobAttempt.objects.get(job=permanent)
     assert dead.outcome == "dead" and dead.error["type"] == "PermanentError"
     assert dead.error["message"] == "bad input 2"
+    snoozed.refresh_from_db()  # Snooze(3600), rebuilt without its __init__: run later, unspent
+    assert [a.outcome for a in JobAttempt.objects.filter(job=snoozed)] == ["snoozed"]
+    assert snoozed.status == "pending" and snoozed.attempt == 0
+    died = JobAttempt.objects.filter(job=exits).order_by("number").first()
+    assert died.outcome == "failed" and died.error["type"] == "HandlerProcessDied"
+    assert "exit status 3" in died.error["message"]
