@@ -1,6 +1,7 @@
 """Fixture handlers of the hard-stop tests (tests/worker/test_hard_stop.py): each job runs in a
 child process of its own (``isolation="process"``)."""
 
+import asyncio
 import os
 import re
 import socket
@@ -56,6 +57,12 @@ def isolated_result(payload):
     set_progress(0.5, "half way")
     return {"pid": os.getpid(), "payload": payload, "job": job.public_id,
             "status": Job.objects.get(pk=job.pk).status}
+
+
+@handler("isolated_async", isolation="process")
+async def isolated_async(payload):
+    await asyncio.sleep(0)
+    return {"async": payload["n"]}
 
 
 @handler("isolated_raises", isolation="process", max_attempts=3)

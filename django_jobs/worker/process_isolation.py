@@ -21,7 +21,10 @@ worker that is killed leaves no handler running behind it.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import inspect
+import json
 import os
 import pickle
 import signal
@@ -34,8 +37,9 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.core.settings import jobs_settings
-from django_jobs.exceptions import JobCanceled, JobTimeout
+from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout
 
 if TYPE_CHECKING:
     from django_jobs.handlers.registry import Handler
@@ -245,7 +249,6 @@ def _run(connection: Connection, module: str, job_bytes: bytes) -> Any:
     django.setup()
     from django_jobs.core.current import current_job
     from django_jobs.handlers.registry import get_handler
-    from django_jobs.worker.execution import _is_async, normalise_result, run_coroutine
 
     importlib.import_module(module)
     job = pickle.loads(job_bytes)  # noqa: S301 (sent by the worker that started this process)
@@ -261,9 +264,21 @@ def _run(connection: Connection, module: str, job_bytes: bytes) -> Any:
     else:
         args, kwargs = found.arguments.call(job.payload)
     result = found.func(*args, **kwargs)
-    if _is_async(found.func):
-        result = run_coroutine(result)
-    return normalise_result(result)
+    if inspect.iscoroutine(result):  # an async def handler
+        result = asyncio.run(result)
+    return _plain_json(result)
+
+
+def _plain_json(result: Any) -> Any:
+    """The result as plain JSON types, to be pickled (the worker checks it again as it does
+    every result); InvalidResult, as in a thread, for one that is not storable JSON."""
+    if result is None or result is True or result is False:
+        return result
+    try:
+        text = storable_json(result, jobs_settings.MAX_RESULT_BYTES, "MAX_RESULT_BYTES")
+    except NotStorable as exc:
+        raise InvalidResult(f"the handler's result {exc}") from None
+    return json.loads(text)
 
 
 def _error(exc: BaseException) -> tuple:

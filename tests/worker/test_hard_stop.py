@@ -92,6 +92,7 @@ def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
     child's traceback, and is classified as in a thread (retried, dead if permanent, snoozed);
     a child that dies without a word fails its attempt."""
     done = Job.enqueue("isolated_result", {"x": [1, "a", None]})
+    awaited = Job.enqueue("isolated_async", {"n": 5})
     failing = Job.enqueue("isolated_raises", {"n": 1})
     permanent = Job.enqueue("isolated_raises", {"n": 2, "permanent": True})
     snoozed = Job.enqueue("isolated_raises", {"n": 3, "snooze": True})
@@ -99,6 +100,7 @@ def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
     worker = start_worker("--concurrency", "2")
     wait_for(lambda: Job.objects.get(pk=done.pk).status == "completed", timeout=60)
     wait_for(lambda: Job.objects.get(pk=permanent.pk).status == "dead", timeout=60)
+    wait_for(lambda: Job.objects.get(pk=awaited.pk).status == "completed", timeout=60)
     wait_for(lambda: JobAttempt.objects.filter(job=failing).exists(), timeout=60)
     wait_for(lambda: JobAttempt.objects.filter(job=snoozed).exists(), timeout=60)
     wait_for(lambda: JobAttempt.objects.filter(job=exits).exists(), timeout=60)
@@ -108,6 +110,7 @@ def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
     assert done.result["job"] == done.public_id and done.result["status"] == "processing"
     assert done.result["pid"] != worker.proc.pid
     assert done.progress_fraction == 0.5
+    assert Job.objects.get(pk=awaited.pk).result == {"async": 5}
     first = JobAttempt.objects.filter(job=failing).order_by("number").first()
     assert first.outcome == "failed" and first.error["type"] == "ValueError"
     assert "went wrong in" in first.error["message"]
