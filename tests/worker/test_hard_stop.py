@@ -3,14 +3,23 @@ own, which a real ``runworker`` ends when the handler is still running ``KILL_GR
 after its timeout or its job's cancel (django_jobs/worker/process_isolation.py)."""
 
 import json
-import os
+import signal
+import sys
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 
+from django_jobs import handler
+from django_jobs.checks.configuration import check_settings
 from django_jobs.models import Job, JobAttempt
 from tests.conftest import wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+def real_process(test):
+    """The marks of a test that starts a real worker (the others check options and settings)."""
+    return pytest.mark.slow(pytest.mark.django_db(transaction=True)(test))
+
 
 KILL_GRACE = 1.0
 WORKER_ENV = {"DJANGO_JOBS_TEST_EXTRA": json.dumps({"KILL_GRACE": KILL_GRACE})}
@@ -24,13 +33,15 @@ def marks(path):
 
 
 def gone(pid):
+    """The process has ended (a zombie not yet reaped by its new parent has ended too)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
         return True
-    return False
 
 
+@real_process
 @pytest.mark.parametrize("type", ["isolated_socket_read", "isolated_regex"])
 def test_a_handler_stuck_in_c_code_is_ended_after_the_grace_and_counted_timed_out(
     start_worker, tmp_path, type
@@ -58,6 +69,7 @@ def test_a_handler_stuck_in_c_code_is_ended_after_the_grace_and_counted_timed_ou
     assert pid != worker.proc.pid and gone(pid)
 
 
+@real_process
 def test_a_handler_that_lets_the_timeout_stop_it_ends_at_its_timeout(start_worker):
     """A socket read interrupted by the JobTimeout the child raises at the timeout: the
     handler stops by itself, with the usual timeout error, and no kill."""
@@ -70,6 +82,7 @@ def test_a_handler_that_lets_the_timeout_stop_it_ends_at_its_timeout(start_worke
     assert "process was ended" not in attempt.error["message"]
 
 
+@real_process
 def test_a_canceled_handler_stuck_in_c_code_is_ended_after_the_grace(start_worker, tmp_path):
     path = tmp_path / "marks"
     job = Job.enqueue("isolated_cancelable", {"marks": str(path)})
@@ -86,6 +99,23 @@ def test_a_canceled_handler_stuck_in_c_code_is_ended_after_the_grace(start_worke
     assert gone(pid)
 
 
+@real_process
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal")
+def test_a_child_dies_with_its_worker(start_worker, tmp_path):
+    """A worker killed with SIGKILL leaves no handler running: its child is ended with it, and
+    the job is the lost worker's, rescued by the lease as any other."""
+    path = tmp_path / "marks"
+    Job.enqueue("isolated_cancelable", {"marks": str(path)})
+    worker = start_worker(env=WORKER_ENV)
+    wait_for(lambda: marks(path), timeout=60)
+    [pid] = marks(path)
+    assert not gone(pid)
+    worker.signal(signal.SIGKILL)
+    worker.wait()
+    wait_for(lambda: gone(pid), timeout=10)
+
+
+@real_process
 def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
     """The result comes back as JSON; the child sees its job through current_job(), reads
     through the ORM and writes progress; an error comes back as its own class, with the
@@ -124,3 +154,17 @@ def test_results_errors_and_the_orm_round_trip_through_the_child(start_worker):
     died = JobAttempt.objects.filter(job=exits).order_by("number").first()
     assert died.outcome == "failed" and died.error["type"] == "HandlerProcessDied"
     assert "exit status 3" in died.error["message"]
+
+
+def test_an_unknown_isolation_is_refused_at_registration():
+    with pytest.raises(ImproperlyConfigured, match="isolation for 'isolated_bad'"):
+        handler("isolated_bad", isolation="thread")(lambda payload: None)
+
+
+@pytest.mark.parametrize("value", ["10", -1, True, None])
+def test_a_bad_kill_grace_is_refused_by_the_system_check(value):
+    with override_settings(DJANGO_JOBS={"KILL_GRACE": value}):
+        assert [e.id for e in check_settings()] == ["django_jobs.E008"]
+    for fine in (0, 10, 0.5):
+        with override_settings(DJANGO_JOBS={"KILL_GRACE": fine}):
+            assert check_settings() == []
