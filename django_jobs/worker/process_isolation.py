@@ -116,7 +116,11 @@ class Child:
         finally:
             theirs.close()
         self.connection = Connection(ours.detach())
-        self.connection.send((found.func.__module__, pickle.dumps(job)))
+        try:
+            self.connection.send((found.func.__module__, pickle.dumps(job)))
+        except BaseException:
+            self.end()
+            raise
 
     def wait(self, timeout: float | None, stops: dict[int, type[BaseException]],
              ident: int) -> Any:
@@ -127,13 +131,18 @@ class Child:
         stop: type[BaseException] | None = None
         kill_at = 0.0
         while True:
-            answer = self._answer()
+            try:
+                answer = self._answer()
+                if self.process.poll() is not None and not self.connection.poll():
+                    raise self._died()
+            except HandlerProcessDied:
+                if stop is None:
+                    raise
+                answer, kill_at = None, 0.0  # died of its stop (one sent as it started)
             if answer == ("started",):
                 deadline = time.monotonic() + timeout if timeout else None
             elif answer is not None:
                 return _unpack(answer)
-            if self.process.poll() is not None and not self.connection.poll():
-                raise self._died()
             now = time.monotonic()
             if stop is None:
                 stop = stops.get(ident)
@@ -143,7 +152,7 @@ class Child:
                     self._signal(STOP_SIGNALS.get(stop, signal.SIGUSR1))
                     kill_at = now + float(jobs_settings.KILL_GRACE)
             elif now >= kill_at:
-                self.kill()
+                self.kill()  # (nothing to do if it has ended)
                 what = "past its timeout" if stop is JobTimeout else "after its job was canceled"
                 raise stop(f"the handler ran {what} and did not stop within KILL_GRACE "
                            f"({jobs_settings.KILL_GRACE} s); its process was ended")
