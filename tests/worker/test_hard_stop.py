@@ -3,6 +3,7 @@ own, which a real ``runworker`` ends when the handler is still running ``KILL_GR
 after its timeout or its job's cancel (django_jobs/worker/process_isolation.py)."""
 
 import json
+import os
 import signal
 import sys
 
@@ -168,3 +169,15 @@ def test_a_bad_kill_grace_is_refused_by_the_system_check(value):
     for fine in (0, 10, 0.5):
         with override_settings(DJANGO_JOBS={"KILL_GRACE": fine}):
             assert check_settings() == []
+
+
+@pytest.mark.django_db
+def test_run_jobs_runs_an_isolated_handler_in_the_tests_own_thread_and_data():
+    """``django_jobs.testing.run_jobs`` runs the handler here, inside the test's transaction
+    (a child process would not see the job's row)."""
+    from django_jobs.testing import run_jobs
+
+    job = Job.enqueue("isolated_result", {"x": 1})
+    [done] = run_jobs()
+    assert done.pk == job.pk and done.status == "completed"
+    assert done.result["pid"] == os.getpid() and done.result["status"] == "processing"
