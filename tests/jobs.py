@@ -189,6 +189,7 @@ from tests import clock_jobs  # noqa: E402, F401  (handlers of the clock tests)
 from tests import trace_jobs  # noqa: E402, F401  (handlers of the tracing tests)
 from tests import async_handlers  # noqa: E402, F401  (async twins of the handlers above)
 from tests import typed_jobs  # noqa: E402, F401  (handlers typed by their own arguments)
+from tests import isolated_jobs  # noqa: E402, F401  (each job in a child process)
 
 
 @handler("read_dependencies")

@@ -55,11 +55,16 @@ def check_limits() -> list:
 
 
 def check_timing() -> list:
-    """The horizon warning's seconds, and a lease long enough for two heartbeats."""
+    """The horizon warning's and the kill grace's seconds, and a lease long enough for two
+    heartbeats."""
     problems: list = []
     if not _seconds_or_none(jobs_settings.HORIZON_WARNING_SECONDS):
         problems.append(Error("DJANGO_JOBS['HORIZON_WARNING_SECONDS'] must be a number of "
                               "seconds (0 or more) or None", id="django_jobs.E007"))
+    grace = jobs_settings.KILL_GRACE
+    if not (_number(grace) and not grace < 0):
+        problems.append(Error(f"DJANGO_JOBS['KILL_GRACE'] is {grace!r}, not a number of seconds "
+                              "(0 or more)", id="django_jobs.E008"))
     lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
     if lease < 2 * beat:
         problems.append(Warning(

@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 1.0,
     # How long a stopping worker lets running jobs finish before handing them back.
     "SHUTDOWN_TIMEOUT": 30.0,
+    # Seconds a handler run with isolation="process" gets, after its timeout or its job's
+    # cancel, to stop before its process is ended (worker/process_isolation.py).
+    "KILL_GRACE": 10.0,
     "DEFAULT_QUEUE": "default",
     # Seconds a job whose type no worker has a handler for (a rolling deploy) waits for one,
     # handed back with a backoff and its attempt not spent, before it goes dead. 0: dead at once.
