@@ -106,7 +106,8 @@ def _run_one(job: Job) -> Job:
             connection.savepoint_rollback(savepoint)
     for written in Job.objects.finish([outcome]):
         log_end(WORKER_ID, written)
-        job_finished.send(sender=Job, job=written.job, outcome=written.kind)
+        job_finished.send(sender=Job, job=written.job, outcome=written.kind,
+                          exception=written.exception)
     return outcome.job
 
 

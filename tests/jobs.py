@@ -221,3 +221,11 @@ def follow_ups_one_refused(payload):
     enqueue_after_success("echo", {"kept": True})
     Job.objects.filter(pk=payload["dep"]).delete()
     return None
+
+
+@handler("leaky", max_attempts=2)
+def leaky(payload):
+    """Fails until dead, holding a payload value and a secret of its own in its locals."""
+    card = payload["card"]
+    secret = "-".join(["handler", "local", "secret"])  # in no line of source an event quotes
+    raise RuntimeError(f"declined ({len(card) + len(secret)} characters checked)")
