@@ -15,8 +15,8 @@ called, not by importing it.
 from __future__ import annotations
 
 import functools
-from difflib import get_close_matches
 from collections.abc import Callable, Iterable, Mapping
+from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, Unpack
 
 from django_jobs.core.contract import EnqueueKeywords

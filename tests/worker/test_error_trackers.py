@@ -77,7 +77,8 @@ def test_a_dead_job_is_an_event_with_its_traceback_and_tags(tracker):
         job.public_id, "permanent", "mail", 1)
     assert event.reason == "PermanentError: cannot ever work"
     assert event.next == "dead: the error is not retried"
-    assert (event.event, event.outcome, event.name) == ("job_finished", "dead", "django_jobs.worker")
+    assert (event.event, event.outcome, event.name) == (
+        "job_finished", "dead", "django_jobs.worker")
     assert event.worker_id and event.duration_ms >= 0
 
 
