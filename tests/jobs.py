@@ -229,3 +229,24 @@ def leaky(payload):
     card = payload["card"]
     secret = "-".join(["handler", "local", "secret"])  # in no line of source an event quotes
     raise RuntimeError(f"declined ({len(card) + len(secret)} characters checked)")
+
+
+@handler("where_current")
+def where_current(payload):
+    """Where ``current_job()`` is this job: here, in a thread it starts, under ``sync_to_async``."""
+    import threading
+
+    from asgiref.sync import async_to_sync, sync_to_async
+
+    here = current_job()
+    seen = {}
+    thread = threading.Thread(target=lambda: seen.setdefault("thread", current_job()))
+    thread.start()
+    thread.join()
+
+    async def in_async():
+        return await sync_to_async(current_job)()
+
+    return {"handler": here.public_id if here else None,
+            "thread": seen["thread"].public_id if seen["thread"] else None,
+            "async_to_sync": getattr(async_to_sync(in_async)(), "public_id", None)}
