@@ -1,6 +1,6 @@
 """``current_job()`` is the running job in its handler and wherever the handler's context goes
-(``job_started`` receivers, ``async_to_sync``/``sync_to_async``), and None everywhere else: outside a
-worker, in a thread the handler starts, and in ``job_finished`` receivers (the job has ended)."""
+(``job_started`` receivers, ``async_to_sync``/``sync_to_async``), and None everywhere else:
+outside a worker, in a thread the handler starts, and in ``job_finished`` receivers."""
 
 import pytest
 
