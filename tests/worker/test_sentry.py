@@ -13,6 +13,7 @@ import gzip
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from django_jobs.models import Job
+from tests.conftest import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -195,3 +197,31 @@ def test_payload_and_every_failure_when_the_settings_say_so(start_worker, ingest
         ("failed", "error"), ("dead", "fatal")]
     assert all(e["contexts"]["job"]["payload"] == {"card": SECRETS[0]} for e in events)
     assert events[-1]["tags"]["job_id"] == job.public_id
+
+
+def test_a_job_rescued_as_dead_after_its_worker_was_killed_is_an_event(
+    start_worker, ingest, sdk_env, tmp_path
+):
+    """A crash ends the job (``MAX_CRASHES`` 1): the worker that rescues it has no exception,
+    and sends a message naming the job."""
+    marker = tmp_path / "started"
+    job = Job.enqueue("slow", {"seconds": 60, "marker": str(marker)}, queue="sentry")
+    env = {**sdk_env, "SENTRY_DSN": ingest.dsn,
+           "DJANGO_JOBS_TEST_EXTRA": json.dumps({"MAX_CRASHES": 1})}
+    fast = ["--lease", "1", "--heartbeat", "0.2", "--poll-interval", "0.1", "--queues", "sentry",
+            "--settings=tests.settings_sentry"]
+    first = start_worker(*fast, env=env)
+    wait_for(marker.exists, timeout=30)
+    first.signal(signal.SIGKILL)
+    first.wait()
+    rescuer = start_worker(*fast, env=env)
+    event = wait_for(lambda: next(iter(ingest.events()), None), timeout=30)
+    rescuer.signal(signal.SIGTERM)
+    rescuer.wait()
+    job.refresh_from_db()
+    assert job.status == "dead"
+    assert event["tags"]["job_id"] == job.public_id and event["tags"]["job_outcome"] == "dead"
+    assert "exception" not in event
+    message = event.get("logentry", {}).get("message") or event.get("message")
+    assert message.startswith(f"job dead: {job.public_id} slow attempt 1: Quarantined: "), message
+    assert len(ingest.events()) == 1
