@@ -10,8 +10,7 @@ after its worker was lost has none: its event is a message), and the job as tags
 
 The payload is not sent, and the event's frames carry no local variables (a handler's locals
 hold what it loaded from the payload), unless ``ERROR_TRACKER_PAYLOAD`` is True. The worker's own
-ERROR record of the same outcome is not sent again by Sentry's logging integration (2.x would);
-it stays a breadcrumb.
+ERROR record of the same outcome is not sent again by Sentry's logging integration (2.x would).
 """
 
 from __future__ import annotations
