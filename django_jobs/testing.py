@@ -123,7 +123,8 @@ def _write(outcome: AttemptOutcome) -> Job:
     """Write the attempt's outcome, then log and signal it as a worker does."""
     for written in Job.objects.finish([outcome]):
         log_end(WORKER_ID, written)
-        job_finished.send(sender=Job, job=written.job, outcome=written.kind)
+        job_finished.send(sender=Job, job=written.job, outcome=written.kind,
+                          exception=written.exception)
     return outcome.job
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from difflib import get_close_matches
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -31,9 +32,18 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: obj
 
 
 def check_unknown_keys(user: dict) -> list:
+    """A key that is no setting, with the nearest one (a misspelling) as the hint, else them
+    all."""
     return [Error(f"DJANGO_JOBS has an unknown key {key!r}", id="django_jobs.E002",
-                  hint=f"known keys: {', '.join(sorted(DEFAULTS))}")
-            for key in sorted(set(user) - set(DEFAULTS))]
+                  hint=nearest_setting(key))
+            for key in sorted(set(user) - set(DEFAULTS), key=str)]
+
+
+def nearest_setting(key: object) -> str:
+    close = get_close_matches(str(key).upper(), DEFAULTS, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"known keys: {', '.join(sorted(DEFAULTS))}"
 
 
 def check_limits() -> list:
