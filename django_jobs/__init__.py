@@ -55,6 +55,7 @@ __all__ = [
     "enqueue_group",
     "group_jobs",
     "handler",
+    "periodic",
     "set_progress",
     "task",
 ]
@@ -82,6 +83,15 @@ def enqueue_group(name: str, jobs: "Iterable[object]", *, callback: str,
 
     return _enqueue_group(name, jobs, callback=callback, callback_payload=callback_payload,
                           callback_options=callback_options, using=using)
+
+
+def periodic(**options: Any) -> Callable[[Any], Any]:
+    """Declare a recurring schedule on a handler, above ``@handler``: ``@periodic(cron="0 3 * *
+    *", timezone="Europe/Paris")`` or ``@periodic(every=900)``; see
+    ``django_jobs.features.schedules.config.periodic``."""
+    from django_jobs.features.schedules.config import periodic as _periodic
+
+    return _periodic(**options)
 
 
 def group_jobs(group: Any, status: str | None = None, using: str | None = None) -> Any:

@@ -251,3 +251,8 @@ def where_current(payload):
     return {"handler": here.public_id if here else None,
             "thread": seen["thread"].public_id if seen["thread"] else None,
             "async_to_sync": getattr(async_to_sync(in_async)(), "public_id", None)}
+
+# A handler declared @periodic configures the schedules feature for the whole process, so it
+# is registered only where a test asks for it (a worker started with this variable).
+if os.environ.get("DJANGO_JOBS_TEST_PERIODIC"):
+    from tests import periodic_jobs  # noqa: E402, F401

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import ParamSpec, TypeVar
 
@@ -54,6 +54,8 @@ class Handler:
     arguments: ArgumentSpec | None = None
     # None: the job runs in a thread of the worker; "process": in a child process of its own.
     isolation: str | None = None
+    # A recurring schedule declared with @periodic (features/schedules/config.py).
+    periodic: object = None
 
     def is_permanent(self, exc: BaseException) -> bool:
         """True for errors not worth retrying: PermanentError, listed classes, or unlisted ones."""
@@ -168,6 +170,16 @@ def get_handler(type: str) -> Handler | None:
         if type.startswith(prefix):
             return resolve(type)
     return None
+
+
+def amend(type: str, **changes: object) -> Handler:
+    """Replace options of a registered handler (``@periodic`` above ``@handler`` adds its
+    schedule); LookupError if ``type`` has no handler."""
+    found = _handlers.get(type)
+    if found is None:
+        raise LookupError(type)
+    _handlers[type] = replace(found, **changes)  # type: ignore[arg-type]
+    return _handlers[type]
 
 
 def unregister(type: str) -> None:
