@@ -255,4 +255,4 @@ def where_current(payload):
 # A handler declared @periodic configures the schedules feature for the whole process, so it
 # is registered only where a test asks for it (a worker started with this variable).
 if os.environ.get("DJANGO_JOBS_TEST_PERIODIC"):
-    from tests import periodic_jobs  # noqa: E402, F401
+    from tests import periodic_jobs  # noqa: F401

@@ -47,6 +47,7 @@ READ = Need("read", ("django_jobs.view_job",))
 SUBMIT = Need("submit", ("django_jobs.add_job",))
 CANCEL = Need("manage", ("django_jobs.cancel_job",))
 RETRY = Need("manage", ("django_jobs.retry_job",))
+QUEUES = Need("manage", ("django_jobs.change_queuestate",))  # pause and resume a queue
 # The OpenAPI document holds no job: a read token, or any staff user's session (the people who
 # use the admin, exploring the API in a browser), but nobody anonymous.
 DOCUMENT = Need("read", ("django_jobs.view_job",), staff=True)

@@ -21,6 +21,7 @@ from django_jobs.api.openapi_schemas import (
     ref,
 )
 from django_jobs.core.settings import jobs_settings
+from django_jobs.core.validation import QUEUE_RE
 
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONObject
@@ -47,6 +48,22 @@ def _errors(*codes: int) -> JSONObject:
 def _path_id() -> JSONObject:
     return {"name": "job_id", "in": "path", "required": True, "schema": JOB_ID_SCHEMA,
             "description": "A job's id; any other string is a 404."}
+
+
+QUEUE: JSONObject = {"type": "object", "required": ["name", "paused"],
+                     "properties": {"name": {"type": "string"}, "paused": {"type": "boolean"}}}
+QUEUE_CHANGE: JSONObject = {
+    "type": "object", "required": ["name", "paused", "changed"],
+    "properties": {"name": {"type": "string"}, "paused": {"type": "boolean"},
+                   "changed": {"type": "boolean",
+                               "description": "False if the queue was already so"}}}
+
+
+def _queue_name() -> JSONObject:
+    return {"name": "name", "in": "path", "required": True,
+            "schema": {"type": "string", "pattern": QUEUE_RE.pattern},
+            "description": "A queue's name: 1 to 100 letters, digits, '_', '.' or '-'; any "
+                           "other string is a 400."}
 
 
 def _query(name: str, schema: JSONObject, description: str) -> JSONObject:
@@ -124,6 +141,27 @@ def _paths() -> JSONObject:
             "operationId": "retryJob", "summary": "Run a dead, failed or canceled job again",
             "parameters": [_path_id()], "responses": manage,
         }},
+        "/queues": {"get": {
+            "operationId": "listQueues",
+            "summary": "The queues with a pause row or a live worker, and whether each is paused",
+            "responses": {"200": _json({
+                "type": "object", "required": ["queues"],
+                "properties": {"queues": {"type": "array", "items": QUEUE}}},
+                "The queues"), **_errors(401, 403)},
+        }},
+        "/queues/{name}/pause": {"post": {
+            "operationId": "pauseQueue",
+            "summary": "Stop every worker claiming from a queue (within a heartbeat)",
+            "parameters": [_queue_name()],
+            "responses": {"200": _json(QUEUE_CHANGE, "The queue, paused"),
+                          **_errors(400, 401, 403)},
+        }},
+        "/queues/{name}/resume": {"post": {
+            "operationId": "resumeQueue", "summary": "Let workers claim from a queue again",
+            "parameters": [_queue_name()],
+            "responses": {"200": _json(QUEUE_CHANGE, "The queue, running"),
+                          **_errors(400, 401, 403)},
+        }},
         "/metrics/jobs": {"get": {
             "operationId": "jobMetrics", "summary": "Counts and timings",
             "parameters": [
@@ -156,7 +194,8 @@ def openapi_document(server_url: str = "/api") -> JSONObject:
     return {
         "openapi": "3.1.0",
         "info": {"title": "django-jobs API", "version": __version__,
-                 "description": "Submit, watch, cancel and retry background jobs."},
+                 "description": "Submit, watch, cancel and retry background jobs; pause "
+                                "and resume queues."},
         "servers": [{"url": server_url}],
         "security": [{"bearer": []}, {"session": []}],
         "paths": _paths(),

@@ -162,6 +162,15 @@ class QueueStateManager(RoutedManager):
         """Let workers claim from queue ``name`` again; True if it was paused."""
         return contract.engine(self.db).resume(name)
 
+    def known(self) -> list[dict[str, object]]:
+        """Every queue with a pause row or a live worker, by name, and whether it is paused."""
+        worker = self.model._meta.apps.get_model("django_jobs", "Worker")
+        paused = dict(self.values_list("name", "paused"))
+        names = set(paused)
+        for queues in worker.objects.using(self.db).values_list("queues", flat=True):
+            names.update(name for name in queues or [] if isinstance(name, str))
+        return [{"name": name, "paused": paused.get(name, False)} for name in sorted(names)]
+
 
 _JobManagerBase = RoutedManager.from_queryset(JobQuerySet)
 

@@ -4,6 +4,7 @@
     manage.py jobs show j-2b7001373cf13110e31b
     manage.py jobs retry j-2b7001373cf13110e31b j-9155980434f8c88d698a
     manage.py jobs counts --json
+    manage.py jobs pause reports
     manage.py jobs bulk retry --status dead --type email.send --yes
 """
 
@@ -21,7 +22,7 @@ from django.db.models import Count, QuerySet
 from django_jobs.core.job_json import attempt_json, iso, job_json
 from django_jobs.exceptions import JobConflict
 from django_jobs.management import arguments
-from django_jobs.models import Job
+from django_jobs.models import Job, QueueState
 
 # Why a job was not changed when another action came first.
 GONE = "it was deleted meanwhile"
@@ -57,6 +58,12 @@ class Command(BaseCommand):
             changer = sub.add_parser(verb, help=f"{verb} jobs by id ({rule})")
             changer.add_argument("job_ids", nargs="+", type=arguments.job_id, metavar="job_id")
         sub.add_parser("counts", help="jobs per status and queue (counts every row)")
+        sub.add_parser("queues", help="the queues with a pause row or a live worker, and "
+                       "whether each is paused")
+        for verb, what in (("pause", "stop every worker claiming from these queues"),
+                           ("resume", "let workers claim from these queues again")):
+            queue_verb = sub.add_parser(verb, help=f"{what} (within a heartbeat)")
+            queue_verb.add_argument("queues", nargs="+", type=arguments.queue, metavar="queue")
         bulk = sub.add_parser("bulk", help="retry, cancel or delete every job matching a "
                               "filter, as a job of its own (counts first; --yes starts it)")
         bulk.add_argument("verb", choices=["retry", "cancel", "delete"])
@@ -83,6 +90,10 @@ class Command(BaseCommand):
             self.show(options["job_id"], options["json"])
         elif action == "counts":
             self.counts(options["json"])
+        elif action == "queues":
+            self.queues(options["json"])
+        elif action in ("pause", "resume"):
+            self.pause(action, options["queues"], options["json"])
         elif action == "bulk":
             self.bulk(options)
         else:
@@ -167,6 +178,28 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(result) if options["json"] else
                           f"started action {action.pk}: {action.verb} {action.description} "
                           f"({action.matched} jobs), run by job {job.public_id}")
+
+    def queues(self, as_json: bool) -> None:
+        found = QueueState.objects.known()
+        if as_json:
+            self.stdout.write(json.dumps(found, indent=2))
+            return
+        rows = [(queue["name"], "paused" if queue["paused"] else "running") for queue in found]
+        self.stdout.write("\n".join(arguments.table(["queue", "state"], rows)) if rows
+                          else "no queues")
+
+    def pause(self, verb: str, names: builtins.list[str], as_json: bool) -> None:
+        """Pause or resume each queue; says which were already so."""
+        change = QueueState.objects.pause if verb == "pause" else QueueState.objects.resume
+        results = [{"name": name, "paused": verb == "pause", "changed": change(name)}
+                   for name in names]
+        if as_json:
+            self.stdout.write(json.dumps(results, indent=2))
+            return
+        done, was = ("paused", "paused") if verb == "pause" else ("resumed", "running")
+        for result in results:
+            state = done if result["changed"] else f"already {was}"
+            self.stdout.write(f"{result['name']}: {state}")
 
     def counts(self, as_json: bool) -> None:
         grouped = Job.objects.order_by().values_list("queue", "status").annotate(n=Count("pk"))

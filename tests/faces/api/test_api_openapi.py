@@ -53,7 +53,7 @@ def test_the_document_has_exactly_the_routes_of_the_urlconf(document):
 
 def test_schemathesis_loads_every_operation(schema):
     results = list(schema.get_all_operations())
-    assert len(results) == 7
+    assert len(results) == 10
     for result in results:
         result.ok()  # raises on an operation the loader cannot understand
 
@@ -102,6 +102,9 @@ def test_every_documented_response_is_produced_and_matches_the_document(
         hit(session, "POST", "/jobs/{job_id}/cancel", f"/jobs/{waiting.public_id}/cancel")
         hit(session, "POST", "/jobs/{job_id}/retry", f"/jobs/{dead.public_id}/retry")
         hit(session, "GET", "/metrics/jobs")
+        hit(session, "GET", "/queues")
+        hit(session, "POST", "/queues/{name}/pause", "/queues/mail/pause")
+        hit(session, "POST", "/queues/{name}/resume", "/queues/mail/resume")
         assert hit(session, "GET", "/openapi.json").status_code == expected
     key = {"Idempotency-Key": "one"}
     assert hit(full, "POST", "/jobs", json=body, headers=key).status_code == 201
@@ -131,6 +134,11 @@ def test_every_documented_response_is_produced_and_matches_the_document(
     prometheus = hit(full, "GET", "/metrics/jobs", params={"format": "prometheus"})
     assert prometheus.headers["Content-Type"].startswith("text/plain")
     assert hit(full, "GET", "/metrics/jobs", params={"window": "1y"}).status_code == 400
+    assert hit(full, "POST", "/queues/{name}/pause", "/queues/mail/pause").json()["paused"]
+    assert hit(full, "POST", "/queues/{name}/pause", "/queues/a b/pause").status_code == 400
+    assert not hit(full, "POST", "/queues/{name}/resume", "/queues/mail/resume").json()["paused"]
+    assert hit(full, "POST", "/queues/{name}/resume", "/queues/a b/resume").status_code == 400
+    assert {"name": "mail", "paused": False} in hit(full, "GET", "/queues").json()["queues"]
     hit(full, "GET", "/openapi.json")
     assert seen == documented(document)
 
@@ -176,7 +184,7 @@ def test_schemathesis_without_credentials_gets_only_json_401s(live_server, tmp_p
                                       "--phases", "examples,coverage,fuzzing",
                                       examples=max(EXAMPLES // 2, 1))
     assert status == 0, report[-6000:]
-    assert "Authentication failed: 7 operations returned only 401/403" in report, report[-6000:]
+    assert "Authentication failed: 10 operations returned only 401/403" in report, report[-6000:]
     assert Job.objects.count() == 0
 
 
