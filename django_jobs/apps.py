@@ -23,6 +23,7 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.features.limits.claim import Limits
         from django_jobs.features.retention import Retention
         from django_jobs.features.schedules.ticker import Schedules
+        from django_jobs.features.workflows.events import WorkflowWaits
         from django_jobs.handlers.registry import autodiscover
         from django_jobs.worker import execution  # noqa: F401
 
@@ -41,7 +42,7 @@ class DjangoJobsConfig(AppConfig):
         # callbacks, then the follow-ups, then releases dependents, then counts the jobs of
         # groups; a heartbeat enqueues due recurring jobs, then prunes (see engine/hooks.py).
         for feature in (Callbacks(), FollowUps(), Dependencies(), Groups(), UniqueAndDependencies(),
-                        Limits(), CrashCounting(), Schedules(), Retention()):
+                        Limits(), CrashCounting(), Schedules(), Retention(), WorkflowWaits()):
             hooks.register(feature)
 
         setup_tasks_backend()  # the django.tasks backend: task: job types, task_finished
