@@ -13,7 +13,7 @@ from django_jobs.exceptions import EventTimeout
 CALLS: dict[tuple[str, str], int] = {}
 
 
-def _hold(marker_dir: str, name: str) -> None:
+def _hold(marker_dir: str, name: str, seconds: float = 60.0) -> None:
     """The first time only (its marker file is missing): write the marker and block, for a
     test to kill the process here."""
     if not marker_dir:
@@ -21,7 +21,7 @@ def _hold(marker_dir: str, name: str) -> None:
     marker = Path(marker_dir) / name
     if not marker.exists():
         marker.write_text(str(os.getpid()))
-        time.sleep(60)
+        time.sleep(seconds)
 
 
 def write_row(tag: str, n: int, marker_dir: str = "", hold_inside: int = -1) -> int:
@@ -36,14 +36,14 @@ def write_row(tag: str, n: int, marker_dir: str = "", hold_inside: int = -1) -> 
 
 @workflow("wf_five")
 def five_steps(tag: str, marker_dir: str = "", hold_after: int = -1,
-               hold_inside: int = -1) -> dict:
+               hold_inside: int = -1, hold_seconds: float = 60.0) -> dict:
     """Five atomic steps, each writing a row; holds after step ``hold_after`` (a step
     boundary) or inside step ``hold_inside``'s transaction, the first time."""
     total = 0
     for n in range(5):
         total += step("write", write_row, tag, n, marker_dir, hold_inside)
         if n == hold_after:
-            _hold(marker_dir, f"after-{n}")
+            _hold(marker_dir, f"after-{n}", hold_seconds)
     return {"total": total}
 
 
