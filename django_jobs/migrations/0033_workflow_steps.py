@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=100)),
                 ('event_id', models.CharField(max_length=100)),
                 ('payload', models.JSONField(blank=True, null=True)),
-                ('taken_by', models.CharField(blank=True, max_length=200, null=True)),
+                ('taken_by', models.CharField(blank=True, default='', max_length=200)),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={

@@ -44,13 +44,14 @@ class WorkflowStep(models.Model):
 
 class WorkflowEvent(models.Model):
     """An event sent to a workflow (``send_event``): kept until a ``wait_for(name)`` takes it
-    (``taken_by``: that wait's step key), dropped when its ``event_id`` was sent before."""
+    (``taken_by``: that wait's step key; empty until then), dropped when its ``event_id`` was
+    sent before."""
 
     job_id = models.BigIntegerField()
     name = models.CharField(max_length=100)
     event_id = models.CharField(max_length=100)
     payload = models.JSONField(null=True, blank=True)
-    taken_by = models.CharField(max_length=200, null=True, blank=True)
+    taken_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = RoutedManager()

@@ -27,7 +27,7 @@ from django_jobs.core.states import CANCELED, COMPLETED, DEAD, Outcome
 from django_jobs.engine import engine_for
 from django_jobs.engine.hooks import Feature
 from django_jobs.exceptions import InvalidJob, WorkflowFinished
-from django_jobs.features.workflows.steps import WAITING_MARK
+from django_jobs.features.workflows.history import WAITING_MARK
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
@@ -99,7 +99,7 @@ def take_event(run: Run, wait: WorkflowStep, name: str) -> bool:
 
     with transaction.atomic(using=run.using):
         events = WorkflowEvent.objects.using(run.using).filter(
-            job_id=run.job.pk, name=name, taken_by__isnull=True).order_by("pk")
+            job_id=run.job.pk, name=name, taken_by="").order_by("pk")
         if engine_for(run.using).row_locks:
             events = events.select_for_update()
         event = events.first()
@@ -135,7 +135,7 @@ class WorkflowWaits(Feature):
             if name is None or outcome.kind != Outcome.SNOOZED:
                 continue
             if WorkflowEvent.objects.using(manager.db).filter(
-                    job_id=outcome.job.pk, name=name, taken_by__isnull=True).exists():
+                    job_id=outcome.job.pk, name=name, taken_by="").exists():
                 due.append(outcome.job.pk)
         if due:
             engine_for(manager.db).run_now(manager.filter(pk__in=due))

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from django_jobs.models import Job, WorkflowStep
 
 KINDS = ("atomic", "plain", "sleep", "wait")
+# The job field that tells the finish which event a parked run waits for (``events.py``).
+WAITING_MARK = "_workflow_waits_for"
 
 
 @dataclass

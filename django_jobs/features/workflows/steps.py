@@ -24,7 +24,8 @@ from django.db import transaction
 
 from django_jobs.core import clock
 from django_jobs.exceptions import EventTimeout, Snooze
-from django_jobs.features.workflows.history import Run, running
+from django_jobs.features.workflows.events import take_event
+from django_jobs.features.workflows.history import WAITING_MARK, Run, running
 
 logger = logging.getLogger("django_jobs.workflows")
 
@@ -35,8 +36,6 @@ R = TypeVar("R")
 LONGEST_SNOOZE = 366 * 86400.0
 # An atomic step longer than this is logged: its transaction holds back vacuum meanwhile.
 LONG_TRANSACTION_SECONDS = 5.0
-# The job field that tells the finish which event a parked run waits for (``events.py``).
-WAITING_MARK = "_workflow_waits_for"
 
 
 @overload
@@ -78,7 +77,7 @@ def run_step(name: str, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dic
     kind = "atomic" if atomic else "plain"
     key, stored = run.take(name, kind)
     if stored is not None:
-        return stored.result  # type: ignore[no-any-return]
+        return stored.result  # type: ignore[return-value]  # the JSON the step returned
     if not atomic:
         result = fn(*args, **kwargs)
         run.checkpoint(key, kind, result)
@@ -115,7 +114,6 @@ def _sleep(wake: Callable[[Run], datetime]) -> None:
     key, stored = run.take("sleep", "sleep")
     if stored is None:
         stored = run.checkpoint(key, "sleep", until=wake(run))
-    assert stored.until is not None
     _park_until(run, stored.until)
 
 
@@ -143,8 +141,6 @@ def wait_for(name: str, timeout: timedelta | None = None) -> Any:
         deadline = clock.now(run.using) + timeout if timeout is not None else None
         stored = run.checkpoint(key, "wait", until=deadline, done=False)
     if not stored.done:
-        from django_jobs.features.workflows.events import take_event
-
         while not take_event(run, stored, name):
             run.job.__dict__[WAITING_MARK] = name
             _park_until(run, stored.until)
