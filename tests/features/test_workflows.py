@@ -164,3 +164,14 @@ def test_send_event_refuses_what_is_not_a_workflow_and_bad_arguments():
         send_event(job, "paid", object())
     with pytest.raises(Job.DoesNotExist):
         send_event(job.pk + 1000, "paid")
+
+
+@pytest.mark.django_db
+def test_run_jobs_skips_sleeps_and_runs_a_workflow_with_its_event_injected():
+    from django_jobs.testing import run_jobs
+
+    job = waiting.enqueue("inline", timeout=3600.0)
+    send_event(job, "paid", {"amount": 3})
+    run_jobs(include_delayed=True)
+    job.refresh_from_db()
+    assert job.status == S.COMPLETED and job.result == {"paid": {"amount": 3}}
