@@ -1,6 +1,7 @@
 """Workflows' histories: ``WorkflowStep`` (a workflow's checkpoints, unique per workflow job and
 step key, and per position) and ``WorkflowEvent`` (the events sent to it, unique per workflow
-job and event id). New tables only: nothing is written to or locked on the jobs table."""
+job and event id), each with an index on ``created_at`` for retention. New tables only:
+nothing is written to or locked on the jobs table."""
 
 import django.utils.timezone
 from django.db import migrations, models
@@ -25,7 +26,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'indexes': [models.Index(fields=['job_id', 'name'], name='django_jobs_wfevent_job_name')],
+                'indexes': [models.Index(fields=['job_id', 'name'], name='django_jobs_wfevent_job_name'), models.Index(fields=['created_at'], name='django_jobs_wfevent_created')],
                 'constraints': [models.UniqueConstraint(fields=('job_id', 'event_id'), name='django_jobs_wfevent_job_event')],
             },
         ),
@@ -43,6 +44,7 @@ class Migration(migrations.Migration):
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
+                'indexes': [models.Index(fields=['created_at'], name='django_jobs_wfstep_created')],
                 'constraints': [models.UniqueConstraint(fields=('job_id', 'key'), name='django_jobs_wfstep_job_key'), models.UniqueConstraint(fields=('job_id', 'position'), name='django_jobs_wfstep_job_position')],
             },
         ),

@@ -2,8 +2,8 @@
 returns without running them again, and the events sent to it.
 
 Both tables name the workflow's job by a plain id (no foreign key), as a group names its
-callback job: pruning jobs reads neither table, and retention deletes their rows with the
-job's (``features/retention.py``)."""
+callback job: pruning jobs reads neither table, and retention deletes their rows once their
+job has been pruned (``features/retention.py``)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ class WorkflowStep(models.Model):
             models.UniqueConstraint(fields=["job_id", "position"],
                                     name="django_jobs_wfstep_job_position"),
         ]
+        # retention finds the rows of pruned workflows among the old ones
+        indexes = [models.Index(fields=["created_at"], name="django_jobs_wfstep_created")]
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.position} {self.key}"
@@ -61,7 +63,8 @@ class WorkflowEvent(models.Model):
             models.UniqueConstraint(fields=["job_id", "event_id"],
                                     name="django_jobs_wfevent_job_event"),
         ]
-        indexes = [models.Index(fields=["job_id", "name"], name="django_jobs_wfevent_job_name")]
+        indexes = [models.Index(fields=["job_id", "name"], name="django_jobs_wfevent_job_name"),
+                   models.Index(fields=["created_at"], name="django_jobs_wfevent_created")]
 
     def __str__(self) -> str:
         return f"{self.job_id} {self.name} {self.event_id}"

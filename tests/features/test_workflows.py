@@ -175,3 +175,21 @@ def test_run_jobs_skips_sleeps_and_runs_a_workflow_with_its_event_injected():
     run_jobs(include_delayed=True)
     job.refresh_from_db()
     assert job.status == S.COMPLETED and job.result == {"paid": {"amount": 3}}
+
+
+def test_retention_drops_the_steps_and_events_of_pruned_workflows_only():
+    from django_jobs.features.retention import prune_workflow_histories
+
+    gone, kept = Job.enqueue("wf_loop", {"steps": 1}), Job.enqueue("wf_loop", {"steps": 1})
+    long_ago = clock.now() - timedelta(days=40)
+    for job in (gone, kept):
+        WorkflowStep.objects.create(job_id=job.pk, key="n#0", position=0, kind="plain",
+                                    created_at=long_ago)
+        WorkflowEvent.objects.create(job_id=job.pk, name="e", event_id="1", created_at=long_ago)
+    Job.objects.filter(pk=gone.pk).delete()
+    ages = {"completed": timedelta(days=7), "dead": timedelta(days=30),
+            "canceled": timedelta(days=7)}
+    assert prune_workflow_histories({**ages, "dead": None}, clock.now(), 10) == 0
+    assert prune_workflow_histories(ages, clock.now(), 1) == 1
+    assert set(WorkflowStep.objects.values_list("job_id", flat=True)) == {kept.pk}
+    assert set(WorkflowEvent.objects.values_list("job_id", flat=True)) == {kept.pk}
