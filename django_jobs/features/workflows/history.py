@@ -6,9 +6,9 @@ when the step is called, and its position in the history. A replay walks the his
 order: the step called at position N must be the one stored there (same key, same kind), or
 the workflow goes dead with ``WorkflowMismatch`` naming the first difference.
 
-Every checkpoint is written fenced on the run's lease: the job's row is updated under its
-lease token (taking its row lock until the commit) and the checkpoint inserted in the same
-transaction, so a worker that lost its lease (frozen, then taken over) commits no step.
+Every checkpoint is written fenced on the run's lease: the job's row is locked under its
+lease token until the commit (on SQLite, written, which takes the database's write lock) and
+the checkpoint inserted in the same transaction, so a worker that lost its lease (frozen, then taken over) commits no step.
 """
 
 from __future__ import annotations
@@ -69,7 +69,12 @@ class Run:
     def fence(self) -> None:
         """In the caller's transaction: lock the job's row while this run holds its lease;
         ``StepLeaseLost`` (the transaction then rolls back) when it no longer does."""
-        held = engine_for(self.using).fenced(self.job).update(leased_until=F("leased_until"))
+        engine = engine_for(self.using)
+        fenced = engine.fenced(self.job)
+        if engine.row_locks:  # a row lock, no new row version
+            held = fenced.select_for_update().values_list("pk").first() is not None
+        else:  # SQLite: a write takes the database's write lock until the commit
+            held = bool(fenced.update(leased_until=F("leased_until")))
         if not held:
             raise StepLeaseLost(f"workflow {self.job.public_id} is no longer this run's: "
                                 f"its step is not recorded")
