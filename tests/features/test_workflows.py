@@ -193,3 +193,15 @@ def test_retention_drops_the_steps_and_events_of_pruned_workflows_only():
     assert prune_workflow_histories(ages, clock.now(), 1) == 1
     assert set(WorkflowStep.objects.values_list("job_id", flat=True)) == {kept.pk}
     assert set(WorkflowEvent.objects.values_list("job_id", flat=True)) == {kept.pk}
+
+
+@pytest.mark.django_db
+def test_an_async_workflow_function_is_refused_at_registration():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from django_jobs import workflow
+
+    with pytest.raises(ImproperlyConfigured, match="not async def"):
+        @workflow("wf_async_refused")
+        async def refused() -> None:
+            pass

@@ -8,7 +8,8 @@ the workflow goes dead with ``WorkflowMismatch`` naming the first difference.
 
 Every checkpoint is written fenced on the run's lease: the job's row is locked under its
 lease token until the commit (on SQLite, written, which takes the database's write lock) and
-the checkpoint inserted in the same transaction, so a worker that lost its lease (frozen, then taken over) commits no step.
+the checkpoint inserted in the same transaction, so a worker that lost its lease (frozen,
+then taken over) commits no step.
 """
 
 from __future__ import annotations

@@ -11,8 +11,11 @@ a handler's is (a step's error is retried with the workflow's attempts and backo
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
+
+from django.core.exceptions import ImproperlyConfigured
 
 from django_jobs.core.current import current_job
 from django_jobs.core.retry import Backoff
@@ -40,6 +43,10 @@ def workflow(
     a sleep or a wait ended; ``timeout`` bounds each run."""
 
     def register(func: Callable[P, R]) -> JobHandler[P, R]:
+        if inspect.iscoroutinefunction(func):
+            raise ImproperlyConfigured(f"workflow {type!r}: a workflow function is a plain "
+                                       f"def, not async def")
+
         @functools.wraps(func)
         def replay(*args: Any, **kwargs: Any) -> Any:
             job = current_job.get()
