@@ -96,3 +96,10 @@ def loop(steps: int) -> int:
     for n in range(steps):
         step("n", counted, "loop", "n", n)
     return steps
+
+
+@workflow("wf_reads_outside")
+def reads_outside() -> int:
+    from django_jobs.models import Job
+
+    return Job.objects.count() + step("one", counted, "outside", "one", 1)

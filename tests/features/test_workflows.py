@@ -205,3 +205,13 @@ def test_an_async_workflow_function_is_refused_at_registration():
         @workflow("wf_async_refused")
         async def refused() -> None:
             pass
+
+
+def test_a_query_outside_a_step_is_logged_once_and_steps_are_not(caplog):
+    with caplog.at_level("WARNING", logger="django_jobs.workflows"):
+        quiet = run_once(Job.enqueue("wf_loop", {"steps": 3}))
+        assert quiet.status == S.COMPLETED and not caplog.records
+        job = run_once(Job.enqueue("wf_reads_outside"))
+    assert job.status == S.COMPLETED
+    (record,) = caplog.records
+    assert "outside a step" in record.getMessage() and job.public_id in record.getMessage()

@@ -14,6 +14,9 @@ then taken over) commits no step.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +33,8 @@ from django_jobs.exceptions import InvalidResult, PermanentError, StepLeaseLost,
 if TYPE_CHECKING:
     from django_jobs.models import Job, WorkflowStep
 
+logger = logging.getLogger("django_jobs.workflows")
+
 KINDS = ("atomic", "plain", "sleep", "wait")
 # The job field that tells the finish which event a parked run waits for (``events.py``).
 WAITING_MARK = "_workflow_waits_for"
@@ -45,6 +50,29 @@ class Run:
     history: list[WorkflowStep]
     position: int = 0
     occurrences: dict[str, int] = field(default_factory=dict)
+    # >0 while a step, a sleep or a wait runs: their queries are the workflow's own
+    depth: int = 0
+    warned: bool = False
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """Around a step, a sleep or a wait: the queries they make are expected."""
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def watch(self, execute: Callable[..., Any], sql: str, params: Any, many: bool,
+              context: dict[str, Any]) -> Any:
+        """The run's connection's execute wrapper: a query of the workflow's body outside any
+        step is logged once per run (a replay runs it again, and may read other rows)."""
+        if not self.depth and not self.warned:
+            self.warned = True
+            logger.warning("workflow %s ran a query outside a step; a replay runs it again "
+                           "and may read other rows: put it in a step (%.200s)",
+                           self.job.public_id, sql)
+        return execute(sql, params, many, context)
 
     def take(self, name: str, kind: str) -> tuple[str, WorkflowStep | None]:
         """The next step's key and its stored checkpoint (None: a step not run before).

@@ -3,7 +3,8 @@ run by replay.
 
 Each run of the job calls the function from its start with the run's history loaded
 (``history.start``): the steps it finished before return their stored results, and it goes
-on from the first step not yet finished. What the function returns is the job's result; a
+on from the first step not yet finished. A query the function makes outside its steps is
+logged once per run: a replay would run it again. What the function returns is the job's result; a
 sleep or a wait ends the run with ``Snooze``; any other exception is the attempt's error, as
 a handler's is (a step's error is retried with the workflow's attempts and backoff).
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 
 from django_jobs.core.current import current_job
 from django_jobs.core.retry import Backoff
@@ -53,9 +55,11 @@ def workflow(
             if job is None:
                 raise RuntimeError(f"workflow {type!r} runs in a worker: start it with "
                                    f"{func.__name__}.enqueue(...)")
-            token = current_run.set(start(job))
+            run = start(job)
+            token = current_run.set(run)
             try:
-                return func(*args, **kwargs)
+                with connections[run.using].execute_wrapper(run.watch):
+                    return func(*args, **kwargs)
             finally:
                 current_run.reset(token)
 

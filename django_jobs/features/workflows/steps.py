@@ -74,6 +74,12 @@ def run_step(name: str, fn: Callable[..., R], args: tuple[Any, ...], kwargs: dic
     if not isinstance(name, str) or not name or "#" in name or len(name) > 150:
         raise ValueError(f"a step's name is 1 to 150 characters without '#', not {name!r}")
     run = running()
+    with run.inside():
+        return _run_step(run, name, fn, args, kwargs, atomic=atomic)
+
+
+def _run_step(run: Run, name: str, fn: Callable[..., R], args: tuple[Any, ...],
+              kwargs: dict[str, Any], *, atomic: bool) -> R:
     kind = "atomic" if atomic else "plain"
     key, stored = run.take(name, kind)
     if stored is not None:
@@ -111,10 +117,11 @@ def sleep_until(when: datetime) -> None:
 
 def _sleep(wake: Callable[[Run], datetime]) -> None:
     run = running()
-    key, stored = run.take("sleep", "sleep")
-    if stored is None:
-        stored = run.checkpoint(key, "sleep", until=wake(run))
-    _park_until(run, stored.until)
+    with run.inside():
+        key, stored = run.take("sleep", "sleep")
+        if stored is None:
+            stored = run.checkpoint(key, "sleep", until=wake(run))
+        _park_until(run, stored.until)
 
 
 def _park_until(run: Run, until: datetime | None) -> None:
@@ -136,12 +143,12 @@ def wait_for(name: str, timeout: timedelta | None = None) -> Any:
     if not isinstance(name, str) or not 1 <= len(name) <= 100 or "#" in name:
         raise ValueError(f"an event's name is 1 to 100 characters without '#', not {name!r}")
     run = running()
-    key, stored = run.take(f"wait:{name}", "wait")
-    if stored is None:
-        deadline = clock.now(run.using) + timeout if timeout is not None else None
-        stored = run.checkpoint(key, "wait", until=deadline, done=False)
-    if not stored.done:
-        while not take_event(run, stored, name):
+    with run.inside():
+        key, stored = run.take(f"wait:{name}", "wait")
+        if stored is None:
+            deadline = clock.now(run.using) + timeout if timeout is not None else None
+            stored = run.checkpoint(key, "wait", until=deadline, done=False)
+        while not stored.done and not take_event(run, stored, name):
             run.job.__dict__[WAITING_MARK] = name
             _park_until(run, stored.until)
     result = stored.result or {}
