@@ -215,3 +215,13 @@ def test_a_query_outside_a_step_is_logged_once_and_steps_are_not(caplog):
     assert job.status == S.COMPLETED
     (record,) = caplog.records
     assert "outside a step" in record.getMessage() and job.public_id in record.getMessage()
+
+
+def test_a_parked_workflow_is_canceled_at_once_and_then_refuses_events():
+    job = park(waiting.enqueue("c1"))
+    assert job.cancel() is True
+    job.refresh_from_db()
+    assert job.status == S.CANCELED
+    with pytest.raises(WorkflowFinished):
+        send_event(job, "paid", 1)
+    assert not WorkflowEvent.objects.filter(job_id=job.pk).exists()
