@@ -9,7 +9,7 @@ import pytest
 
 from django_jobs import send_event
 from django_jobs.models import Job, WorkflowStep
-from tests.conftest import wait_for
+from tests.conftest import requires_row_locks, wait_for
 from tests.models import Execution
 from tests.workflow_jobs import five_steps, waiting
 
@@ -45,6 +45,26 @@ def test_kill_9_mid_workflow_resumes_after_the_last_step_with_each_write_once(
     assert rows_of(tag) == [0, 1, 2, 3, 4]  # every atomic step's row exactly once
     assert list(WorkflowStep.objects.filter(job_id=job.pk).order_by("position")
                 .values_list("key", flat=True)) == [f"write#{n}" for n in range(5)]
+    second.signal(signal.SIGTERM)
+    assert second.wait() == 0
+
+
+# On SQLite the step's open transaction holds the database's one write lock, which the worker's
+# hand-back waits for: the step ends (and commits) before the worker can hand the job back.
+@requires_row_locks
+def test_sigterm_mid_step_hands_the_workflow_back_with_the_step_undone(start_worker, tmp_path):
+    tag = uuid.uuid4().hex[:12]
+    job = five_steps.enqueue(tag, marker_dir=str(tmp_path), hold_inside=2)
+    first = start_worker("--shutdown-timeout", "0.5", *FAST)
+    wait_for((tmp_path / "inside-2").exists)
+    first.signal(signal.SIGTERM)
+    assert first.wait(timeout=20) == 0
+    job.refresh_from_db()
+    assert (job.status, job.attempt) == (S.PENDING, 0)  # handed back, no attempt spent
+    assert rows_of(tag) == [0, 1]  # step 2's transaction did not commit
+    second = start_worker(*FAST)
+    wait_for(lambda: status_of(job) == S.COMPLETED, timeout=60)
+    assert rows_of(tag) == [0, 1, 2, 3, 4]
     second.signal(signal.SIGTERM)
     assert second.wait() == 0
 
