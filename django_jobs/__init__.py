@@ -28,7 +28,7 @@ from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
 from django_jobs.features.workflows.events import send_event
 from django_jobs.features.workflows.registry import workflow
-from django_jobs.features.workflows.steps import sleep, sleep_until, step, wait_for
+from django_jobs.features.workflows.steps import sleep, sleep_until, step, step_key, wait_for
 from django_jobs.handlers.registry import handler
 from django_jobs.handlers.typed_handler import JobHandler
 
@@ -69,6 +69,7 @@ __all__ = [
     "sleep",
     "sleep_until",
     "step",
+    "step_key",
     "task",
     "wait_for",
     "workflow",

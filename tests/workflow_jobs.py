@@ -5,7 +5,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from django_jobs import sleep, step, wait_for, workflow
+from django_jobs import sleep, step, step_key, wait_for, workflow
 from django_jobs.exceptions import EventTimeout
 
 # How many times each plain step ran in this process, by (workflow tag, step): the replay
@@ -103,3 +103,8 @@ def reads_outside() -> int:
     from django_jobs.models import Job
 
     return Job.objects.count() + step("one", counted, "outside", "one", 1)
+
+
+@workflow("wf_keys")
+def keys_of_steps() -> list:
+    return [step("call", step_key, atomic=False), step("call", step_key, atomic=False)]

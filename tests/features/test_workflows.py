@@ -225,3 +225,12 @@ def test_a_parked_workflow_is_canceled_at_once_and_then_refuses_events():
     with pytest.raises(WorkflowFinished):
         send_event(job, "paid", 1)
     assert not WorkflowEvent.objects.filter(job_id=job.pk).exists()
+
+
+def test_step_key_is_the_workflow_and_the_step_and_only_inside_a_step():
+    from django_jobs import step_key
+
+    job = run_once(Job.enqueue("wf_keys"))
+    assert job.result == [f"{job.public_id}:call#0", f"{job.public_id}:call#1"]
+    with pytest.raises(RuntimeError):
+        step_key()

@@ -53,6 +53,8 @@ class Run:
     # >0 while a step, a sleep or a wait runs: their queries are the workflow's own
     depth: int = 0
     warned: bool = False
+    # the key of the step running now (``step_key``)
+    running_key: str | None = None
 
     @contextmanager
     def inside(self) -> Iterator[None]:

@@ -84,20 +84,33 @@ def _run_step(run: Run, name: str, fn: Callable[..., R], args: tuple[Any, ...],
     key, stored = run.take(name, kind)
     if stored is not None:
         return stored.result  # type: ignore[return-value]  # the JSON the step returned
-    if not atomic:
-        result = fn(*args, **kwargs)
-        run.checkpoint(key, kind, result)
-        return result
-    started = time.monotonic()
-    with transaction.atomic(using=run.using):
-        result = fn(*args, **kwargs)
-        run.checkpoint(key, kind, result)
+    run.running_key = key
+    try:
+        if not atomic:
+            result = fn(*args, **kwargs)
+            run.checkpoint(key, kind, result)
+            return result
+        started = time.monotonic()
+        with transaction.atomic(using=run.using):
+            result = fn(*args, **kwargs)
+            run.checkpoint(key, kind, result)
+    finally:
+        run.running_key = None
     took = time.monotonic() - started
     if took > LONG_TRANSACTION_SECONDS:
         logger.warning("atomic step %s of workflow %s held its transaction %.1f s: a long "
                        "transaction holds back vacuum; make it a plain step or split it",
                        key, run.job.public_id, took)
     return result
+
+
+def step_key() -> str:
+    """Inside a step: ``<workflow's public id>:<step key>``, the same on every run of that step,
+    for an outside service's idempotency key (a plain step may run more than once)."""
+    run = running()
+    if run.running_key is None:
+        raise RuntimeError("step_key() is called inside a step")
+    return f"{run.job.public_id}:{run.running_key}"
 
 
 def sleep(duration: timedelta) -> None:
