@@ -40,7 +40,8 @@ class DjangoJobsConfig(AppConfig):
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
         # callbacks, then the follow-ups, then releases dependents, then counts the jobs of
-        # groups; a heartbeat enqueues due recurring jobs, then prunes (see engine/hooks.py).
+        # groups, then wakes a workflow whose event came while it parked; a heartbeat enqueues
+        # due recurring jobs, then prunes (see engine/hooks.py).
         for feature in (Callbacks(), FollowUps(), Dependencies(), Groups(), UniqueAndDependencies(),
                         Limits(), CrashCounting(), Schedules(), Retention(), WorkflowWaits()):
             hooks.register(feature)
