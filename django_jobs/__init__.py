@@ -28,7 +28,14 @@ from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
 from django_jobs.features.workflows.events import send_event
 from django_jobs.features.workflows.registry import workflow
-from django_jobs.features.workflows.steps import sleep, sleep_until, step, step_key, wait_for
+from django_jobs.features.workflows.steps import (
+    patched,
+    sleep,
+    sleep_until,
+    step,
+    step_key,
+    wait_for,
+)
 from django_jobs.handlers.registry import handler
 from django_jobs.handlers.typed_handler import JobHandler
 
@@ -64,6 +71,7 @@ __all__ = [
     "enqueue_group",
     "group_jobs",
     "handler",
+    "patched",
     "send_event",
     "set_progress",
     "sleep",

@@ -5,7 +5,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from django_jobs import sleep, step, step_key, wait_for, workflow
+from django_jobs import patched, sleep, step, step_key, wait_for, workflow
 from django_jobs.exceptions import EventTimeout
 
 # How many times each plain step ran in this process, by (workflow tag, step): the replay
@@ -108,3 +108,15 @@ def reads_outside() -> int:
 @workflow("wf_keys")
 def keys_of_steps() -> list:
     return [step("call", step_key, atomic=False), step("call", step_key, atomic=False)]
+
+
+@workflow("wf_patched")
+def with_marker(tag: str) -> list:
+    """``first``, then ``check`` under the marker (the new code) or ``old`` (the old)."""
+    done = [step("first", counted, tag, "first", "first")]
+    if patched("check"):
+        done.append(step("check", counted, tag, "check", "check"))
+    else:
+        done.append(step("old", counted, tag, "old", "old"))
+    done.append(step("last", counted, tag, "last", "last"))
+    return done

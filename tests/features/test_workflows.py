@@ -234,3 +234,16 @@ def test_step_key_is_the_workflow_and_the_step_and_only_inside_a_step():
     assert job.result == [f"{job.public_id}:call#0", f"{job.public_id}:call#1"]
     with pytest.raises(RuntimeError):
         step_key()
+
+
+def test_a_version_marker_keeps_old_histories_on_the_old_path_and_new_runs_on_the_new():
+    new = run_once(Job.enqueue("wf_patched", {"tag": "p-new"}))
+    assert new.result == ["first", "check", "last"]
+    assert keys(new) == ["first#0", "patch:check#0", "check#0", "last#0"]
+    old = Job.enqueue("wf_patched", {"tag": "p-old"})  # its history written by the old code
+    for position, key in enumerate(["first#0", "old#0"]):
+        WorkflowStep.objects.create(job_id=old.pk, key=key, position=position, kind="atomic",
+                                    result=key[:-2])
+    old = run_once(old)
+    assert old.status == S.COMPLETED and old.result == ["first", "old", "last"]
+    assert keys(old) == ["first#0", "old#0", "last#0"]

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_jobs.workflows")
 
-KINDS = ("atomic", "plain", "sleep", "wait")
+KINDS = ("atomic", "plain", "sleep", "wait", "patch")
 # The job field that tells the finish which event a parked run waits for (``events.py``).
 WAITING_MARK = "_workflow_waits_for"
 
@@ -96,6 +96,22 @@ class Run:
             raise PermanentError(f"workflow {self.job.public_id} would pass "
                                  f"MAX_WORKFLOW_STEPS ({jobs_settings.MAX_WORKFLOW_STEPS})")
         return key, None
+
+    def patched(self, name: str) -> bool:
+        """The version marker ``name`` here: True (recorded, or replayed) unless the history
+        holds another step at this place, recorded before the marker was added to the code."""
+        occurrence = self.occurrences.get(name, 0)
+        key = f"{name}#{occurrence}"
+        if self.position < len(self.history):
+            stored = self.history[self.position]
+            if stored.kind != "patch" or stored.key != key:
+                return False  # the old code's history: take the old path, consume nothing
+            self.occurrences[name] = occurrence + 1
+            self.position += 1
+            return True
+        self.take(name, "patch")
+        self.checkpoint(key, "patch")
+        return True
 
     def fence(self) -> None:
         """In the caller's transaction: lock the job's row while this run holds its lease;

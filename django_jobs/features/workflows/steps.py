@@ -104,6 +104,19 @@ def _run_step(run: Run, name: str, fn: Callable[..., R], args: tuple[Any, ...],
     return result
 
 
+def patched(name: str) -> bool:
+    """A version marker, for changing a workflow's code under workflows that are running:
+    ``if patched("fraud-check"): <new steps>`` else ``<old steps>``. True for a workflow that
+    reaches this place under the new code (the marker is recorded as a step); False for one
+    whose history, written by the old code, holds another step here, so its replay goes on
+    down the old path. Remove the old branch once no workflow started before it runs."""
+    if not isinstance(name, str) or not name or "#" in name or len(name) > 150:
+        raise ValueError(f"a marker's name is 1 to 150 characters without '#', not {name!r}")
+    run = running()
+    with run.inside():
+        return run.patched(f"patch:{name}")
+
+
 def step_key() -> str:
     """Inside a step: ``<workflow's public id>:<step key>``, the same on every run of that step,
     for an outside service's idempotency key (a plain step may run more than once)."""
