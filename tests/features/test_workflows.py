@@ -247,3 +247,13 @@ def test_a_version_marker_keeps_old_histories_on_the_old_path_and_new_runs_on_th
     old = run_once(old)
     assert old.status == S.COMPLETED and old.result == ["first", "old", "last"]
     assert keys(old) == ["first#0", "old#0", "last#0"]
+
+
+def test_a_workflow_that_returns_before_the_end_of_its_history_goes_dead():
+    job = Job.enqueue("wf_loop", {"steps": 1})
+    for position in range(2):
+        WorkflowStep.objects.create(job_id=job.pk, key=f"n#{position}", position=position,
+                                    kind="atomic", result=position)
+    job = run_once(job)
+    assert job.status == S.DEAD and job.error["type"] == "WorkflowMismatch"
+    assert "returned at step 1" in job.error["message"] and "'n#1'" in job.error["message"]

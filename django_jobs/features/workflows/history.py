@@ -113,6 +113,15 @@ class Run:
         self.checkpoint(key, "patch")
         return True
 
+    def replayed_all(self) -> None:
+        """At the function's return: ``WorkflowMismatch`` when its history holds steps it no
+        longer called (its code changed under it)."""
+        if self.position < len(self.history):
+            stored = self.history[self.position]
+            raise WorkflowMismatch(
+                f"workflow {self.job.public_id} returned at step {self.position}, but its "
+                f"history goes on with {stored.kind} {stored.key!r}")
+
     def fence(self) -> None:
         """In the caller's transaction: lock the job's row while this run holds its lease;
         ``StepLeaseLost`` (the transaction then rolls back) when it no longer does."""

@@ -59,7 +59,9 @@ def workflow(
             token = current_run.set(run)
             try:
                 with connections[run.using].execute_wrapper(run.watch):
-                    return func(*args, **kwargs)
+                    result = func(*args, **kwargs)
+                run.replayed_all()
+                return result
             finally:
                 current_run.reset(token)
 
