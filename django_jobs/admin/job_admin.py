@@ -49,6 +49,7 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     ("Payload", ("payload_json",)),
     ("Result", ("result_json",)),
     ("Error", ("error_details",)),
+    ("Workflow steps", ("workflow_steps",)),
 ]
 
 
@@ -281,6 +282,22 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         from django_jobs.admin.groups import group_link
 
         return group_link(job.group_id)
+
+    def get_fieldsets(self, request, obj=None):
+        """The job page's sections; the steps only on a workflow's page."""
+        from django_jobs.features.workflows.registry import is_workflow
+
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or is_workflow(obj.type):
+            return fieldsets
+        return [(name, options) for name, options in fieldsets if name != "Workflow steps"]
+
+    @admin.display(description="steps")
+    def workflow_steps(self, job: Job):
+        """A workflow's history, in order (``admin/workflow_steps.py``)."""
+        from django_jobs.admin.workflow_steps import steps_table
+
+        return steps_table(job)
 
     @admin.display(description="if a dependency fails")
     def if_a_dependency_fails(self, job: Job):

@@ -257,3 +257,15 @@ def test_a_workflow_that_returns_before_the_end_of_its_history_goes_dead():
     job = run_once(job)
     assert job.status == S.DEAD and job.error["type"] == "WorkflowMismatch"
     assert "returned at step 1" in job.error["message"] and "'n#1'" in job.error["message"]
+
+
+def test_the_job_page_shows_a_workflows_steps_and_a_plain_jobs_page_no_section(client):
+    from tests.admin_helpers import job_url, staff
+
+    client.force_login(staff("admin", superuser=True))
+    job = run_once(replayed.enqueue("admin", seconds=3600.0))
+    page = client.get(job_url(job)).content.decode()
+    assert "Workflow steps" in page and "fetch#0" in page and "sleep#0" in page
+    assert "{&quot;price&quot;: 7}" in page
+    plain = Job.enqueue("echo", {})
+    assert "Workflow steps" not in client.get(job_url(plain)).content.decode()
