@@ -72,6 +72,7 @@ __all__ = [
     "group_jobs",
     "handler",
     "patched",
+    "periodic",
     "send_event",
     "set_progress",
     "sleep",
@@ -85,7 +86,12 @@ __all__ = [
 
 
 def current_job() -> "Job | None":
-    """The Job the calling handler is running, or None outside a worker."""
+    """The Job the calling handler is running: in the handler, the ``job_started`` receivers and
+    what runs in the handler's context (its calls, ``async_to_sync``, ``sync_to_async``, an
+    async handler's tasks). None anywhere else: outside a worker (a view, a shell, a test that
+    calls the handler itself), in a thread the handler starts (a new thread begins with an
+    empty context; pass the job to it), and in ``job_finished`` receivers (the job has ended:
+    they are given it as ``job``)."""
     from django_jobs.core.current import current_job as _current
 
     return _current.get()
@@ -101,6 +107,15 @@ def enqueue_group(name: str, jobs: "Iterable[object]", *, callback: str,
 
     return _enqueue_group(name, jobs, callback=callback, callback_payload=callback_payload,
                           callback_options=callback_options, using=using)
+
+
+def periodic(**options: Any) -> Callable[[Any], Any]:
+    """Declare a recurring schedule on a handler, above ``@handler``: ``@periodic(cron="0 3 * *
+    *", timezone="Europe/Paris")`` or ``@periodic(every=900)``; see
+    ``django_jobs.features.schedules.config.periodic``."""
+    from django_jobs.features.schedules.config import periodic as _periodic
+
+    return _periodic(**options)
 
 
 def group_jobs(group: Any, status: str | None = None, using: str | None = None) -> Any:

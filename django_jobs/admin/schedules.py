@@ -1,7 +1,8 @@
 """Admin for recurring schedules: when each runs, its last and next run, pause, run now.
 
-Schedules are defined in settings; this page shows their state and acts on it. Rows appear
-for every configured schedule; the actions need the ``run_schedule`` permission.
+Schedules are declared in settings (``SCHEDULES``) or on their handler (``@periodic``), shown
+here read-only beside their state, which this page acts on. Rows appear for every declared
+schedule; the actions need the ``run_schedule`` permission.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _specs() -> dict[str, ScheduleSpec]:
 @admin.register(Schedule)
 class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
     list_display = ("name", "job_type", "when", "misfire", "paused", "last_run_at",
-                    "next_run_at", "last_job_link", "configured")
+                    "next_run_at", "last_job_link", "declared_in")
     list_filter = ("paused",)
     search_fields = ("name",)
     readonly_fields = ("name", "job_type", "when", "misfire", "paused", "last_occurrence",
@@ -84,9 +85,11 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
         spec = _specs().get(obj.name)
         return spec.misfire if spec else "-"
 
-    @admin.display(boolean=True, description="in settings")
-    def configured(self, obj: Schedule) -> bool:
-        return obj.name in _specs()
+    @admin.display(description="declared in")
+    def declared_in(self, obj: Schedule) -> str:
+        """settings, @periodic, or "-" for a schedule no longer declared (its history kept)."""
+        spec = _specs().get(obj.name)
+        return spec.declared_in if spec else "- (no longer declared)"
 
     @admin.display(description="last job")
     def last_job_link(self, obj: Schedule) -> str:
@@ -124,5 +127,5 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
             if job is not None:
                 self.message_user(request, f"{name}: enqueued {job.public_id}.", messages.SUCCESS)
         if skipped:
-            self.message_user(request, f"{skipped} schedule(s) are not in settings any more.",
+            self.message_user(request, f"{skipped} schedule(s) are no longer declared.",
                               messages.WARNING)

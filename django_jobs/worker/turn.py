@@ -275,7 +275,7 @@ def record(
         if log or outcome.kind != Outcome.COMPLETED:
             log_end(worker.worker_id, outcome)
     if written and job_finished.has_listeners(Job):  # off the loop (handoff.py)
-        handoff.call(send_finished, [(outcome.job, outcome.kind) for outcome in written])
+        handoff.call(send_finished, [(o.job, o.kind, o.exception) for o in written])
     worker.tally.add(written)
 
 
@@ -291,7 +291,8 @@ def free(worker: WorkerState, outcomes: list[AttemptOutcome]) -> None:
         worker.executor.outbox.limit *= 2  # a write worked: try larger ones
 
 
-def send_finished(finished: list[tuple[Job, str]]) -> None:
+def send_finished(finished: list[tuple[Job, str, BaseException | None]]) -> None:
     """``job_finished`` for each job written, robustly (``core/observers.py``)."""
-    for job, kind in finished:
-        observers.send(job_finished, "job_finished", sender=Job, job=job, outcome=kind)
+    for job, kind, exception in finished:
+        observers.send(job_finished, "job_finished", sender=Job, job=job, outcome=kind,
+                       exception=exception)

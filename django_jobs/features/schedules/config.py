@@ -1,15 +1,23 @@
-"""The ``SCHEDULES`` setting, read into checked ``ScheduleSpec`` objects.
+"""Recurring schedules, read into checked ``ScheduleSpec`` objects: the ``SCHEDULES`` setting
+and the handlers declared with ``@periodic``.
 
     DJANGO_JOBS = {"SCHEDULES": {
         "nightly-report": {"type": "report", "cron": "0 3 * * *", "timezone": "Europe/Paris"},
         "sync": {"type": "sync", "every": 900, "queue": "sync", "misfire": "skip"},
     }}
+
+    @periodic(cron="0 3 * * *", timezone="Europe/Paris")
+    @handler("report")
+    def report(payload): ...
+
+A declared schedule takes the same options as a setting's (its type is the handler's; its name,
+the type unless given) and follows the same rules; a name used twice is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -47,6 +55,8 @@ class ScheduleSpec:
     misfire: str = "coalesce"
     grace: timedelta = timedelta(seconds=60)
     max_catchup: int = 100
+    # Where it is declared: "settings" (SCHEDULES), or "@periodic" on its handler.
+    declared_in: str = "settings"
 
     def after(self, moment: datetime) -> Iterator[datetime]:
         """Occurrences strictly after ``moment``, in order: in UTC, or naive in the default
@@ -98,16 +108,55 @@ class ScheduleSpec:
 
 
 def schedules() -> dict[str, ScheduleSpec]:
-    """All schedules of the setting; raises ImproperlyConfigured naming the bad one."""
+    """All schedules, the setting's and the handlers' (``@periodic``); raises
+    ImproperlyConfigured naming the bad one, or a name declared twice."""
+    from django_jobs.handlers import registry
+
     setting = jobs_settings.SCHEDULES or {}
     if not isinstance(setting, dict):
         raise ImproperlyConfigured("DJANGO_JOBS['SCHEDULES'] must be a dict of name to options")
-    return {name: parse(name, options) for name, options in setting.items()}
+    found = {name: parse(name, options) for name, options in setting.items()}
+    for handler in registry.registered.values():
+        spec = handler.periodic
+        if not isinstance(spec, ScheduleSpec):
+            continue
+        if spec.name in found:
+            other = ("in SCHEDULES" if found[spec.name].declared_in == "settings"
+                     else "by another @periodic")
+            raise ImproperlyConfigured(
+                f"schedule {spec.name!r} is declared twice: by @periodic on {handler.type!r} "
+                f"and {other}; give @periodic a name= of its own")
+        found[spec.name] = spec
+    return found
 
 
-def parse(name: str, options: object) -> ScheduleSpec:
+def periodic(*, name: str | None = None, **options: Any) -> Callable[[Any], Any]:
+    """Declare a recurring schedule on a handler: ``@periodic(...)`` above ``@handler(...)``,
+    with the options of a ``SCHEDULES`` entry but its type (``cron`` and ``timezone``, or
+    ``every``; ``payload``, ``queue``, ``priority``, ``max_attempts``, ``misfire``, ``grace``,
+    ``max_catchup``). ImproperlyConfigured, at import, for a bad option or a misplaced
+    decorator."""
+    from django_jobs.handlers import registry
+
+    def declare(job_handler: Any) -> Any:
+        type = getattr(job_handler, "type", None)
+        if not isinstance(type, str) or registry.get_handler(type) is None:
+            raise ImproperlyConfigured(
+                "@periodic goes above @handler(...): it declares a schedule for a handler")
+        if "type" in options:
+            raise ImproperlyConfigured(f"@periodic on {type!r}: the type is the handler's")
+        spec = parse(name or type, {**options, "type": type},
+                     where=f"@periodic on {type!r}")
+        registry.amend(type, periodic=replace(spec, declared_in="@periodic"))
+        return job_handler
+
+    return declare
+
+
+def parse(name: str, options: object, *, where: str = "") -> ScheduleSpec:
     def bad(message: str) -> ImproperlyConfigured:
-        return ImproperlyConfigured(f"DJANGO_JOBS['SCHEDULES'][{name!r}]: {message}")
+        place = where or f"DJANGO_JOBS['SCHEDULES'][{name!r}]"
+        return ImproperlyConfigured(f"{place}: {message}")
 
     checked = _known_options(name, options, bad)
     values = {k: v for k, v in checked.items() if k in KEYS - {"every", "grace"}}

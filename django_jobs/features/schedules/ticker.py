@@ -39,7 +39,7 @@ class Schedules(hooks.Feature):
     """Recurring jobs: every worker runs a ``Ticker`` on its heartbeat."""
 
     name = "schedules"
-    configured_by = ("SCHEDULES",)
+    configured_by = ("SCHEDULES", "handler.periodic")
 
     def periodic_steps(self) -> tuple[hooks.Step, ...]:
         return (Ticker(),)

@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('django_jobs', '0032_wakeups_without_writes'),
+        ('django_jobs', '0033_bulk_actions'),
     ]
 
     operations = [
