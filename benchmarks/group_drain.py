@@ -1,6 +1,7 @@
-"""A drain of one group's jobs against the drain of the same jobs without a group.
+"""A drain of one group's jobs against the drain of the same jobs without a group; with
+``--flows``, workflows' steps against chains of plain jobs.
 
-    python benchmarks/group_drain.py [--jobs 100000] [--repeat 1] [--workers 4]
+    python benchmarks/group_drain.py [--jobs 100000] [--repeat 1] [--workers 4] [--flows]
 
 Each drain: the tables emptied, ``--jobs`` no-op jobs enqueued, either plainly
 (``enqueue_many``) or as one group with a no-op callback (``enqueue_group``; its time is
@@ -17,7 +18,13 @@ jobs' and its callback was enqueued once (a ``--burst`` worker may exit before i
 that the server saw no deadlock (``pg_stat_database``). Prints each rate and the group's over
 the plain one (the median over repeats of the ratio within each; target at least 0.8), and
 writes the figures as JSON to ``benchmarks/results/``. ``BENCH_DB_NAME`` names the scratch
-database (default ``bench_group_drain``); it is dropped at the end. """
+database (default ``bench_group_drain``); it is dropped at the end.
+
+``--flows``: ``--jobs`` / 5 chains of five plain jobs (each link enqueues the next with
+``enqueue_after_success``, committed with its completion) against as many workflows of five
+atomic no-op steps (each step a transaction with its checkpoint, fenced on the lease); the
+rate is steps (links or steps) per second, and the ratio the workflow's over the chain's: what
+a checkpointed step costs against a job of its own. """
 
 from __future__ import annotations
 
@@ -112,11 +119,52 @@ def one_drain(kind: str, args: argparse.Namespace, control: psycopg.Connection
             "enqueue_seconds": enqueue_seconds, "deadlocks": deadlocks(control) - before}
 
 
+STEPS = 5
+
+
+def one_flow_drain(kind: str, args: argparse.Namespace, control: psycopg.Connection
+                   ) -> dict[str, Any]:
+    """``--jobs`` steps as ``--jobs`` / 5 chains of plain jobs or workflows, drained."""
+    from django_jobs.models import Job
+
+    throughput.reset(control)
+    control.execute("TRUNCATE django_jobs_workflowstep, django_jobs_workflowevent, "
+                    "django_jobs_jobstat RESTART IDENTITY CASCADE")
+    flows = args.jobs // STEPS
+    if kind == "chain":
+        Job.enqueue_many("bench.chain", [{"left": STEPS - 1}] * flows)
+    else:
+        Job.enqueue_many("bench.workflow", [{"steps": STEPS}] * flows)
+    control.execute(f"ANALYZE {TABLE}")
+    dsn = control.info.dsn
+    logs = [tempfile.TemporaryFile() for _ in range(args.workers)]
+    with control.transaction():
+        control.execute(f"LOCK TABLE {TABLE} IN EXCLUSIVE MODE")
+        procs = [subprocess.Popen(command("ours", i, args, dsn, options=[]), cwd=ROOT,
+                                  stdout=log, stderr=subprocess.STDOUT)
+                 for i, log in enumerate(logs)]
+        wait_until_blocked(control, TABLE, procs, logs)
+        started = float(control.execute("SELECT extract(epoch FROM clock_timestamp())")
+                        .fetchone()[0])
+    reap(procs, logs)
+    done, last = control.execute(
+        f"SELECT count(*) FILTER (WHERE status = 'completed' AND attempt = 1), "
+        f"extract(epoch FROM max(finished_at)) FROM {TABLE}").fetchone()
+    expected = flows * STEPS if kind == "chain" else flows
+    steps = control.execute("SELECT count(*) FROM django_jobs_workflowstep").fetchone()[0]
+    if done != expected or (kind == "workflow" and steps != flows * STEPS):
+        raise RuntimeError(f"{kind}: {done} of {expected} jobs completed once, {steps} steps")
+    seconds = float(last) - started
+    return {"rate": flows * STEPS / seconds, "seconds": seconds}
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs per drain")
     parser.add_argument("--repeat", type=int, default=1, help="repeats; medians are reported")
     parser.add_argument("--workers", type=int, default=4, help="runworker processes")
+    parser.add_argument("--flows", action="store_true",
+                        help="workflows' steps against chains of plain jobs")
     args = parser.parse_args()
     if args.jobs < 10 or args.repeat < 1 or args.workers < 1:
         parser.error("--jobs must be at least 10, --repeat and --workers at least 1")
@@ -125,6 +173,8 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    if args.flows:
+        return flows_main(args)
     runs: dict[str, list[dict[str, Any]]] = {"plain": [], "group": []}
     with (
         throughput.bench_database(),
@@ -142,6 +192,26 @@ def main() -> None:
         print(f"{kind:6} {statistics.median(r['rate'] for r in done):10.0f} jobs/s, "
               f"deadlocks {sum(r['deadlocks'] for r in done)}")
     print(f"group over plain: {ratio:.3f} (target at least {TARGET}); {path}")
+
+
+
+def flows_main(args: argparse.Namespace) -> None:
+    runs: dict[str, list[dict[str, Any]]] = {"chain": [], "workflow": []}
+    with (
+        throughput.bench_database(),
+        psycopg.connect(throughput.dsn(throughput.DB_NAME), autocommit=True) as control,
+    ):
+        for index in range(args.repeat):
+            for kind in ("chain", "workflow") if index % 2 == 0 else ("workflow", "chain"):
+                runs[kind].append(one_flow_drain(kind, args, control))
+                print(f"{kind}: {runs[kind][-1]}", flush=True)
+        ratio = statistics.median(w["rate"] / c["rate"]
+                                  for c, w in zip(runs["chain"], runs["workflow"], strict=True))
+        path = throughput.write_json("workflow-steps", args, runs=runs,
+                                     workflow_over_chain=ratio)
+    for kind, done in runs.items():
+        print(f"{kind:8} {statistics.median(r['rate'] for r in done):10.0f} steps/s")
+    print(f"workflow steps over chained jobs: {ratio:.3f}; {path}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from django_jobs.core.retry import ExponentialBackoff, FixedSchedule
 from django_jobs.core.version import __version__
 from django_jobs.exceptions import (
     DependencyUnavailable,
+    EventTimeout,
     InvalidJob,
     JobCanceled,
     JobConflict,
@@ -14,6 +15,8 @@ from django_jobs.exceptions import (
     PermanentError,
     Snooze,
     UnknownJobType,
+    WorkflowFinished,
+    WorkflowMismatch,
 )
 from django_jobs.features.dependency_results import dependency_results
 from django_jobs.features.handler_control import (
@@ -23,6 +26,16 @@ from django_jobs.features.handler_control import (
 )
 from django_jobs.features.limits.rules import ConcurrencyLimit, RateLimit
 from django_jobs.features.unique import Unique
+from django_jobs.features.workflows.events import send_event
+from django_jobs.features.workflows.registry import workflow
+from django_jobs.features.workflows.steps import (
+    patched,
+    sleep,
+    sleep_until,
+    step,
+    step_key,
+    wait_for,
+)
 from django_jobs.handlers.registry import handler
 from django_jobs.handlers.typed_handler import JobHandler
 
@@ -35,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConcurrencyLimit",
     "DependencyUnavailable",
+    "EventTimeout",
     "ExponentialBackoff",
     "FixedSchedule",
     "InvalidJob",
@@ -47,6 +61,8 @@ __all__ = [
     "Snooze",
     "Unique",
     "UnknownJobType",
+    "WorkflowFinished",
+    "WorkflowMismatch",
     "__version__",
     "aset_progress",
     "current_job",
@@ -55,9 +71,17 @@ __all__ = [
     "enqueue_group",
     "group_jobs",
     "handler",
+    "patched",
     "periodic",
+    "send_event",
     "set_progress",
+    "sleep",
+    "sleep_until",
+    "step",
+    "step_key",
     "task",
+    "wait_for",
+    "workflow",
 ]
 
 

@@ -23,6 +23,7 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.features.limits.claim import Limits
         from django_jobs.features.retention import Retention
         from django_jobs.features.schedules.ticker import Schedules
+        from django_jobs.features.workflows.events import WorkflowWaits
         from django_jobs.handlers.registry import autodiscover, register_resolver
         from django_jobs.worker import execution  # noqa: F401
 
@@ -40,9 +41,10 @@ class DjangoJobsConfig(AppConfig):
 
         # The features' hooks, in the order they run at each point: a finish enqueues the
         # callbacks, then the follow-ups, then releases dependents, then counts the jobs of
-        # groups; a heartbeat enqueues due recurring jobs, then prunes (see engine/hooks.py).
+        # groups, then wakes a workflow whose event came while it parked; a heartbeat enqueues
+        # due recurring jobs, then prunes (see engine/hooks.py).
         for feature in (Callbacks(), FollowUps(), Dependencies(), Groups(), UniqueAndDependencies(),
-                        Limits(), CrashCounting(), Schedules(), Retention()):
+                        Limits(), CrashCounting(), Schedules(), Retention(), WorkflowWaits()):
             hooks.register(feature)
 
         # Actions over a filter run as jobs of their own type, its module loaded on first use.

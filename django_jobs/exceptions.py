@@ -82,3 +82,23 @@ class JobConflict(Exception):
     a row moved again under it) and changed nothing. Not an error of the request: trying again
     acts on the jobs as they are now. The API answers it with 409, the admin with a message,
     ``manage.py jobs`` with a ``CommandError``."""
+
+
+class WorkflowMismatch(PermanentError):
+    """A workflow's replay met a step other than the one its history holds at that place (its
+    code changed under it, or it is not deterministic): the workflow goes dead, naming the
+    first mismatch, and is never retried blindly."""
+
+
+class WorkflowFinished(Exception):
+    """``send_event`` to a workflow that has ended (completed, dead or canceled): no wait of
+    its will ever take the event."""
+
+
+class StepLeaseLost(Exception):
+    """A workflow step's checkpoint refused: the run no longer holds its job's lease (another
+    worker took it over), so the step's transaction is rolled back and the run ends."""
+
+
+class EventTimeout(TimeoutError):
+    """``wait_for(name, timeout=...)`` whose deadline came before an event of that name."""

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.db import DatabaseError, connections
 
+from django_jobs.core import clock
 from django_jobs.core.settings import jobs_settings
-from django_jobs.models import Job, QueueState
+from django_jobs.models import Job, QueueState, WorkflowStep
 from django_jobs.signals import job_finished
 from django_jobs.worker.execution import isolation_off, run_job
 from django_jobs.worker.log_lines import log_end
@@ -53,6 +54,8 @@ def run_jobs(
     - ``include_delayed``: also run jobs whose ``run_at`` is still to come: scheduled jobs,
       failed jobs waiting out their backoff, snoozed jobs. They are made due now, as the
       admin's "run now" does, so a failing job goes through all its attempts to ``dead``.
+      Workflows' sleeps end at once too (their wake times are moved to now); a wait for an
+      event still waits for its event or its deadline.
       Without it, only jobs already due run, and a retry stays pending for later.
     - ``max_jobs``: the most attempts to run; ``TooManyJobs`` is raised if jobs are still
       ready after that (a handler that snoozes or enqueues itself for ever).
@@ -63,6 +66,7 @@ def run_jobs(
     ran: list[Job] = []
     while True:
         if include_delayed:
+            _end_sleeps()
             _in(Job.objects.all(), queues).run_now()
         if len(ran) >= max_jobs:
             if _in(Job.objects.ready(), queues).exclude(queue__in=_paused()).exists():
@@ -75,6 +79,12 @@ def run_jobs(
         if job is None:
             return ran
         ran.append(_run_one(job))
+
+
+def _end_sleeps() -> None:
+    """Every workflow's sleep that is not over ends now, by the database's clock."""
+    now = clock.now(WorkflowStep.objects.db)
+    WorkflowStep.objects.filter(kind="sleep", until__gt=now).update(until=now)
 
 
 def _in(jobs: JobQuerySet, queues: Sequence[str] | None) -> JobQuerySet:

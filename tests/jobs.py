@@ -186,6 +186,7 @@ from tests import edge_jobs  # noqa: E402, F401, I001  (hostile outcomes, crashe
 from tests import sched_jobs  # noqa: E402, F401  (fixture handlers of the scheduling issue)
 from tests import stop_jobs  # noqa: E402, F401  (handlers still running at a stop; forks)
 from tests import clock_jobs  # noqa: E402, F401  (handlers of the clock tests)
+from tests import workflow_jobs  # noqa: E402, F401  (workflows)
 from tests import trace_jobs  # noqa: E402, F401  (handlers of the tracing tests)
 from tests import async_handlers  # noqa: E402, F401  (async twins of the handlers above)
 from tests import typed_jobs  # noqa: E402, F401  (handlers typed by their own arguments)

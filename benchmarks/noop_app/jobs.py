@@ -1,4 +1,4 @@
-from django_jobs import handler
+from django_jobs import handler, step, workflow
 
 
 @handler("bench.noop")
@@ -16,3 +16,22 @@ def sleep(payload):
 @handler("bench.async_noop")
 async def async_noop(payload):
     return None
+
+
+@handler("bench.chain")
+def chain(payload):
+    """One link of a chain of plain jobs: the next link is enqueued when this one completes."""
+    from django_jobs import enqueue_after_success
+
+    if payload["left"]:
+        enqueue_after_success("bench.chain", {"left": payload["left"] - 1})
+
+
+def _one(n):
+    return n
+
+
+@workflow("bench.workflow")
+def five_steps(steps: int = 5) -> int:
+    """A workflow of ``steps`` atomic no-op steps."""
+    return sum(step("s", _one, n) for n in range(steps))

@@ -47,6 +47,7 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     ("Payload", ("payload_json",)),
     ("Result", ("result_json",)),
     ("Error", ("error_details",)),
+    ("Workflow steps", ("workflow_steps",)),
 ]
 
 
@@ -119,8 +120,14 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request, obj=None):
         """The job page's sections, with a picture of its related jobs (its dependency chain
-        or its group) after the first, for a job that has any."""
+        or its group) after the first, for a job that has any; a workflow's steps only on a
+        workflow's page."""
+        from django_jobs.features.workflows.registry import is_workflow
+
         fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or not is_workflow(obj.type):
+            fieldsets = [(name, options) for name, options in fieldsets
+                         if name != "Workflow steps"]
         if obj is None or job_graph.related(obj) is None:
             return fieldsets
         return [*fieldsets[:1], ("Related jobs", {"fields": ("related_jobs",)}), *fieldsets[1:]]
@@ -292,6 +299,13 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         from django_jobs.admin.groups import group_link
 
         return group_link(job.group_id)
+
+    @admin.display(description="steps")
+    def workflow_steps(self, job: Job):
+        """A workflow's history, in order (``admin/workflow_steps.py``)."""
+        from django_jobs.admin.workflow_steps import steps_table
+
+        return steps_table(job)
 
     @admin.display(description="if a dependency fails")
     def if_a_dependency_fails(self, job: Job):

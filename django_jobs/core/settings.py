@@ -53,6 +53,9 @@ DEFAULTS: dict[str, Any] = {
     # past it is refused at enqueue; a result past it fails its attempt (the job goes dead).
     "MAX_PAYLOAD_BYTES": 1024 * 1024,
     "MAX_RESULT_BYTES": 1024 * 1024,
+    # Most steps (sleeps and waits included) a workflow's history may hold; a run that would
+    # record one more goes dead (``features/workflows/``).
+    "MAX_WORKFLOW_STEPS": 10_000,
     # PostgreSQL: prepare the claim, finish and insert statements on each connection, so the
     # server plans them once instead of on every call. None: prepare them unless the
     # connection goes through a pooler that does not keep sessions (found out by itself, see

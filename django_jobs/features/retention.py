@@ -6,8 +6,8 @@ depends on it has ended (``prunable``). Each batch
 is its own short transaction (``JobQuerySet.delete_batch``) that touches only finished rows, which
 are outside the claim index: pruning never blocks a claim and never holds a lock for long.
 Workers prune through the ``Retention`` feature's heartbeat step, ``AutoPruner``. A pass
-also drops the counts of finished jobs: minutes after two hours, hours after
-``STATS_RETENTION``.
+also drops the counts of finished jobs (minutes after two hours, hours after
+``STATS_RETENTION``) and the steps and events of pruned workflows.
 """
 
 from __future__ import annotations
@@ -154,6 +154,7 @@ def prune_pass(
     prune_occurrences(now, batch_size)
     prune_stats(now, batch_size)
     prune_groups(ages, now, batch_size)
+    prune_workflow_histories(ages, now, batch_size)
     return counts, not left
 
 
@@ -208,6 +209,32 @@ def prune_groups(ages: dict[str, timedelta | None], now: datetime, batch_size: i
             return total
         JobGroup.objects.filter(pk__in=ids).delete()  # its members by cascade
         total += len(ids)
+
+
+def prune_workflow_histories(ages: dict[str, timedelta | None], now: datetime,
+                             batch_size: int) -> int:
+    """Drop the steps and events of workflows whose job was pruned: rows written longer ago
+    than the longest age of completed, dead and canceled jobs whose job is gone; none while a
+    status is kept for ever. Returns the workflows whose rows went."""
+    from django.db.models import Exists, OuterRef
+
+    from django_jobs.models import Job, WorkflowEvent, WorkflowStep
+
+    kept = [ages.get(status) for status in PRUNABLE]
+    if any(age is None for age in kept):
+        return 0
+    cutoff = now - max(age for age in kept if age is not None)
+    total = 0
+    for model in (WorkflowStep, WorkflowEvent):
+        orphans = model.objects.filter(created_at__lt=cutoff).filter(
+            ~Exists(Job.objects.filter(pk=OuterRef("job_id")))).order_by("job_id")
+        while True:
+            ids = list(orphans.values_list("job_id", flat=True).distinct()[:batch_size])
+            if not ids:
+                break
+            model.objects.filter(job_id__in=ids).delete()
+            total += len(ids) if model is WorkflowStep else 0
+    return total
 
 
 def prune_occurrences(now: datetime, batch_size: int) -> int:

@@ -4,7 +4,8 @@
 ``dependencies`` (``JobDependency``), ``groups`` (``JobGroup``, ``JobGroupMember``), ``tokens``
 (the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
 ``stats`` (finished jobs counted per minute and hour, ``JobStat``), ``bulk`` (actions over
-every job matching a filter, ``BulkAction``),
+every job matching a filter, ``BulkAction``), ``workflows`` (a workflow's steps and events,
+``WorkflowStep``, ``WorkflowEvent``),
 with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
 those verbs find the engine), ``instances`` (rows made into instances without
 ``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.
@@ -19,6 +20,7 @@ from django_jobs.models.schedules import Schedule, ScheduleOccurrence
 from django_jobs.models.stats import JobStat
 from django_jobs.models.tokens import ApiToken, IdempotencyKey
 from django_jobs.models.workers import QueueState, Worker
+from django_jobs.models.workflows import WorkflowEvent, WorkflowStep
 
 __all__ = [
     "ApiToken",
@@ -36,6 +38,8 @@ __all__ = [
     "Schedule",
     "ScheduleOccurrence",
     "Worker",
+    "WorkflowEvent",
+    "WorkflowStep",
     # Named by the migrations as django_jobs.models.<name>.
     "keep_unmet_dependency",
     "new_public_id",

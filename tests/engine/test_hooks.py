@@ -39,7 +39,7 @@ def completed(job):
 def test_the_app_registers_its_features_in_the_order_their_hooks_run():
     assert [feature.name for feature in hooks.registered()] == [
         "callbacks", "follow-ups", "dependencies", "groups", "unique and dependencies", "limits",
-        "crash counting", "schedules", "retention",
+        "crash counting", "schedules", "retention", "workflow-waits",
     ]
 
 
