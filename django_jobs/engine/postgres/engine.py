@@ -12,12 +12,15 @@ statement and finished by one, and the worker runs a finish and the next claim a
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from django_jobs.core import clock
 from django_jobs.core.outcomes import micros
@@ -41,9 +44,18 @@ if TYPE_CHECKING:
     from django_jobs.core.contract import ClaimKey, ClaimRequest
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.engine.transition import Transition
+    from django_jobs.engine.waiting import Wakeups
     from django_jobs.models import Job
     from django_jobs.models.managers import JobQuerySet
 
+
+logger = logging.getLogger("django_jobs.worker")
+
+# How often a worker looks whether any process waits for jobs to end (``announce``).
+LOOK_SECONDS = 2.0
+# pg_notify's payload must stay under 8000 bytes: a longer list of ids is sent empty (any job).
+PAYLOAD_LIMIT = 7000
+_looked: dict[str, tuple[float, bool]] = {}  # by database: when it looked, and what it found
 
 # The first half of the advisory locks that hold unique keys (``hold_key``), the second being
 # the key's hash: "jobs" in ASCII, apart from other applications' locks of one bigint.
@@ -104,6 +116,7 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             if waited is not None:  # the finished jobs counted (engine/finish_counts.py)
                 finish_counts.record(self.db, done, now, waited)
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
+        announce(self.db, [o.job.pk for o in done])  # to Job.wait's listeners
         return done
 
     @apart_if_moved
@@ -138,6 +151,8 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             except ClaimConflict as conflict:
                 conflict.written = done  # committed with the turn's statement
                 raise
+        if done:
+            announce(self.db, [o.job.pk for o in done])  # to Job.wait's listeners
         return done, jobs
 
     def hold_key(self, key: str) -> bool:
@@ -162,6 +177,14 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             cursor.execute(f"SELECT 1 FROM {sql.quote(meta.db_table)} "  # noqa: S608 (names from the model)
                            f"WHERE {sql.quote(meta.pk.column)} = ANY(%s) "
                            f"ORDER BY {sql.quote(meta.pk.column)} FOR KEY SHARE", [ids])
+
+    def wakeups(self) -> Wakeups:
+        """The waiters of this process on this database, woken by one listener
+        (``engine/postgres/finish_notes.py``)."""
+        if self._wakeups is None:
+            from django_jobs.engine.postgres.finish_notes import NotifiedWakeups
+            self._wakeups = NotifiedWakeups(self.db)
+        return self._wakeups
 
     def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
         """The batch, its attempts and what its other relations' ``on_delete`` asks, in one
@@ -199,6 +222,33 @@ class ClaimStatement(TypedDict):
     exclude_queues: Sequence[str]
     limit: int
     after: NotRequired[ClaimKey | None]
+
+
+def announce(using: str, ids: Sequence[int]) -> None:
+    """Tell the processes waiting for jobs to end (``Job.wait``,
+    ``engine/postgres/finish_notes.py``), if any listens, that jobs ``ids`` were finished;
+    after the finish's commit, or in the caller's transaction (in a savepoint: a failure here
+    never undoes the finish). Whether any listens is read at most once per ``LOOK_SECONDS``,
+    so where nobody waits a worker sends no notification. A failure is logged and passed
+    over: the waiters' own reads find the jobs' ends."""
+    now = time.monotonic()
+    looked = _looked.get(using)
+    try:
+        if looked is None or now - looked[0] >= LOOK_SECONDS:
+            with connections[using].cursor() as cursor:
+                cursor.execute(sql.LISTENERS, [sql.WAIT_LISTENER])
+                looked = _looked[using] = (now, bool(cursor.fetchone()[0]))
+        if not looked[1]:
+            return
+        payload = ",".join(map(str, ids))
+        connection = connections[using]
+        with transaction.atomic(using=using) if connection.in_atomic_block else nullcontext():
+            with connection.cursor() as cursor:
+                cursor.execute(sql.FINISHED_NOTIFY, [
+                    sql.FINISHED_CHANNEL, payload if len(payload) <= PAYLOAD_LIMIT else "",
+                    sql.WAIT_LISTENER])
+    except DatabaseError:
+        logger.debug("could not tell the waiters of finished jobs", exc_info=True)
 
 
 def claim_statement(model: type[Job], **claim: Unpack[ClaimStatement]
