@@ -10,10 +10,13 @@ from django_jobs.exceptions import (
     InvalidJob,
     JobCanceled,
     JobConflict,
+    JobFailed,
     JobTimeout,
     PermanentError,
     Snooze,
     UnknownJobType,
+    WaitInTransaction,
+    WaitTimeout,
 )
 from django_jobs.features.dependency_results import dependency_results
 from django_jobs.features.handler_control import (
@@ -40,6 +43,7 @@ __all__ = [
     "InvalidJob",
     "JobCanceled",
     "JobConflict",
+    "JobFailed",
     "JobHandler",
     "JobTimeout",
     "PermanentError",
@@ -47,6 +51,8 @@ __all__ = [
     "Snooze",
     "Unique",
     "UnknownJobType",
+    "WaitInTransaction",
+    "WaitTimeout",
     "__version__",
     "aset_progress",
     "current_job",
