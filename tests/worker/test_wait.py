@@ -118,6 +118,7 @@ def test_many_waiters_in_threads(start_worker):
     assert results == {job.pk: {"slept": 1.5, "attempt": 1} for job in jobs}
     if connection.vendor == "postgresql":
         assert _listeners() == 1
+        assert engine("default").wakeups().heard >= 1  # the worker's finishes were announced
 
 
 @requires_postgres

@@ -53,6 +53,7 @@ class NotifiedWakeups(Wakeups):
         self._start = threading.Lock()
         self._listening = False
         self.gave_up = False  # notifications never arrived: poll for the life of the process
+        self.heard = 0  # notifications of finished jobs received so far
         self._stop = threading.Event()
 
     @property
@@ -106,6 +107,7 @@ class NotifiedWakeups(Wakeups):
             idle_since = None
             while not self._stop.is_set():
                 for note in conn.notifies(timeout=1.0):
+                    self.heard += 1
                     self.poke(_ids(note.payload))
                 if self.watched():
                     idle_since = None
