@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from types import SimpleNamespace
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -14,6 +15,7 @@ from django.db import connection, connections, transaction
 from django_jobs.core.contract import engine
 from django_jobs.engine.postgres import engine as postgres_engine
 from django_jobs.engine.postgres import finish_notes
+from django_jobs.engine.postgres import waiters as pgwaiters
 from django_jobs.exceptions import JobFailed, WaitInTransaction, WaitTimeout
 from django_jobs.models import Job
 from tests.conftest import requires_postgres, wait_for
@@ -128,7 +130,15 @@ def test_a_finish_notification_wakes_its_waiters_only():
     with wakeups.watching(1, mine.set), wakeups.watching(2, other.set):
         assert wait_for(lambda: wakeups.listening, timeout=10)
         mine.clear(), other.clear()  # as it began listening, it woke every waiter once
-        postgres_engine._looked.clear()  # look for listeners now, not at the next look
-        postgres_engine.announce("default", [1, 3])
+        pgwaiters.result_waiters["default"] = True  # as a worker's heartbeat found
+        try:
+            postgres_engine.announce("default", [_done(1), _done(3)])
+        finally:
+            pgwaiters.result_waiters.clear()
         assert mine.wait(timeout=10)
     assert not other.is_set()
+
+
+def _done(job_id: int) -> SimpleNamespace:
+    """What ``announce`` reads of a written outcome: its job's id."""
+    return SimpleNamespace(job=SimpleNamespace(pk=job_id))

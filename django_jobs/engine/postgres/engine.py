@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import replace
@@ -51,11 +50,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_jobs.worker")
 
-# How often a worker looks whether any process waits for jobs to end (``announce``).
-LOOK_SECONDS = 2.0
 # pg_notify's payload must stay under 8000 bytes: a longer list of ids is sent empty (any job).
 PAYLOAD_LIMIT = 7000
-_looked: dict[str, tuple[float, bool]] = {}  # by database: when it looked, and what it found
 
 # The first half of the advisory locks that hold unique keys (``hold_key``), the second being
 # the key's hash: "jobs" in ASCII, apart from other applications' locks of one bigint.
@@ -116,7 +112,7 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             if waited is not None:  # the finished jobs counted (engine/finish_counts.py)
                 finish_counts.record(self.db, done, now, waited)
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
-        announce(self.db, [o.job.pk for o in done])  # to Job.wait's listeners
+        announce(self.db, done)  # to Job.wait's listeners, if any
         return done
 
     @apart_if_moved
@@ -152,7 +148,7 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
                 conflict.written = done  # committed with the turn's statement
                 raise
         if done:
-            announce(self.db, [o.job.pk for o in done])  # to Job.wait's listeners
+            announce(self.db, done)  # to Job.wait's listeners, if any
         return done, jobs
 
     def hold_key(self, key: str) -> bool:
@@ -224,29 +220,23 @@ class ClaimStatement(TypedDict):
     after: NotRequired[ClaimKey | None]
 
 
-def announce(using: str, ids: Sequence[int]) -> None:
+def announce(using: str, done: Sequence[AttemptOutcome]) -> None:
     """Tell the processes waiting for jobs to end (``Job.wait``,
-    ``engine/postgres/finish_notes.py``), if any listens, that jobs ``ids`` were finished;
-    after the finish's commit, or in the caller's transaction (in a savepoint: a failure here
-    never undoes the finish). Whether any listens is read at most once per ``LOOK_SECONDS``,
-    so where nobody waits a worker sends no notification. A failure is logged and passed
-    over: the waiters' own reads find the jobs' ends."""
-    now = time.monotonic()
-    looked = _looked.get(using)
+    ``engine/postgres/finish_notes.py``) that the jobs of ``done`` were finished: only while
+    the worker's last heartbeat saw one listening (``waiters.result_waiters``), so where nobody
+    waits a finish sends nothing more. After the finish's commit, or in the caller's
+    transaction (in a savepoint: a failure here never undoes the finish). A failure is logged
+    and passed over: the waiters' own reads find the jobs' ends."""
+    if not done or not waiters.result_waiters.get(using):
+        return
+    payload = ",".join(str(outcome.job.pk) for outcome in done)
+    connection = connections[using]
     try:
-        if looked is None or now - looked[0] >= LOOK_SECONDS:
-            with connections[using].cursor() as cursor:
-                cursor.execute(sql.LISTENERS, [sql.WAIT_LISTENER])
-                looked = _looked[using] = (now, bool(cursor.fetchone()[0]))
-        if not looked[1]:
-            return
-        payload = ",".join(map(str, ids))
-        connection = connections[using]
         with transaction.atomic(using=using) if connection.in_atomic_block else nullcontext():
             with connection.cursor() as cursor:
-                cursor.execute(sql.FINISHED_NOTIFY, [
-                    sql.FINISHED_CHANNEL, payload if len(payload) <= PAYLOAD_LIMIT else "",
-                    sql.WAIT_LISTENER])
+                cursor.execute(waiters.FINISHED_NOTIFY, [
+                    waiters.FINISHED_CHANNEL, payload if len(payload) <= PAYLOAD_LIMIT else "",
+                    waiters.WAIT_LISTENER])
     except DatabaseError:
         logger.debug("could not tell the waiters of finished jobs", exc_info=True)
 

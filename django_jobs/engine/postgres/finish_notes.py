@@ -12,12 +12,11 @@ connection is tried again after ``RETRY_SECONDS`` while anyone waits; with no wa
 ``IDLE_SECONDS`` the thread closes its connection and ends, and the next waiter starts another.
 
 The finishing side, ``announce`` in ``engine/postgres/engine.py``: a worker's finish sends the
-notification only while some listener is connected, which it reads from ``pg_stat_activity``
-(the sessions named ``APPLICATION_NAME``) at most once per ``LOOK_SECONDS``. So a site where
-nobody waits pays one small read per worker every few seconds and no notification; while
-someone waits, each finish batch sends one ``pg_notify`` after its commit, whose statement
-sends nothing once the last listener has gone. A waiter that begins before the workers have
-looked is found by its own reads meanwhile.
+notification only while some listener is connected, which the worker's heartbeat reads from
+``pg_stat_activity`` (the sessions named ``APPLICATION_NAME``) in the statement it already
+sends (``waiters.FORGET_GONE_AND_LOOK``). So where nobody waits a finish sends nothing more;
+while someone waits, each finish batch sends one ``pg_notify`` after its commit. A waiter that
+begins before the workers' next heartbeat is found by its own reads meanwhile.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from django_jobs.engine.postgres import statements as sql
+from django_jobs.engine.postgres import waiters
 from django_jobs.engine.waiting import Wakeups
 
 if TYPE_CHECKING:
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_jobs.wait")
 
-CHANNEL, APPLICATION_NAME = sql.FINISHED_CHANNEL, sql.WAIT_LISTENER
+CHANNEL, APPLICATION_NAME = waiters.FINISHED_CHANNEL, waiters.WAIT_LISTENER
 PROBE_SECONDS = 3.0
 RETRY_SECONDS = 5.0
 IDLE_SECONDS = 30.0

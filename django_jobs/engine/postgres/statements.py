@@ -306,13 +306,3 @@ def insert_many_sql(model: type[Job], fields: Sequence[Field]) -> str:
         f"RETURNING {quote(model._meta.pk.column)}, {quote('public_id')}"
     )
 
-
-# The notification of finished jobs to the processes waiting for them (``Job.wait``): sent on
-# FINISHED_CHANNEL, the payload the ids, heard by the sessions named WAIT_LISTENER
-# (``engine/postgres/finish_notes.py``). LISTENERS: whether any is connected; FINISHED_NOTIFY
-# sends nothing once none is.
-FINISHED_CHANNEL = "django_jobs_finished"
-WAIT_LISTENER = "django_jobs_waiters"
-LISTENERS = "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = %s)"
-FINISHED_NOTIFY = ("SELECT pg_notify(%s, %s) WHERE EXISTS "
-                   "(SELECT 1 FROM pg_stat_activity WHERE application_name = %s)")
