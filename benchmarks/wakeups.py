@@ -33,10 +33,11 @@ and no worker registered, and with 0018's and four workers registered, none wait
 enqueue then notifies the one woken last: a queue whose workers are all busy); the time per
 ``Job.enqueue``. Then how soon ``Job.wait`` returns after its job ended (``--waits``, 0 skips
 it): one idle worker, jobs due two seconds after their enqueue, each waited for in turn,
-alternately woken by the process's finish listener (``notified``) and by reading the row at
-growing intervals (``read``, the listener stopped, as on MariaDB or behind a transaction
-pooler); from the job's ``finished_at`` to the wait's return, by the database's clock, p50 and
-p95, and ``read`` / ``notified``. Writes the figures as JSON to ``benchmarks/results/``.
+first woken by the process's finish listener (``notified``, once the worker's heartbeat has
+seen it), then by reading the row at growing intervals (``read``, the listener stopped, as on
+MariaDB or behind a transaction pooler); from the job's ``finished_at`` to the wait's
+return, by the database's clock, p50 and p95, and ``read`` / ``notified``. Writes the
+figures as JSON to ``benchmarks/results/``.
 """
 
 from __future__ import annotations
@@ -219,6 +220,9 @@ def enqueue_cost(control: psycopg.Connection, count: int, chunk: int = 250) -> d
     return {name: spent[name] / done[name] * 1e6 for name in variants}
 
 
+HEARTBEAT_SECONDS = 5.0  # the default: when a worker first sees a wait listener
+
+
 def result_waits(count: int) -> dict:
     """Milliseconds from a job's end to its ``Job.wait``'s return (see the module's docstring)."""
     from django.db import connection
@@ -234,10 +238,11 @@ def result_waits(count: int) -> dict:
     after: dict[str, list[float]] = {"notified": [], "read": []}
     try:
         Job.enqueue("bench.noop", {}).wait(timeout=60)  # the worker and the listener are up
+        time.sleep(HEARTBEAT_SECONDS + 1)  # the worker's heartbeat has seen the listener
         for index in range(2 * count):
-            mode = ("notified", "read")[index % 2]
-            wakeups.gave_up = mode == "read"  # read: no listener, as where none is possible
-            if mode == "read":
+            mode = "notified" if index < count else "read"
+            if index == count:  # read: no listener, as where none is possible
+                wakeups.gave_up = True
                 wakeups.stop()
             job = Job.enqueue("bench.noop", {}, delay=2.0)
             job.wait(timeout=60)
