@@ -42,6 +42,8 @@ CHANNEL, APPLICATION_NAME = waiters.FINISHED_CHANNEL, waiters.WAIT_LISTENER
 PROBE_SECONDS = 3.0
 RETRY_SECONDS = 5.0
 IDLE_SECONDS = 30.0
+
+
 class NotifiedWakeups(Wakeups):
     """The waiters of one database, woken by a listener thread (see the module's docstring)."""
 
