@@ -31,7 +31,13 @@ Then what the trigger costs an enqueue (``--enqueue-jobs``, 0 skips it): one con
 enqueueing one job at a time, in alternating chunks, with migration 0002's trigger, with 0018's
 and no worker registered, and with 0018's and four workers registered, none waiting (an
 enqueue then notifies the one woken last: a queue whose workers are all busy); the time per
-``Job.enqueue``. Writes the figures as JSON to ``benchmarks/results/``.
+``Job.enqueue``. Then how soon ``Job.wait`` returns after its job ended (``--waits``, 0 skips
+it): one idle worker, jobs due two seconds after their enqueue, each waited for in turn,
+first woken by the process's finish listener (``notified``, once the worker's heartbeat has
+seen it), then by reading the row at growing intervals (``read``, the listener stopped, as on
+MariaDB or behind a transaction pooler); from the job's ``finished_at`` to the wait's
+return, by the database's clock, p50 and p95, and ``read`` / ``notified``. Writes the
+figures as JSON to ``benchmarks/results/``.
 """
 
 from __future__ import annotations
@@ -214,6 +220,47 @@ def enqueue_cost(control: psycopg.Connection, count: int, chunk: int = 250) -> d
     return {name: spent[name] / done[name] * 1e6 for name in variants}
 
 
+HEARTBEAT_SECONDS = 5.0  # the default: when a worker first sees a wait listener
+
+
+def result_waits(count: int) -> dict:
+    """Milliseconds from a job's end to its ``Job.wait``'s return (see the module's docstring)."""
+    from django.db import connection
+
+    from django_jobs.core.contract import engine
+    from django_jobs.models import Job
+
+    wakeups = engine("default").wakeups()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "django", "runworker", "--settings=benchmarks.settings"],
+        cwd=ROOT, stdout=open(ROOT / "benchmarks" / "results" / "wakeups-waits.log", "w"),
+        stderr=subprocess.STDOUT)
+    after: dict[str, list[float]] = {"notified": [], "read": []}
+    try:
+        Job.enqueue("bench.noop", {}).wait(timeout=60)  # the worker and the listener are up
+        time.sleep(HEARTBEAT_SECONDS + 1)  # the worker's heartbeat has seen the listener
+        for index in range(2 * count):
+            mode = "notified" if index < count else "read"
+            if index == count:  # read: no listener, as where none is possible
+                wakeups.gave_up = True
+                wakeups.stop()
+            job = Job.enqueue("bench.noop", {}, delay=2.0)
+            job.wait(timeout=60)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT extract(epoch FROM clock_timestamp() - finished_at) "
+                               "* 1000 FROM django_jobs_job WHERE id = %s", [job.pk])
+                after[mode].append(float(cursor.fetchone()[0]))
+    finally:
+        wakeups.gave_up = False
+        wakeups.stop()
+        worker.terminate()
+        worker.wait(timeout=60)
+    for values in after.values():
+        values.sort()
+    return {mode: {"p50_ms": percentile(values, 0.5), "p95_ms": percentile(values, 0.95)}
+            for mode, values in after.items()}
+
+
 def cpu_seconds(pid: int) -> float:
     """A process's CPU time so far, user and system, from ``/proc``."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -248,6 +295,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--enqueue-jobs", type=int, default=4000,
                         help="jobs per trigger in the enqueue-cost measure (0: none)")
+    parser.add_argument("--waits", type=int, default=10,
+                        help="jobs waited for in each way in the Job.wait measure (0: none)")
     parser.add_argument("--produce", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--raw", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -300,8 +349,14 @@ def run_all(args: argparse.Namespace) -> None:
         print(f"\nJob.enqueue, one connection, {args.enqueue_jobs} jobs per trigger:")
         for name, us in costs.items():
             print(f"{name:28} {us:7.0f} us per job   {us / base:.2f}")
+    waits = result_waits(args.waits) if args.waits else {}
+    if waits:
+        print(f"\nJob.wait, {args.waits} jobs each, from the job's end to the wait's return:")
+        for mode, figures in waits.items():
+            print(f"{mode:9} p50 {figures['p50_ms']:6.1f} ms  p95 {figures['p95_ms']:6.1f} ms")
+        print(f"read / notified, p50: {waits['read']['p50_ms'] / waits['notified']['p50_ms']:.1f}")
     path = write_json("wakeups", args, summary=summary, runs=runs, ratios=ratios,
-                      enqueue_us=costs)
+                      enqueue_us=costs, waits=waits)
     print(f"written to {path.relative_to(ROOT)}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
+from django.db.transaction import TransactionManagementError
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
@@ -102,3 +103,33 @@ class StepLeaseLost(Exception):
 
 class EventTimeout(TimeoutError):
     """``wait_for(name, timeout=...)`` whose deadline came before an event of that name."""
+
+
+class JobFailed(Exception):
+    """Raised by ``Job.wait`` and ``Job.await_result`` for a job that ended without a result:
+    dead (its attempts spent, or a permanent error) or canceled. Carries what the job stored
+    of its error: ``error_type`` (the exception's class name), ``error_message``,
+    ``traceback`` (the handler's traceback as text), ``details``; ``status`` is ``dead`` or
+    ``canceled`` and ``job`` the job as it ended."""
+
+    def __init__(self, job: object, status: str, error: dict | None) -> None:
+        error = error or {}
+        self.job, self.status = job, status
+        self.error_type = str(error.get("type") or "")
+        self.error_message = str(error.get("message") or "")
+        self.traceback = str(error.get("traceback") or "")
+        self.details = error.get("details") or {}
+        what = f"{self.error_type}: {self.error_message}" if self.error_type else "no error"
+        super().__init__(f"job {getattr(job, 'public_id', job)} is {status} ({what})")
+
+
+class WaitTimeout(TimeoutError):
+    """``Job.wait`` or ``Job.await_result`` gave up: the job had not ended within ``timeout``
+    seconds. The job goes on; wait again, or read it later."""
+
+
+class WaitInTransaction(TransactionManagementError):
+    """``Job.wait`` was called inside a transaction on the job's database. A job enqueued in
+    that transaction is not visible to any worker until it commits, so the wait could only
+    time out; and a transaction's snapshot (REPEATABLE READ, MariaDB's default) may never show
+    the job's end. Wait after the commit (``transaction.on_commit``, or outside ``atomic``)."""

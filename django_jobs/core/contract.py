@@ -219,6 +219,14 @@ class JobEngine(Protocol):
         """Let workers claim from ``queue`` again; True if it was paused."""
         ...
 
+    def wait(self, job: Job, timeout: float | None) -> JSONValue:
+        """Block until ``job`` ends: its result, or ``JobFailed``, or ``WaitTimeout``."""
+        ...
+
+    async def await_result(self, job: Job, timeout: float | None) -> JSONValue:
+        """``wait`` for async code."""
+        ...
+
 
 _make_engine: Callable[[str], JobEngine] | None = None
 _engines: dict[str, JobEngine] = {}

@@ -48,6 +48,7 @@ from django_jobs.signals import job_enqueued
 if TYPE_CHECKING:
     from django_jobs.core.json_rules import JSONValue
     from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.engine.waiting import Wakeups
     from django_jobs.models import Job
     from django_jobs.models.managers import JobQuerySet
 
@@ -72,6 +73,7 @@ class Engine(StaffVerbs, LeaseVerbs):
     """The verbs on one database (``using``), through the ORM."""
 
     row_locks = True  # SELECT ... FOR UPDATE SKIP LOCKED: claimers pass over each other's rows
+    _wakeups: Wakeups | None = None  # made by the first waiter (``wakeups``)
 
     def verb_atomic(self) -> transaction.Atomic:
         """The transaction of one verb (``finish``, a claim's ``take``). Inside another atomic
@@ -253,6 +255,26 @@ class Engine(StaffVerbs, LeaseVerbs):
         return done, claimed
 
     # The parts of a write that features share (features/crashes.py, limits, dependencies)
+
+    # Waiting for a job's end (``engine/waiting.py``; loaded by the first waiter only)
+
+    def wakeups(self) -> Wakeups:
+        """The waiters of this process on this database. Here nothing pokes them: they read
+        the job's row until it ends."""
+        if self._wakeups is None:
+            from django_jobs.engine import waiting
+            self._wakeups = waiting.Wakeups()
+        return self._wakeups
+
+    def wait(self, job: Job, timeout: float | None) -> JSONValue:
+        """Block until ``job`` ends; see ``Job.wait``."""
+        from django_jobs.engine import waiting
+        return waiting.wait(job, self.db, timeout, self.wakeups())
+
+    async def await_result(self, job: Job, timeout: float | None) -> JSONValue:
+        """``wait`` for async code; see ``Job.await_result``."""
+        from django_jobs.engine import waiting
+        return await waiting.await_result(job, self.db, timeout, self.wakeups())
 
     @staticmethod
     def transition(outcome: AttemptOutcome, now: datetime, extra_attempts: int = 0) -> Transition:

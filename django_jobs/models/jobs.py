@@ -213,6 +213,27 @@ class Job(ReloadsWhereWritten, models.Model):
         """``enqueue_many`` for async code, as ``aenqueue``."""
         return await sync_to_async(cls.enqueue_many)(type, payloads, **options)
 
+    def wait(self, timeout: float | None = None) -> JSONValue:
+        """Block until the job ends, at most ``timeout`` seconds (None: no limit), and return
+        its result. Raises ``JobFailed`` (its stored error type, message and traceback) if it
+        went dead or was canceled, ``WaitTimeout`` (a ``TimeoutError``) if it had not ended in
+        time, ``WaitInTransaction`` at once inside a transaction on the job's database (no
+        worker sees a job before its transaction commits), ``Job.DoesNotExist`` if it was
+        deleted. A failed job that will be retried is waited for. The instance is refreshed
+        with the job's status, result and error as read. Woken as the job finishes where the
+        database notifies (PostgreSQL), by reading the job's row otherwise
+        (``engine/waiting.py``)."""
+        return engine(self._waited_on()).wait(self, timeout)
+
+    async def await_result(self, timeout: float | None = None) -> JSONValue:
+        """``wait`` for async code (Django's ``a`` prefix would make ``await``, a keyword):
+        the coroutine sleeps on the event loop between the job's reads, holding no thread."""
+        return await engine(self._waited_on()).await_result(self, timeout)
+
+    def _waited_on(self) -> str:
+        """The database the job was written to (never a read replica)."""
+        return router.db_for_write(type(self), instance=self)
+
     @property
     def progress_fraction(self) -> float | None:
         """The last fraction (0 to 1) the handler reported with ``set_progress``, or None."""

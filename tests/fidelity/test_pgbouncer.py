@@ -402,3 +402,23 @@ def test_a_prune_pass_through_a_transaction_pooler_leaves_no_lock_on_a_server_se
             assert not pooler.keeps_session(connection, connection.connection)
         assert advisory_locks() == 0
     assert all(done is not None for done in passes), passes
+
+
+def test_through_a_transaction_pooler_a_wait_reads_the_job_until_it_ends(start_worker):
+    """The wait listener's test notification never arrives through a transaction pooler: it
+    gives up, and ``Job.wait`` reads the job's row instead."""
+    from django_jobs.core.contract import engine
+
+    start_worker(*FAST)
+    with pgbouncer("transaction") as bouncer, default_through(bouncer):
+        waiting = engine("default")
+        waiting._wakeups = None  # type: ignore[attr-defined]  # a listener of this test's own
+        try:
+            job = Job.enqueue("echo", {"n": 1})
+            assert job.wait(timeout=30) == {"echo": {"n": 1}}
+            assert wait_for(lambda: waiting.wakeups().gave_up, timeout=10)
+            assert not waiting.wakeups().listening
+            assert Job.enqueue("echo", {"n": 2}).wait(timeout=30) == {"echo": {"n": 2}}
+        finally:
+            waiting._wakeups = None  # type: ignore[attr-defined]
+            connection.close()

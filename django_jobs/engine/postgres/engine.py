@@ -12,12 +12,14 @@ statement and finished by one, and the worker runs a finish and the next claim a
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 
 from django_jobs.core import clock
 from django_jobs.core.outcomes import micros
@@ -41,9 +43,15 @@ if TYPE_CHECKING:
     from django_jobs.core.contract import ClaimKey, ClaimRequest
     from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.engine.transition import Transition
+    from django_jobs.engine.waiting import Wakeups
     from django_jobs.models import Job
     from django_jobs.models.managers import JobQuerySet
 
+
+logger = logging.getLogger("django_jobs.worker")
+
+# pg_notify's payload must stay under 8000 bytes: a longer list of ids is sent empty (any job).
+PAYLOAD_LIMIT = 7000
 
 # The first half of the advisory locks that hold unique keys (``hold_key``), the second being
 # the key's hash: "jobs" in ASCII, apart from other applications' locks of one bigint.
@@ -104,6 +112,7 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             if waited is not None:  # the finished jobs counted (engine/finish_counts.py)
                 finish_counts.record(self.db, done, now, waited)
             hooks.after_finish(self.jobs, done, now)  # callbacks, follow-ups, dependents
+        announce(self.db, done)  # to Job.wait's listeners, if any
         return done
 
     @apart_if_moved
@@ -138,6 +147,8 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             except ClaimConflict as conflict:
                 conflict.written = done  # committed with the turn's statement
                 raise
+        if done:
+            announce(self.db, done)  # to Job.wait's listeners, if any
         return done, jobs
 
     def hold_key(self, key: str) -> bool:
@@ -162,6 +173,14 @@ class PostgresEngine(PostgresInserts, RowLockEngine):
             cursor.execute(f"SELECT 1 FROM {sql.quote(meta.db_table)} "  # noqa: S608 (names from the model)
                            f"WHERE {sql.quote(meta.pk.column)} = ANY(%s) "
                            f"ORDER BY {sql.quote(meta.pk.column)} FOR KEY SHARE", [ids])
+
+    def wakeups(self) -> Wakeups:
+        """The waiters of this process on this database, woken by one listener
+        (``engine/postgres/finish_notes.py``)."""
+        if self._wakeups is None:
+            from django_jobs.engine.postgres.finish_notes import NotifiedWakeups
+            self._wakeups = NotifiedWakeups(self.db)
+        return self._wakeups
 
     def delete_batch(self, jobs: JobQuerySet, limit: int) -> int:
         """The batch, its attempts and what its other relations' ``on_delete`` asks, in one
@@ -199,6 +218,27 @@ class ClaimStatement(TypedDict):
     exclude_queues: Sequence[str]
     limit: int
     after: NotRequired[ClaimKey | None]
+
+
+def announce(using: str, done: Sequence[AttemptOutcome]) -> None:
+    """Tell the processes waiting for jobs to end (``Job.wait``,
+    ``engine/postgres/finish_notes.py``) that the jobs of ``done`` were finished: only while
+    the worker's last heartbeat saw one listening (``waiters.result_waiters``), so where nobody
+    waits a finish sends nothing more. After the finish's commit, or in the caller's
+    transaction (in a savepoint: a failure here never undoes the finish). A failure is logged
+    and passed over: the waiters' own reads find the jobs' ends."""
+    if not done or not waiters.result_waiters.get(using):
+        return
+    payload = ",".join(str(outcome.job.pk) for outcome in done)
+    connection = connections[using]
+    try:
+        with transaction.atomic(using=using) if connection.in_atomic_block else nullcontext():
+            with connection.cursor() as cursor:
+                cursor.execute(waiters.FINISHED_NOTIFY, [
+                    waiters.FINISHED_CHANNEL, payload if len(payload) <= PAYLOAD_LIMIT else "",
+                    waiters.WAIT_LISTENER])
+    except DatabaseError:
+        logger.debug("could not tell the waiters of finished jobs", exc_info=True)
 
 
 def claim_statement(model: type[Job], **claim: Unpack[ClaimStatement]

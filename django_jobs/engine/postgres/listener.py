@@ -290,11 +290,13 @@ class Listener(threading.Thread):
     def forget_gone(self) -> None:
         """Remove the waiting rows of sessions that are gone (a worker killed leaves its row;
         enqueues pass over it already, migration 0024), over the caller's own connection: the
-        worker's heartbeat calls it."""
+        worker's heartbeat calls it. The same statement reads whether a process waits for jobs
+        to end (``waiters.result_waiters``)."""
         if self.pid is None:  # not listening: the rows are not this worker's business
             return
         with self.db_wrapper.cursor() as cursor:
-            cursor.execute(waiters.FORGET_GONE)
+            cursor.execute(waiters.FORGET_GONE_AND_LOOK, [waiters.WAIT_LISTENER])
+            waiters.result_waiters[self.db_wrapper.alias] = bool(cursor.fetchone()[0])
 
     def stop(self) -> None:
         """Stop listening; the worker's claims no longer register it as waiting. Its row is

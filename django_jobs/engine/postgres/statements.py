@@ -305,3 +305,4 @@ def insert_many_sql(model: type[Job], fields: Sequence[Field]) -> str:
         f"jsonb_populate_record(NULL::{table}, %s::jsonb), %s::jsonb) "
         f"RETURNING {quote(model._meta.pk.column)}, {quote('public_id')}"
     )
+

@@ -143,6 +143,22 @@ FORGET_GONE = """DELETE FROM django_jobs_waiter WHERE pid IN (
     FOR UPDATE SKIP LOCKED)"""
 
 
+# Processes waiting for jobs to end (``Job.wait``) listen on FINISHED_CHANNEL from a session
+# named WAIT_LISTENER (``engine/postgres/finish_notes.py``). A worker's heartbeat removes the
+# rows of sessions that are gone and reads whether any such listener is connected, in one
+# statement (FORGET_GONE_AND_LOOK); ``result_waiters`` keeps the answer by database, and the
+# worker's finishes notify (FINISHED_NOTIFY, the payload the jobs' ids) only while it is True.
+# The notification's own EXISTS stops it as soon as the last listener has gone.
+FINISHED_CHANNEL = "django_jobs_finished"
+WAIT_LISTENER = "django_jobs_waiters"
+FORGET_GONE_AND_LOOK = (
+    f"WITH gone AS ({FORGET_GONE} RETURNING pid) "  # noqa: S608 constant text, no input
+    "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = %s)")
+FINISHED_NOTIFY = ("SELECT pg_notify(%s, %s) WHERE EXISTS "
+                   "(SELECT FROM pg_stat_activity WHERE application_name = %s)")
+result_waiters: dict[str, bool] = {}
+
+
 def leave(conn: psycopg.Connection[TupleRow], pid: int) -> None:
     """Remove the row of the listening session ``pid`` (a worker stopping, a listener leaving)."""
     conn.execute(LEAVE, (pid,))
