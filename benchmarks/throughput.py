@@ -140,7 +140,7 @@ def one_repeat(args: argparse.Namespace, control: psycopg.Connection, raw: psyco
         for side in sides:
             reset(control)
             result[name][side] = run[side]()
-    for workers in (1, 4):
+    for workers in () if args.enqueue_only else (1, 4):
         name = f"drain_{workers}"
         result[name] = {}
         for side in sides:
@@ -154,6 +154,8 @@ def one_repeat(args: argparse.Namespace, control: psycopg.Connection, raw: psyco
 def summarise(repeats: list[dict[str, dict]]) -> dict[str, dict]:
     summary: dict[str, dict] = {}
     for name in LABELS:
+        if name not in repeats[0]:
+            continue
         ours = [r[name]["ours"] for r in repeats]
         raw = [r[name]["raw"] for r in repeats]
         summary[name] = {
@@ -161,6 +163,8 @@ def summarise(repeats: list[dict[str, dict]]) -> dict[str, dict]:
             "ratio": statistics.median(o / r for o, r in zip(ours, raw, strict=True)),
             "target": TARGETS.get(name),
         }
+    if "drain_1" not in repeats[0]:
+        return summary
     ours_rss = [r[f"drain_{w}"]["ours_detail"]["peak_rss_kib"] for r in repeats for w in (1, 4)]
     raw_rss = [r[f"drain_{w}"]["raw_detail"]["peak_rss_kib"] for r in repeats for w in (1, 4)]
     summary["peak_rss"] = {"ours": max(ours_rss) / 1024, "raw": max(raw_rss) / 1024,
@@ -173,6 +177,8 @@ def print_table(summary: dict[str, dict], args: argparse.Namespace) -> None:
           f"--concurrency {args.concurrency}, median of {args.repeat} repeat(s)")
     print(f"{'measure':34} {'ours':>10} {'raw':>10} {'ours/raw':>9} {'target':>7}")
     for name, label in [*LABELS.items(), ("peak_rss", "peak RSS of a worker (MiB)")]:
+        if name not in summary:
+            continue
         row = summary[name]
         target = f">= {row['target']}" if row["target"] else ""
         if name == "peak_rss":
@@ -252,6 +258,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=10, help="jobs per claim of the raw workers")
     parser.add_argument("--concurrency", type=int, default=10,
                         help="runworker --concurrency of each of our workers")
+    parser.add_argument("--enqueue-only", action="store_true",
+                        help="measure the enqueues only, not the drains")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
     args = parser.parse_args()
     if args.quick:
