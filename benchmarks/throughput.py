@@ -43,6 +43,12 @@ LABELS = {
     "drain_1": "drain, 1 worker (jobs/s)",
     "drain_4": "drain, 4 workers (jobs/s)",
 }
+# Figures where lower is better: their ratio is ours / raw all the same.
+LOWER = {
+    "enqueue_one_client_us": "enqueue one: client CPU (us/job)",
+    "enqueue_one_server_us": "enqueue one: server CPU (us/job)",
+    "peak_rss": "peak RSS of a worker (MiB)",
+}
 
 
 def dsn(dbname: str) -> str:
@@ -83,12 +89,18 @@ def reset(control: psycopg.Connection) -> None:
     control.execute("CHECKPOINT")
 
 
-def time_one_by_one(count: int, raw: psycopg.Connection, ours_first: bool) -> dict[str, float]:
+def time_one_by_one(count: int, raw: psycopg.Connection, ours_first: bool) -> dict[str, Any]:
     """Enqueue ``count`` jobs one by one on each side, in alternating chunks of CHUNK jobs.
 
     Each INSERT commits on its own, so this mostly measures commit latency, which swings
-    widely on a shared machine; alternating chunks lets both sides meet the same swings.
+    widely on a shared machine; alternating chunks lets both sides meet the same swings. Each
+    side's CPU per job is kept too, this process's (``client_us``) and its PostgreSQL
+    backend's (``server_us``, read from /proc; None when the server is on another host): a
+    loaded machine disturbs them far less than the rates, and they say which side of the
+    connection a difference is on.
     """
+    from django.db import connection
+
     from django_jobs.models import Job
 
     def ours(start: int, stop: int) -> None:
@@ -98,15 +110,40 @@ def time_one_by_one(count: int, raw: psycopg.Connection, ours_first: bool) -> di
     def theirs(start: int, stop: int) -> None:
         rawloop.enqueue_one_by_one(raw, stop - start, first=start)
 
+    connection.ensure_connection()
+    backends = {"ours": connection.connection.info.backend_pid, "raw": raw.info.backend_pid}
     spent = {"ours": 0.0, "raw": 0.0}
+    client = {"ours": 0.0, "raw": 0.0}
+    server: dict[str, float | None] = {"ours": 0.0, "raw": 0.0}
     order = [("ours", ours), ("raw", theirs)]
     for start in range(0, count, CHUNK):
         stop = min(start + CHUNK, count)
         for side, run in order if ours_first else order[::-1]:
-            began = time.perf_counter()
+            backend_before = process_cpu(backends[side])
+            cpu_before, began = time.process_time(), time.perf_counter()
             run(start, stop)
             spent[side] += time.perf_counter() - began
-    return {side: count / seconds for side, seconds in spent.items()}
+            client[side] += time.process_time() - cpu_before
+            backend_after = process_cpu(backends[side])
+            known = server[side]
+            server[side] = None if known is None or backend_before is None or \
+                backend_after is None else known + backend_after - backend_before
+    result: dict[str, Any] = {side: count / seconds for side, seconds in spent.items()}
+    for side in spent:
+        used = server[side]
+        result[f"{side}_cpu"] = {"client_us": 1e6 * client[side] / count,
+                                 "server_us": None if used is None else 1e6 * used / count}
+    return result
+
+
+def process_cpu(pid: int) -> float | None:
+    """User and system CPU seconds of process ``pid`` on this host, or None if it is not here."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def time_ours_bulk(count: int) -> float:
@@ -140,7 +177,7 @@ def one_repeat(args: argparse.Namespace, control: psycopg.Connection, raw: psyco
         for side in sides:
             reset(control)
             result[name][side] = run[side]()
-    for workers in (1, 4):
+    for workers in () if args.enqueue_only else (1, 4):
         name = f"drain_{workers}"
         result[name] = {}
         for side in sides:
@@ -154,6 +191,8 @@ def one_repeat(args: argparse.Namespace, control: psycopg.Connection, raw: psyco
 def summarise(repeats: list[dict[str, dict]]) -> dict[str, dict]:
     summary: dict[str, dict] = {}
     for name in LABELS:
+        if name not in repeats[0]:
+            continue
         ours = [r[name]["ours"] for r in repeats]
         raw = [r[name]["raw"] for r in repeats]
         summary[name] = {
@@ -161,6 +200,18 @@ def summarise(repeats: list[dict[str, dict]]) -> dict[str, dict]:
             "ratio": statistics.median(o / r for o, r in zip(ours, raw, strict=True)),
             "target": TARGETS.get(name),
         }
+    cpu = {side: [r["enqueue_one"][f"{side}_cpu"] for r in repeats] for side in ("ours", "raw")}
+    for part in ("client_us", "server_us"):
+        if any(c[part] is None for side in cpu for c in cpu[side]):
+            continue
+        ours_cpu, raw_cpu = ([c[part] for c in cpu[side]] for side in ("ours", "raw"))
+        summary[f"enqueue_one_{part}"] = {
+            "ours": statistics.median(ours_cpu), "raw": statistics.median(raw_cpu),
+            "ratio": statistics.median(o / r for o, r in zip(ours_cpu, raw_cpu, strict=True)),
+            "target": None,
+        }
+    if "drain_1" not in repeats[0]:
+        return summary
     ours_rss = [r[f"drain_{w}"]["ours_detail"]["peak_rss_kib"] for r in repeats for w in (1, 4)]
     raw_rss = [r[f"drain_{w}"]["raw_detail"]["peak_rss_kib"] for r in repeats for w in (1, 4)]
     summary["peak_rss"] = {"ours": max(ours_rss) / 1024, "raw": max(raw_rss) / 1024,
@@ -172,10 +223,12 @@ def print_table(summary: dict[str, dict], args: argparse.Namespace) -> None:
     print(f"\n{args.jobs} jobs (enqueue one by one: {args.enqueue_jobs}), k={args.k}, "
           f"--concurrency {args.concurrency}, median of {args.repeat} repeat(s)")
     print(f"{'measure':34} {'ours':>10} {'raw':>10} {'ours/raw':>9} {'target':>7}")
-    for name, label in [*LABELS.items(), ("peak_rss", "peak RSS of a worker (MiB)")]:
+    for name, label in [*LABELS.items(), *LOWER.items()]:
+        if name not in summary:
+            continue
         row = summary[name]
         target = f">= {row['target']}" if row["target"] else ""
-        if name == "peak_rss":
+        if name in LOWER:
             target = "(lower)"
         print(f"{label:34} {row['ours']:10.1f} {row['raw']:10.1f} {row['ratio']:9.2f} "
               f"{target:>7}")
@@ -252,6 +305,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=10, help="jobs per claim of the raw workers")
     parser.add_argument("--concurrency", type=int, default=10,
                         help="runworker --concurrency of each of our workers")
+    parser.add_argument("--enqueue-only", action="store_true",
+                        help="measure the enqueues only, not the drains")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
     args = parser.parse_args()
     if args.quick:
