@@ -19,6 +19,9 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeAlias
 
+from django_jobs.core.settings import jobs_settings
+from django_jobs.exceptions import InvalidResult
+
 # A JSON document as a job holds it (payload, result, error): a dict, list, str, number, bool or
 # None, checked when written (``storable_json``). Not a recursive union: dict and list are
 # invariant, so a union would refuse a caller's ``dict[str, int]``.
@@ -160,3 +163,19 @@ def _key(key: object) -> str:
 
 def _shown(path: str) -> str:
     return path if len(path) <= QUOTED_PATH else "..." + path[-QUOTED_PATH:]
+
+
+def stored_result(result: Any) -> Any:
+    """The result as it will read back from the database: plain JSON types.
+
+    A result follows the payload's rule (``jsonvalues``) within MAX_RESULT_BYTES; anything else
+    raises InvalidResult, which fails the attempt for good (the job goes dead)."""
+    if result is None or result is True or result is False:
+        return result
+    try:
+        text = storable_json(result, jobs_settings.MAX_RESULT_BYTES, "MAX_RESULT_BYTES")
+    except NotStorable as exc:
+        raise InvalidResult(f"the handler's result {exc}") from None
+    if result.__class__ is str or result.__class__ is int:
+        return result
+    return json.loads(text)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import queue
 import resource
 import threading
@@ -26,12 +25,11 @@ from django.db.backends.signals import connection_created
 
 from django_jobs.core import observers
 from django_jobs.core.current import current_job
-from django_jobs.core.json_rules import NotStorable, storable_json
+from django_jobs.core.json_rules import stored_result
 from django_jobs.core.outcomes import AttemptOutcome, micros, now_us
-from django_jobs.core.settings import jobs_settings
 from django_jobs.core.states import Outcome
 from django_jobs.core.stored_errors import error_dict
-from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout, Snooze
+from django_jobs.exceptions import JobCanceled, JobTimeout, Snooze
 from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.signals import job_started
@@ -96,7 +94,7 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
         else:  # PermanentError if the stored payload does not fit the arguments
             args, kwargs = found.arguments.call(job.payload)
             result = _invoke(found.func, args, kwargs)
-        result = normalise_result(result)
+        result = stored_result(result)
     except BaseException as exc:
         return outcome_for_exception(job, exc, started_at, found)
     finally:
@@ -139,22 +137,6 @@ def run_coroutine(coro: Any) -> Any:
 def _is_async(func: Any) -> bool:
     """``inspect.iscoroutinefunction``, asked once per handler rather than once per job."""
     return inspect.iscoroutinefunction(func)
-
-
-def normalise_result(result: Any) -> Any:
-    """The result as it will read back from the database: plain JSON types.
-
-    A result follows the payload's rule (``jsonvalues``) within MAX_RESULT_BYTES; anything else
-    raises InvalidResult, which fails the attempt for good (the job goes dead)."""
-    if result is None or result is True or result is False:
-        return result
-    try:
-        text = storable_json(result, jobs_settings.MAX_RESULT_BYTES, "MAX_RESULT_BYTES")
-    except NotStorable as exc:
-        raise InvalidResult(f"the handler's result {exc}") from None
-    if result.__class__ is str or result.__class__ is int:
-        return result
-    return json.loads(text)
 
 
 def outcome_for_exception(

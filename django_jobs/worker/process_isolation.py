@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import json
 import os
 import pickle
 import signal
@@ -37,9 +36,9 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from django_jobs.core.json_rules import NotStorable, storable_json
+from django_jobs.core.json_rules import stored_result
 from django_jobs.core.settings import jobs_settings
-from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout
+from django_jobs.exceptions import JobCanceled, JobTimeout
 
 if TYPE_CHECKING:
     from django_jobs.handlers.registry import Handler
@@ -275,19 +274,7 @@ def _run(connection: Connection, module: str, job_bytes: bytes) -> Any:
     result = found.func(*args, **kwargs)
     if inspect.iscoroutine(result):  # an async def handler
         result = asyncio.run(result)
-    return _plain_json(result)
-
-
-def _plain_json(result: Any) -> Any:
-    """The result as plain JSON types, to be pickled (the worker checks it again as it does
-    every result); InvalidResult, as in a thread, for one that is not storable JSON."""
-    if result is None or result is True or result is False:
-        return result
-    try:
-        text = storable_json(result, jobs_settings.MAX_RESULT_BYTES, "MAX_RESULT_BYTES")
-    except NotStorable as exc:
-        raise InvalidResult(f"the handler's result {exc}") from None
-    return json.loads(text)
+    return stored_result(result)  # plain JSON types, to be pickled; checked again by the worker
 
 
 def _error(exc: BaseException) -> tuple:

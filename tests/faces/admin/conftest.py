@@ -24,6 +24,14 @@ missing = [
         (f"{CHROMEDRIVER} (apt-get install chromium-driver)", not os.path.exists(CHROMEDRIVER)),
     ) if absent
 ]
+# The marks of a module of browser tests: skipped, naming what is missing, where the machine
+# lacks the browser; slow; a live server (a transaction of its own).
+BROWSER_TESTS = [
+    pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 @pytest.fixture

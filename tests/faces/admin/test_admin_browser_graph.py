@@ -6,7 +6,7 @@ import pytest
 
 from django_jobs.models import Job
 from tests.admin_helpers import job_url, staff
-from tests.faces.admin.conftest import missing
+from tests.faces.admin.conftest import BROWSER_TESTS
 
 from .test_admin_browser import log_in
 from .test_admin_browser_widths import screenshot, scrolls_sideways
@@ -16,12 +16,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the machine
     By = None
 
-pytestmark = [
-    pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
-    pytest.mark.slow,
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = BROWSER_TESTS
 
 
 @pytest.mark.parametrize(("window_width", "window_height"), [(1280, 800), (1920, 1080)])

@@ -9,7 +9,7 @@ from django.core.cache import cache
 
 from django_jobs.models import Job
 from tests.admin_helpers import job_url, staff
-from tests.faces.admin.conftest import missing
+from tests.faces.admin.conftest import BROWSER_TESTS
 
 from .test_admin_browser import log_in
 
@@ -19,12 +19,7 @@ try:
 except ImportError:  # pragma: no cover - depends on the machine
     By = WebDriverWait = None
 
-pytestmark = [
-    pytest.mark.skipif(bool(missing), reason="browser test needs " + ", ".join(missing)),
-    pytest.mark.slow,
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-]
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture
