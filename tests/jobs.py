@@ -221,3 +221,13 @@ def follow_ups_one_refused(payload):
     enqueue_after_success("echo", {"kept": True})
     Job.objects.filter(pk=payload["dep"]).delete()
     return None
+
+
+_leaked: list[bytes] = []
+
+
+@handler("leak")
+def leak(payload):
+    """Keeps ``mb`` megabytes of resident memory for the life of the process."""
+    _leaked.append(b"\x01" * (payload["mb"] * 1024 * 1024))
+    return {"pid": os.getpid()}

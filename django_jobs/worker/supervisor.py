@@ -187,7 +187,8 @@ class Supervisor:
                         self._kill(child, "it did not stop within the shutdown timeout")
         else:
             self._tend(now)
-            self._start_due(now)
+            if not self.signals:  # stop_all may have asked for the stop on this turn
+                self._start_due(now)
             if self.burst and all(slot.done for slot in self.slots):
                 return False
         self._notify(now)
@@ -314,7 +315,7 @@ class Supervisor:
                 continue
             if child.ready and now - child.last_heartbeat > self.wedged_after:
                 self._kill(child, f"no heartbeat for {now - child.last_heartbeat:.1f} s")
-            elif self.max_memory_kb is not None and not child.overcap:
+            elif self.max_memory_kb is not None and child.ready and not child.overcap:
                 rss = rss_kb(child.proc.pid)
                 hard = self.max_memory_kb * HARD_CAP_FACTOR
                 if rss is not None and rss > hard:

@@ -1,0 +1,195 @@
+"""``runworker --processes``: a real supervisor and its real worker processes, real signals."""
+
+import os
+import signal
+import socket
+
+import pytest
+
+from django_jobs.models import Job, JobAttempt, Worker
+from django_jobs.worker.supervisor import available_cpus, cgroup_cpu_quota
+from tests.conftest import requires_row_locks, wait_for
+from tests.worker.test_sdnotify import NotifySocket
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+S = Job.Status
+OUT = JobAttempt.Outcome
+FAST = ["--lease", "2", "--heartbeat", "0.3", "--poll-interval", "0.1"]
+
+
+def status_of(job):
+    return Job.objects.values_list("status", flat=True).get(pk=job.pk)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (the supervisor, killed, cannot reap it) is gone for our purpose
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def child_pids(markers) -> list[int]:
+    return [int(marker.read_text().split()[0]) for marker in markers]
+
+
+def slow_jobs(tmp_path, count, seconds):
+    markers = [tmp_path / f"started-{n}" for n in range(count)]
+    jobs = [Job.enqueue("slow", {"seconds": seconds, "marker": str(m)}) for m in markers]
+    return jobs, markers
+
+
+@requires_row_locks
+def test_sigterm_drains_every_child(start_worker, tmp_path):
+    jobs, markers = slow_jobs(tmp_path, 2, 1.5)
+    supervisor = start_worker("--processes", "2", *FAST)
+    wait_for(lambda: all(m.exists() for m in markers))
+    pids = child_pids(markers)
+    assert len(set(pids)) == 2 and supervisor.proc.pid not in pids  # one job in each child
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0, supervisor.output()
+    assert [status_of(job) for job in jobs] == [S.COMPLETED, S.COMPLETED]
+    assert not any(alive(pid) for pid in pids)
+    assert Worker.objects.count() == 0
+    assert supervisor.output().count("stopping; 1 job(s) running") == 2
+
+
+def test_a_second_sigint_hands_the_running_jobs_back(start_worker, tmp_path):
+    jobs, markers = slow_jobs(tmp_path, 1, 60)
+    supervisor = start_worker("--processes", "1", "--max-memory-per-process", "4000", *FAST)
+    wait_for(lambda: all(m.exists() for m in markers))
+    supervisor.signal(signal.SIGINT)
+    wait_for(lambda: "stopping; 1 job(s) running" in supervisor.output())
+    supervisor.signal(signal.SIGINT)
+    assert supervisor.wait(timeout=20) == 0, supervisor.output()
+    job = Job.objects.get(pk=jobs[0].pk)
+    assert job.status == S.PENDING and job.attempt == 0  # handed back, its attempt unspent
+    assert "handed back 1 job(s) still running" in supervisor.output()
+    assert not alive(child_pids(markers)[0])
+
+
+def test_kill_9_of_the_supervisor_stops_its_children_and_their_jobs_are_taken_up(
+        start_worker, tmp_path):
+    jobs, markers = slow_jobs(tmp_path, 1, 3)
+    supervisor = start_worker("--processes", "1", "--shutdown-timeout", "0.5",
+                              "--max-memory-per-process", "4000", *FAST)
+    wait_for(lambda: all(m.exists() for m in markers))
+    supervisor.signal(signal.SIGKILL)
+    assert supervisor.wait() == -signal.SIGKILL
+    child = child_pids(markers)[0]
+    wait_for(lambda: not alive(child), timeout=20)  # it saw the pipe close, and stopped
+    assert "the supervisor is gone; stopping" in supervisor.output()
+    rescuer = start_worker("--worker-id", "rescuer", *FAST)
+    wait_for(lambda: status_of(jobs[0]) == S.COMPLETED, timeout=60)
+    assert Job.objects.get(pk=jobs[0].pk).worker_id == "rescuer"
+    rescuer.signal(signal.SIGTERM)
+    assert rescuer.wait() == 0
+
+
+@requires_row_locks
+def test_kill_9_of_a_child_replaces_it_and_its_job_is_rescued(start_worker, tmp_path):
+    jobs, markers = slow_jobs(tmp_path, 1, 1.5)
+    supervisor = start_worker("--processes", "2", "--worker-id", "sup", *FAST)
+    wait_for(lambda: all(m.exists() for m in markers))
+    doomed = child_pids(markers)[0]
+    lost_worker = Worker.objects.get(pid=doomed).worker_id
+    os.kill(doomed, signal.SIGKILL)
+    wait_for(lambda: status_of(jobs[0]) == S.COMPLETED, timeout=60)
+    attempts = list(jobs[0].attempts.order_by("number").values_list("worker_id", "outcome"))
+    assert attempts[0] == (lost_worker, OUT.LOST) and attempts[-1][1] == OUT.COMPLETED
+    # The slot's new process registered under the same name, with a new pid.
+    wait_for(lambda: Worker.objects.filter(worker_id=lost_worker).exclude(pid=doomed).exists())
+    assert "was ended by signal 9" in supervisor.output()
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0, supervisor.output()
+
+
+def test_a_leaking_child_is_recycled_by_the_memory_cap(start_worker):
+    jobs = [Job.enqueue("leak", {"mb": 60}) for _ in range(4)]
+    supervisor = start_worker("--processes", "1", "--max-memory-per-process", "160", *FAST)
+    wait_for(lambda: all(status_of(job) == S.COMPLETED for job in jobs), timeout=90)
+    pids = {Job.objects.get(pk=job.pk).result["pid"] for job in jobs}
+    assert len(pids) >= 2, supervisor.output()  # a fresh process took over
+    output = supervisor.output()
+    assert "past --max-memory-per-process 160 MB" in output
+    assert "killing" not in output  # it left by itself, below the hard cap
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0, supervisor.output()
+
+
+def test_a_child_that_starts_above_the_cap_is_reported_not_recycled(start_worker):
+    job = Job.enqueue("echo", {"n": 1})
+    supervisor = start_worker("--processes", "1", "--max-memory-per-process", "1", *FAST)
+    wait_for(lambda: status_of(job) == S.COMPLETED)
+    output = supervisor.output()
+    assert "above --max-memory-per-process 1 MB" in output
+    assert output.count("started worker process") == 1
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0, supervisor.output()
+
+
+def test_a_wedged_child_is_killed_and_replaced(start_worker):
+    supervisor = start_worker("--processes", "1", "--max-memory-per-process", "4000",
+                              "--worker-id", "wedge", *FAST)
+    first = wait_for(lambda: Worker.objects.filter(worker_id="wedge-0").first())
+    os.kill(first.pid, signal.SIGSTOP)  # its loop stops turning: no more heartbeats
+    wait_for(lambda: Worker.objects.filter(worker_id="wedge-0").exclude(pid=first.pid).exists())
+    assert "no heartbeat for" in supervisor.output()
+    assert not alive(first.pid)
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0, supervisor.output()
+
+
+def credentials_socket(address: str) -> NotifySocket:
+    receiver = NotifySocket(address)
+    receiver.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    return receiver
+
+
+def senders_and_lines(receiver: NotifySocket, into: list) -> list:
+    """(pid, line) of each message received so far, the sender's pid from its credentials."""
+    size = socket.CMSG_SPACE(12)
+    while True:
+        try:
+            data, ancillary, _flags, _address = receiver.sock.recvmsg(4096, size)
+        except (TimeoutError, BlockingIOError):
+            return into
+        pid = next(int.from_bytes(cdata[:4], "little") for level, kind, cdata in ancillary
+                   if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS)
+        into += [(pid, line) for line in data.decode().splitlines()]
+
+
+def test_under_systemd_the_supervisor_alone_notifies(start_worker, tmp_path):
+    receiver = credentials_socket(str(tmp_path / "notify.sock"))
+    heard: list = []
+    try:
+        supervisor = start_worker("--processes", "2", *FAST, env={
+            "NOTIFY_SOCKET": receiver.address, "WATCHDOG_USEC": "1000000"})
+        wait_for(lambda: ("WATCHDOG=1" in [line for _, line in senders_and_lines(
+            receiver, heard)]), timeout=60)
+        lines = [line for _, line in heard]
+        assert lines[0] == "READY=1" and "STATUS=working: 2 of 2 worker process(es) ready" in lines
+        assert Worker.objects.count() == 2  # READY came once both children were registered
+        supervisor.signal(signal.SIGTERM)
+        assert supervisor.wait() == 0, supervisor.output()
+        senders_and_lines(receiver, heard)
+        assert "STOPPING=1" in [line for _, line in heard]
+        assert {pid for pid, _ in heard} == {supervisor.proc.pid}  # children never notify
+    finally:
+        receiver.close()
+
+
+def test_auto_counts_the_cpus_this_process_may_use(tmp_path):
+    assert 1 <= available_cpus() <= len(os.sched_getaffinity(0))
+    with open("/proc/self/cgroup") as cgroups:
+        path = next(line.split("::", 1)[1].strip() for line in cgroups if line.startswith("0::"))
+    limit = tmp_path / path.lstrip("/") / "cpu.max"
+    limit.parent.mkdir(parents=True, exist_ok=True)
+    limit.write_text("150000 100000\n")  # one and a half CPUs
+    assert cgroup_cpu_quota(str(tmp_path)) == 1.5
+    limit.write_text("max 100000\n")
+    assert cgroup_cpu_quota(str(tmp_path)) is None
