@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from django_jobs.worker.systemd import Notifier, StatusSource
 
 if TYPE_CHECKING:
-    from django_jobs.worker.loop import Worker
+    from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
 
@@ -59,7 +59,7 @@ class PipeNotifier(Notifier):
         super().__init__({})  # no NOTIFY_SOCKET: systemd hears the supervisor only
         self.sock = sock
         self.max_memory_kb = max_memory_kb
-        self.worker: Worker | None = None
+        self.worker: WorkerState | None = None
         self.recycling = False
         self._next_beat = math.inf  # heartbeats begin at ready
 
@@ -91,7 +91,7 @@ class PipeNotifier(Notifier):
             self._next_beat = now + HEARTBEAT_EVERY
             self.tell(f"hb {rss or 0}")
 
-    def recycle(self, worker: Worker, rss: int) -> None:
+    def recycle(self, worker: WorkerState, rss: int) -> None:
         """Claim nothing more (as at the end of ``--max-jobs``), finish the running jobs, and
         exit: the supervisor starts a fresh process in its place."""
         self.recycling = True
