@@ -63,4 +63,4 @@ def supervised(worker: Worker, options: dict[str, Any]) -> None:
     worker.systemd = notifier
     worker.options.stop_signals = (ORDER_SIGNAL,)
     signal.signal(ORDER_SIGNAL, worker.stop)  # an order before the worker installs it
-    take_orders(sock)
+    take_orders(sock, worker)

@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from django_jobs.worker.systemd import Notifier, StatusSource
@@ -38,6 +39,8 @@ logger = logging.getLogger("django_jobs.worker")
 ORDER_SIGNAL = signal.SIGUSR1
 # The signals the child ignores: the supervisor takes them for it.
 GROUP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# Seconds a second stop order waits for the first to be taken.
+ORDER_TAKEN_SECONDS = 5.0
 # Seconds between heartbeats over the pipe.
 HEARTBEAT_EVERY = 0.5
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024 if hasattr(os, "sysconf") else 4
@@ -114,36 +117,43 @@ class PipeNotifier(Notifier):
         pass  # the pipe closes with the process: the supervisor reads its end
 
 
-def take_orders(sock: socket.socket) -> None:
+def take_orders(sock: socket.socket, worker: WorkerState) -> None:
     """Ignore the group's stop signals; read stop orders from the pipe in a daemon thread."""
     for sig in GROUP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    threading.Thread(target=read_orders, args=(sock,), name="django-jobs-orders",
+    threading.Thread(target=read_orders, args=(sock, worker), name="django-jobs-orders",
                      daemon=True).start()
 
 
-def read_orders(sock: socket.socket) -> None:
-    main = threading.main_thread().ident or 0
+def read_orders(sock: socket.socket, worker: WorkerState) -> None:
+    """Each ``stop`` line becomes a stop signal to the main thread; the pipe's end, one too
+    (unless a stop came already)."""
     buffered = b""
-    ordered = False
+    orders = 0
     while True:
         try:
             data = sock.recv(256)
         except OSError:
             data = b""
-        if not data:  # the supervisor is gone: drain, unless already told to
-            if not ordered:
+        if not data:
+            if not orders:
                 logger.warning("worker process %d: the supervisor is gone; stopping",
                                os.getpid())
-                signal.pthread_kill(main, ORDER_SIGNAL)
+                order(worker, 1)
             return
         buffered += data
         *lines, buffered = buffered.split(b"\n")
         for line in lines:
             if line == b"stop":
-                ordered = True
-                signal.pthread_kill(main, ORDER_SIGNAL)
+                orders += 1
+                order(worker, orders)
 
 
-def supervised_socket(fd: int) -> socket.socket:
-    return socket.socket(fileno=fd)
+def order(worker: WorkerState, number: int) -> None:
+    """Signal the main thread; a second order waits until the first was taken (two signals
+    sent at once may arrive as one)."""
+    if number == 2:
+        deadline = time.monotonic() + ORDER_TAKEN_SECONDS
+        while not worker.stopping and time.monotonic() < deadline:
+            time.sleep(0.01)
+    signal.pthread_kill(threading.main_thread().ident or 0, ORDER_SIGNAL)
