@@ -115,6 +115,7 @@ class Child:
     overcap: bool = False  # it started above the cap: the supervisor does not kill it for that
     killed: str = ""  # why the supervisor killed it
     buffered: bytes = b""
+    closed: bool = False  # its end of the pipe closed
 
 
 @dataclass
@@ -259,7 +260,8 @@ class Supervisor:
             if code is None:
                 continue
             self._read(child)  # its last words (recycle, overcap)
-            self.selector.unregister(child.sock)
+            if not child.closed:
+                self.selector.unregister(child.sock)
             child.sock.close()
             del self.children[index]
             self._ended(child, code, now)
@@ -342,7 +344,10 @@ class Supervisor:
                 return
             except OSError:
                 data = b""
-            if not data:
+            if not data:  # its end closed: it is exiting (the next turn reaps it)
+                if not child.closed:
+                    child.closed = True
+                    self.selector.unregister(child.sock)
                 return
             child.buffered += data
             *lines, child.buffered = child.buffered.split(b"\n")

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from django_jobs.models import Job, JobAttempt, Worker
-from django_jobs.worker.supervisor import available_cpus, cgroup_cpu_quota
+from django_jobs.worker.supervisor import Supervisor, available_cpus, cgroup_cpu_quota
 from tests.conftest import requires_row_locks, wait_for
 from tests.worker.test_sdnotify import NotifySocket
 
@@ -193,3 +193,27 @@ def test_auto_counts_the_cpus_this_process_may_use(tmp_path):
     assert cgroup_cpu_quota(str(tmp_path)) == 1.5
     limit.write_text("max 100000\n")
     assert cgroup_cpu_quota(str(tmp_path)) is None
+
+
+@pytest.mark.skipif(os.environ.get("DJANGO_JOBS_TEST_DB", "sqlite") != "sqlite",
+                    reason="an empty SQLite file is a database that is not migrated")
+def test_a_child_that_cannot_start_ends_the_supervisor_with_its_status(start_worker, tmp_path):
+    supervisor = start_worker("--processes", "2", *FAST,
+                              env={"JOBS_DB_NAME": str(tmp_path / "empty.sqlite3")})
+    assert supervisor.wait() == 1, supervisor.output()
+    output = supervisor.output()
+    assert "is not migrated" in output and "failed before it could start" in output
+
+
+def test_crashes_back_off_and_the_fifth_within_a_minute_ends_the_supervisor():
+    supervisor = Supervisor(1, [], shutdown_timeout=1, lease_seconds=2)
+    delays = []
+    for now in (100.0, 101.0, 102.0, 103.0):
+        supervisor._crashed(0, now)
+        delays.append(supervisor.slots[0].start_at - now)
+    assert delays == [0.0, 1.0, 2.0, 4.0] and supervisor.signals == 0
+    supervisor._crashed(0, 170.0)  # the first four are more than a minute old
+    assert supervisor.slots[0].start_at == 170.0 and supervisor.signals == 0
+    for now in (171.0, 172.0, 173.0, 174.0):
+        supervisor._crashed(0, now)
+    assert supervisor.signals == 1 and supervisor.status == 1  # a stop, then exit status 1
