@@ -12,8 +12,9 @@ rescued by their lease if it too is killed.
 Over the same pipe the child reports, from the worker's loop (it stands in for the systemd
 notifier, ``worker/systemd.py``): ``ready`` once it can claim, ``hb RSS`` on every turn at most
 every ``HEARTBEAT_EVERY`` seconds (a loop that stops turning stops them, and the supervisor ends
-the child), and ``recycle RSS`` when its memory passed ``--max-memory-per-process``: it claims
-no more jobs, finishes those it runs, and exits, for the supervisor to start a fresh one.
+the child), ``exiting`` once its loop has ended (the heartbeats end there), and ``recycle RSS``
+when its memory passed ``--max-memory-per-process``: it claims no more jobs, finishes those it
+runs, and exits, for the supervisor to start a fresh one.
 RSS figures are in kilobytes, read from ``/proc/self/statm``.
 """
 
@@ -114,7 +115,8 @@ class PipeNotifier(Notifier):
         self.tell("stopping")
 
     def close(self) -> None:
-        pass  # the pipe closes with the process: the supervisor reads its end
+        """The loop has ended: no more heartbeats, the process is on its way out."""
+        self.tell("exiting")
 
 
 def take_orders(sock: socket.socket, worker: WorkerState) -> None:

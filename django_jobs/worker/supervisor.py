@@ -18,7 +18,8 @@ different from a ``runworker`` started by hand.
   the others and exits with its status.
 - Health. A ready child heartbeats over its pipe on every turn of its loop; one silent for
   ``wedged_after`` (half the lease: before its jobs can be rescued elsewhere) is killed and
-  replaced, as is one whose memory passes 1.5 times ``--max-memory-per-process``.
+  replaced, as is one whose memory passes 1.5 times ``--max-memory-per-process``; one whose
+  loop has ended gets ``KILL_AFTER_SECONDS`` to exit.
 - systemd. Under ``Type=notify`` the supervisor says READY=1 once every child is ready (each has
   checked the database, registered and is about to claim: while the database is down at start
   none is, and READY waits, as for a single worker), feeds the watchdog while at least one child
@@ -116,6 +117,7 @@ class Child:
     killed: str = ""  # why the supervisor killed it
     buffered: bytes = b""
     closed: bool = False  # its end of the pipe closed
+    exiting: float | None = None  # time.monotonic() when it said its loop ended
 
 
 @dataclass
@@ -315,7 +317,11 @@ class Supervisor:
         for child in self.children.values():
             if child.killed:
                 continue
-            if child.ready and now - child.last_heartbeat > self.wedged_after:
+            if child.exiting is not None:
+                if now - child.exiting > max(KILL_AFTER_SECONDS, self.wedged_after):
+                    self._kill(child, f"it did not exit {now - child.exiting:.0f} s after its "
+                               f"loop ended")
+            elif child.ready and now - child.last_heartbeat > self.wedged_after:
                 self._kill(child, f"no heartbeat for {now - child.last_heartbeat:.1f} s")
             elif self.max_memory_kb is not None and child.ready and not child.overcap:
                 rss = rss_kb(child.proc.pid)
@@ -367,6 +373,8 @@ class Supervisor:
             logger.warning("supervisor %d: worker process %d is at %s MB, past "
                            "--max-memory-per-process; it finishes its jobs and is replaced",
                            os.getpid(), child.proc.pid, int(words[1]) // 1024)
+        elif words[0] == "exiting":
+            child.exiting = now
         elif words[0] == "overcap":
             child.overcap = True
 
