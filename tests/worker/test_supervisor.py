@@ -5,6 +5,7 @@ import signal
 import socket
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from django_jobs.models import Job, JobAttempt, Worker
 from django_jobs.worker.supervisor import Supervisor, available_cpus, cgroup_cpu_quota
@@ -217,3 +218,12 @@ def test_crashes_back_off_and_the_fifth_within_a_minute_ends_the_supervisor():
     for now in (171.0, 172.0, 173.0, 174.0):
         supervisor._crashed(0, now)
     assert supervisor.signals == 1 and supervisor.status == 1  # a stop, then exit status 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--processes", "2", "--reload"], "--reload runs one process"),
+    (["--processes", "2", "--supervised-fd", "9"], "cannot be given to a supervised"),
+])
+def test_combinations_the_supervisor_refuses(args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("runworker", *args)

@@ -148,14 +148,15 @@ class Command(BaseCommand):
                             help="seconds between heartbeats and rescue passes (default: "
                             f"HEARTBEAT_SECONDS, now {jobs_settings.HEARTBEAT_SECONDS})")
         parser.add_argument("--processes", type=processes, default=1, metavar="N|auto",
-                            help="worker processes, each with --concurrency threads, run and "
+                            help="worker processes, each with its own threads, run and "
                             "restarted by this one; auto: one per CPU this process may use "
                             "(default: 1, no supervisor)")
         parser.add_argument("--max-memory-per-process", type=positive_int, default=None,
                             metavar="MB",
                             help="a worker process whose memory (RSS) passes this takes no more "
                             "jobs, finishes its own and is replaced; past 1.5 times it is "
-                            "killed (runs a supervisor, even with --processes 1; default: none)")
+                            "killed (default: none; a single process too runs under a "
+                            "supervisor then)")
         # A child of the supervisor: its end of the pipe (worker/supervised.py).
         parser.add_argument("--supervised-fd", type=int, default=None, help=argparse.SUPPRESS)
 
