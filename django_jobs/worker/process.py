@@ -100,6 +100,20 @@ def install_signals(stop: Callable[..., Any],
     return previous
 
 
+def _held(*_args: object) -> None:
+    """A stop signal a supervised worker process takes and does nothing with."""
+
+
+def hold_signals(signals: tuple[int, ...]) -> None:
+    """Take ``signals`` and do nothing with them: a child of ``runworker --processes``, whose
+    supervisor takes them for it (``worker/supervised.py``). A handler rather than SIG_IGN, so
+    that a subprocess a job starts gets their default disposition at its exec, and a child a job
+    forks gets it back at once."""
+    for sig in signals:
+        signal.signal(sig, _held)
+        _installed[sig] = signal.SIG_DFL
+
+
 def restore_signals(previous: dict[int, Any]) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)

@@ -1,13 +1,14 @@
 """A worker process started by ``runworker --processes`` (``worker/supervisor.py``): its side of
 the pipe to the supervisor.
 
-The supervisor alone takes stop signals. The child ignores SIGTERM, SIGINT and SIGHUP (which
-systemd's kill modes and a terminal's Ctrl-C send to every process of the group) and takes its
-stop orders over the pipe: each ``stop`` line is a stop signal to the worker (the first drains
-it, a second hands its running jobs back), delivered as SIGUSR1 to the main thread so that the
-worker's own signal handling does the rest. If the pipe closes (the supervisor is gone, even
-killed with SIGKILL) the child drains and exits; the jobs it cannot finish are handed back, or
-rescued by their lease if it too is killed.
+The supervisor alone takes stop signals. The child takes SIGTERM, SIGINT and SIGHUP (which
+systemd's kill modes and a terminal's Ctrl-C send to every process of the group) and does
+nothing with them (``process.hold_signals``); it takes its stop orders over the pipe: each
+``stop`` line is a stop signal to the worker (the first drains it, a second hands its running
+jobs back), delivered as SIGUSR1 to the main thread so that the worker's own signal handling
+does the rest. If the pipe closes (the supervisor is gone, even killed with SIGKILL) the child
+drains and exits; the jobs it cannot finish are handed back, or rescued by their lease if it
+too is killed.
 
 Over the same pipe the child reports, from the worker's loop (it stands in for the systemd
 notifier, ``worker/systemd.py``): ``ready`` once it can claim, ``hb RSS`` on every turn at most
@@ -29,6 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from django_jobs.worker.process import hold_signals
 from django_jobs.worker.systemd import Notifier, StatusSource
 
 if TYPE_CHECKING:
@@ -121,8 +123,7 @@ class PipeNotifier(Notifier):
 
 def take_orders(sock: socket.socket, worker: WorkerState) -> None:
     """Ignore the group's stop signals; read stop orders from the pipe in a daemon thread."""
-    for sig in GROUP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+    hold_signals(GROUP_SIGNALS)
     threading.Thread(target=read_orders, args=(sock, worker), name="django-jobs-orders",
                      daemon=True).start()
 

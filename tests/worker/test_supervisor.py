@@ -227,3 +227,27 @@ def test_crashes_back_off_and_the_fifth_within_a_minute_ends_the_supervisor():
 def test_combinations_the_supervisor_refuses(args, message):
     with pytest.raises(CommandError, match=message):
         call_command("runworker", *args)
+
+
+def test_what_a_job_starts_gets_the_default_stop_signals(start_worker):
+    """The supervised process takes the group's stop signals and does nothing with them; a
+    subprocess or a forked child a handler starts is stopped by them as usual."""
+    forked = Job.enqueue("fork_dispositions", {})
+    started = Job.enqueue("exec_dispositions", {})
+    supervisor = start_worker("--processes", "1", "--max-memory-per-process", "4000", *FAST)
+    wait_for(lambda: status_of(forked) == status_of(started) == S.COMPLETED, timeout=60)
+    assert Job.objects.get(pk=started.pk).result == {"SIGTERM": "SIG_DFL", "SIGHUP": "SIG_DFL"}
+    fork = Job.objects.get(pk=forked.pk).result
+    assert fork["SIGTERM"] == fork["SIGHUP"] == "SIG_DFL"
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0, supervisor.output()
+
+
+def test_max_jobs_recycles_each_process_by_count(start_worker):
+    jobs = [Job.enqueue("record", {}) for _ in range(2)]
+    supervisor = start_worker("--processes", "1", "--max-jobs", "1",
+                              "--max-memory-per-process", "4000", *FAST)
+    wait_for(lambda: all(status_of(job) == S.COMPLETED for job in jobs), timeout=60)
+    assert len({Job.objects.get(pk=job.pk).result["pid"] for job in jobs}) == 2
+    supervisor.signal(signal.SIGTERM)
+    assert supervisor.wait() == 0, supervisor.output()
