@@ -3,8 +3,8 @@
 Each child is a fresh interpreter running ``runworker`` with the same options (its own
 ``--concurrency`` threads), started as a subprocess with one end of a socket pair
 (``--supervised-fd``, ``worker/supervised.py``). The supervisor opens no database connection
-and imports no handler: what a fork would pass on it never holds, and a child it starts is no
-different from a ``runworker`` started by hand.
+and starts no thread, and its children are new interpreters, not forks: a child holds nothing of
+the supervisor's but its pipe, as a ``runworker`` started by hand would.
 
 - Stops. The supervisor takes SIGTERM, SIGINT and SIGHUP for the group; the children ignore
   them. The first signal sends every child a stop order (each drains within the shutdown
