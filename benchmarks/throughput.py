@@ -12,7 +12,9 @@ the repeats of the ratio measured within each repeat), and writes the figures as
 ``--cpu-bound`` drains CPU-bound jobs instead (``bench.cpu``: 10 ms of pure Python each) with
 one worker process of 4 threads (``--processes 1 --concurrency 4``) and with two of 2 threads
 (``--processes 2 --concurrency 2``), alternating which goes first, and prints each rate, their
-ratio (the median of the ratios within each repeat) and the load average around the run.
+ratio (the median of the ratios within each repeat), the load average around the run, and how
+much faster two processes burning CPU end than one (2.0 on two idle cores): the ratio's
+ceiling on this machine at this time.
 """
 
 from __future__ import annotations
@@ -161,11 +163,28 @@ CPU_SHAPES = {"threads": ["--processes", "1", "--concurrency", "4"],
               "processes": ["--processes", "2", "--concurrency", "2"]}
 
 
+BURN = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+
+
+def parallel_capacity() -> float:
+    """How much faster two processes each burning 0.5 s of CPU end than two in a row: 2.0 when
+    the machine has two idle cores for them, 1.0 when other work leaves them one between them
+    (the ceiling of the processes / threads ratio in this run)."""
+    def burn(count: int) -> float:
+        start = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(count)]
+        for proc in procs:
+            proc.wait()
+        return time.perf_counter() - start
+    return 2 * burn(1) / burn(2)
+
+
 def cpu_bound(args: argparse.Namespace, control: psycopg.Connection,
               raw: psycopg.Connection) -> dict[str, Any]:
     """The CPU-bound drain by threads and by processes (see the module's docstring)."""
     with open("/proc/loadavg") as loadavg:
         load_before = loadavg.read().split()[0]
+    capacity_before = parallel_capacity()
     repeats = []
     for index in range(args.repeat):
         order = list(CPU_SHAPES) if index % 2 == 0 else list(reversed(CPU_SHAPES))
@@ -183,13 +202,16 @@ def cpu_bound(args: argparse.Namespace, control: psycopg.Connection,
               flush=True)
     with open("/proc/loadavg") as loadavg:
         load_after = loadavg.read().split()[0]
+    capacity = (capacity_before + parallel_capacity()) / 2
     summary = {key: statistics.median(r[key] for r in repeats)
                for key in ("threads", "processes", "ratio")}
     print(f"\nCPU-bound drain of {args.jobs} x 10 ms jobs, median of {args.repeat}: "
           f"--processes 1 --concurrency 4 {summary['threads']:.1f} jobs/s, --processes 2 "
           f"--concurrency 2 {summary['processes']:.1f} jobs/s: {summary['ratio']:.2f}x "
-          f"(load average {load_before} before, {load_after} after; {os.cpu_count()} CPUs)")
-    return {"summary": summary, "repeats": repeats, "load": [load_before, load_after]}
+          f"(load average {load_before} before, {load_after} after; {os.cpu_count()} CPUs; "
+          f"two processes got {capacity:.2f}x the CPU of one, the ceiling of the ratio)")
+    return {"summary": summary, "repeats": repeats, "load": [load_before, load_after],
+            "parallel_capacity": capacity}
 
 
 def summarise(repeats: list[dict[str, dict]]) -> dict[str, dict]:
