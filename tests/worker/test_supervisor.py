@@ -145,6 +145,31 @@ def test_a_wedged_child_is_killed_and_replaced(start_worker):
     assert supervisor.wait() == 0, supervisor.output()
 
 
+DATABASE_PORTS = {5432, 3306}
+
+
+def database_handles(pid: int) -> list[str]:
+    """The database connections a process holds: its TCP sockets to PostgreSQL's or MariaDB's
+    port, and its open SQLite files."""
+    inodes, files = set(), []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+        elif target.endswith(".sqlite3"):
+            files.append(target)
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as connections:
+            for line in list(connections)[1:]:
+                fields = line.split()
+                if int(fields[2].rsplit(":", 1)[1], 16) in DATABASE_PORTS and fields[9] in inodes:
+                    files.append(fields[2])
+    return files
+
+
 def credentials_socket(address: str) -> NotifySocket:
     receiver = NotifySocket(address)
     receiver.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
@@ -175,6 +200,9 @@ def test_under_systemd_the_supervisor_alone_notifies(start_worker, tmp_path):
         lines = [line for _, line in heard]
         assert lines[0] == "READY=1" and "STATUS=working: 2 of 2 worker process(es) ready" in lines
         assert Worker.objects.count() == 2  # READY came once both children were registered
+        # The supervisor holds no database connection; its children do.
+        assert database_handles(supervisor.proc.pid) == []
+        assert all(database_handles(row.pid) for row in Worker.objects.all())
         supervisor.signal(signal.SIGTERM)
         assert supervisor.wait() == 0, supervisor.output()
         senders_and_lines(receiver, heard)
