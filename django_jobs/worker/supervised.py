@@ -30,6 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from django_jobs.models import Job
 from django_jobs.worker.process import hold_signals
 from django_jobs.worker.systemd import Notifier, StatusSource
 
@@ -98,14 +99,22 @@ class PipeNotifier(Notifier):
             self.tell(f"hb {rss or 0}")
 
     def recycle(self, worker: WorkerState, rss: int) -> None:
-        """Claim nothing more (as at the end of ``--max-jobs``), finish the running jobs, and
-        exit: the supervisor starts a fresh process in its place."""
+        """Claim nothing more (as at the end of ``--max-jobs``), hand back the claimed jobs no
+        thread has started, finish the running ones, and exit: the supervisor starts a fresh
+        process in its place."""
         self.recycling = True
         worker.producer.max_jobs = worker.producer.claimed
+        waiting = worker.executor.inbox.take_waiting()
+        if waiting:
+            if worker.safely(Job.objects.release, waiting) is None:
+                worker.executor.keep(waiting)  # the database is away: they run here after all
+            else:
+                worker.executor.drop(waiting)
+        cap = (self.max_memory_kb or 0) // 1024
         logger.warning("worker %s: memory %d MB is past --max-memory-per-process %d MB; "
-                       "claiming no more jobs, finishing %d running, then a fresh process "
-                       "takes over", worker.worker_id, rss // 1024, self.max_memory_kb // 1024
-                       if self.max_memory_kb else 0, len(worker.executor.running),
+                       "claiming no more jobs, handing back %d not started, finishing %d "
+                       "running, then a fresh process takes over", worker.worker_id,
+                       rss // 1024, cap, len(waiting), len(worker.executor.running),
                        extra={"worker_id": worker.worker_id, "event": "memory_recycle",
                               "rss_kb": rss})
         self.tell(f"recycle {rss}")

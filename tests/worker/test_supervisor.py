@@ -111,7 +111,9 @@ def test_kill_9_of_a_child_replaces_it_and_its_job_is_rescued(start_worker, tmp_
 
 def test_a_leaking_child_is_recycled_by_the_memory_cap(start_worker):
     jobs = [Job.enqueue("leak", {"mb": 60}) for _ in range(4)]
-    supervisor = start_worker("--processes", "1", "--max-memory-per-process", "160", *FAST)
+    # --prefetch 0: a job claimed ahead could start before the loop sees the memory.
+    supervisor = start_worker("--processes", "1", "--max-memory-per-process", "160",
+                              "--prefetch", "0", *FAST)
     wait_for(lambda: all(status_of(job) == S.COMPLETED for job in jobs), timeout=90)
     pids = {Job.objects.get(pk=job.pk).result["pid"] for job in jobs}
     assert len(pids) >= 2, supervisor.output()  # a fresh process took over
