@@ -138,7 +138,9 @@ def test_a_child_that_starts_above_the_cap_is_reported_not_recycled(start_worker
 def test_a_wedged_child_is_killed_and_replaced(start_worker):
     supervisor = start_worker("--processes", "1", "--max-memory-per-process", "4000",
                               "--worker-id", "wedge", *FAST)
-    first = wait_for(lambda: Worker.objects.filter(worker_id="wedge-0").first())
+    job = Job.enqueue("echo", {"n": 1})
+    wait_for(lambda: status_of(job) == S.COMPLETED)  # its loop turns: it has said it is ready
+    first = Worker.objects.get(worker_id="wedge-0")
     os.kill(first.pid, signal.SIGSTOP)  # its loop stops turning: no more heartbeats
     wait_for(lambda: Worker.objects.filter(worker_id="wedge-0").exclude(pid=first.pid).exists())
     assert "no heartbeat for" in supervisor.output()
