@@ -28,13 +28,13 @@ TABLES = {"ours": "django_jobs_job", "raw": rawloop.TABLE}
 WAIT_LIMIT_SECONDS = 600
 
 
-def fill(side: str, count: int, raw: psycopg.Connection) -> None:
+def fill(side: str, count: int, raw: psycopg.Connection, job_type: str = "bench.noop") -> None:
     if side == "raw":
         rawloop.enqueue_bulk(raw, count)
         return
     from django_jobs.models import Job
 
-    Job.enqueue_many("bench.noop", [{"n": n} for n in range(count)])
+    Job.enqueue_many(job_type, [{"n": n} for n in range(count)])
 
 
 def command(side: str, index: int, args: argparse.Namespace, dsn: str,
@@ -52,11 +52,13 @@ def command(side: str, index: int, args: argparse.Namespace, dsn: str,
 
 def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Connection,
           raw: psycopg.Connection, options: list[str] | None = None, analyze: bool = True,
-          env: dict[str, str] | None = None) -> dict[str, Any]:
+          env: dict[str, str] | None = None, job_type: str = "bench.noop",
+          waiters: int | None = None) -> dict[str, Any]:
     """``analyze=False`` leaves the table's statistics as they are (never gathered, on a new
-    table whose autovacuum is off)."""
+    table whose autovacuum is off). ``waiters``: the processes that wait for the table lock,
+    if not one per worker (``runworker --processes``: the supervisor's children)."""
     table = TABLES[side]
-    fill(side, args.jobs, raw)
+    fill(side, args.jobs, raw, job_type)
     if analyze:
         control.execute(f"ANALYZE {table}")
     dsn = raw.info.dsn
@@ -69,7 +71,7 @@ def drain(side: str, workers: int, args: argparse.Namespace, control: psycopg.Co
                              stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
             for i, log in enumerate(logs)
         ]
-        wait_until_blocked(control, table, procs, logs)
+        wait_until_blocked(control, table, procs, logs, waiters)
         startup_cpu = sum(cpu_seconds(proc.pid) for proc in procs)  # blocked: it stands still
         started = time.time()
     rss = reap(procs, logs)
@@ -104,15 +106,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 def wait_until_blocked(control: psycopg.Connection, table: str, procs: list[subprocess.Popen],
-                       logs: list) -> None:
-    """Return once every worker process waits for the table lock."""
+                       logs: list, waiters: int | None = None) -> None:
+    """Return once every worker process (or ``waiters`` processes) waits for the table
+    lock."""
     deadline = time.monotonic() + WAIT_LIMIT_SECONDS
     while time.monotonic() < deadline:
         waiting = control.execute(
             "SELECT count(DISTINCT pid) FROM pg_locks WHERE relation = %s::regclass "
             "AND NOT granted", (table,)
         ).fetchone()[0]
-        if waiting >= len(procs):
+        if waiting >= (waiters or len(procs)):
             return
         for i, proc in enumerate(procs):
             if proc.poll() is not None:

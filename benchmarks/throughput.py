@@ -1,12 +1,20 @@
 """Throughput of django-jobs against a minimal psycopg loop, on the same PostgreSQL, same run.
 
     python benchmarks/throughput.py [--jobs 5000] [--repeat 3] [--quick]
+    python benchmarks/throughput.py --cpu-bound [--jobs 400] [--repeat 5]
 
 Measures enqueue one by one, bulk enqueue, and the drain of no-op jobs by 1 and by 4 worker
 processes (real ``runworker --burst`` processes against ``benchmarks/rawloop.py`` workers), plus
 the peak memory of a worker process. Prints each rate and the ratio ours / raw (the median over
 the repeats of the ratio measured within each repeat), and writes the figures as JSON to
 ``benchmarks/results/``. See ``benchmarks/README.md`` for what each figure means.
+
+``--cpu-bound`` drains CPU-bound jobs instead (``bench.cpu``: 10 ms of pure Python each) with
+one worker process of 4 threads (``--processes 1 --concurrency 4``) and with two of 2 threads
+(``--processes 2 --concurrency 2``), alternating which goes first, and prints each rate, their
+ratio (the median of the ratios within each repeat), the load average around the run, and how
+much faster two processes burning CPU end than one (2.0 on two idle cores): the ratio's
+ceiling on this machine at this time.
 """
 
 from __future__ import annotations
@@ -188,6 +196,61 @@ def one_repeat(args: argparse.Namespace, control: psycopg.Connection, raw: psyco
     return result
 
 
+CPU_SHAPES = {"threads": ["--processes", "1", "--concurrency", "4"],
+              "processes": ["--processes", "2", "--concurrency", "2"]}
+
+
+BURN = "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass"
+
+
+def parallel_capacity() -> float:
+    """How much faster two processes each burning 0.5 s of CPU end than two in a row: 2.0 when
+    the machine has two idle cores for them, 1.0 when other work leaves them one between them
+    (the ceiling of the processes / threads ratio in this run)."""
+    def burn(count: int) -> float:
+        start = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(count)]
+        for proc in procs:
+            proc.wait()
+        return time.perf_counter() - start
+    return 2 * burn(1) / burn(2)
+
+
+def cpu_bound(args: argparse.Namespace, control: psycopg.Connection,
+              raw: psycopg.Connection) -> dict[str, Any]:
+    """The CPU-bound drain by threads and by processes (see the module's docstring)."""
+    with open("/proc/loadavg") as loadavg:
+        load_before = loadavg.read().split()[0]
+    capacity_before = parallel_capacity()
+    repeats = []
+    for index in range(args.repeat):
+        order = list(CPU_SHAPES) if index % 2 == 0 else list(reversed(CPU_SHAPES))
+        rates = {}
+        for shape in order:
+            reset(control)
+            options = [*CPU_SHAPES[shape], "--prefetch", "0", "-v", "0"]
+            waiters = int(CPU_SHAPES[shape][1])
+            rates[shape] = drain("ours", 1, args, control, raw, options, job_type="bench.cpu",
+                                 waiters=waiters)["rate"]
+        rates["ratio"] = rates["processes"] / rates["threads"]
+        repeats.append(rates)
+        print(f"repeat {index + 1}/{args.repeat}: threads {rates['threads']:.1f} jobs/s, "
+              f"processes {rates['processes']:.1f} jobs/s, ratio {rates['ratio']:.2f}",
+              flush=True)
+    with open("/proc/loadavg") as loadavg:
+        load_after = loadavg.read().split()[0]
+    capacity = (capacity_before + parallel_capacity()) / 2
+    summary = {key: statistics.median(r[key] for r in repeats)
+               for key in ("threads", "processes", "ratio")}
+    print(f"\nCPU-bound drain of {args.jobs} x 10 ms jobs, median of {args.repeat}: "
+          f"--processes 1 --concurrency 4 {summary['threads']:.1f} jobs/s, --processes 2 "
+          f"--concurrency 2 {summary['processes']:.1f} jobs/s: {summary['ratio']:.2f}x "
+          f"(load average {load_before} before, {load_after} after; {os.cpu_count()} CPUs; "
+          f"two processes got {capacity:.2f}x the CPU of one, the ceiling of the ratio)")
+    return {"summary": summary, "repeats": repeats, "load": [load_before, load_after],
+            "parallel_capacity": capacity}
+
+
 def summarise(repeats: list[dict[str, dict]]) -> dict[str, dict]:
     summary: dict[str, dict] = {}
     for name in LABELS:
@@ -308,7 +371,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--enqueue-only", action="store_true",
                         help="measure the enqueues only, not the drains")
     parser.add_argument("--keep-db", action="store_true", help="leave the database behind")
+    parser.add_argument("--cpu-bound", action="store_true",
+                        help="CPU-bound jobs, by threads and by processes (default: 400 jobs, "
+                        "5 repeats)")
     args = parser.parse_args()
+    if args.cpu_bound and "--jobs" not in sys.argv:
+        args.jobs = 400
+    if args.cpu_bound and "--repeat" not in sys.argv:
+        args.repeat = 5
     if args.quick:
         args.jobs, args.repeat = 1000, 1
     args.enqueue_jobs = args.enqueue_jobs or args.jobs
@@ -322,6 +392,11 @@ def main() -> None:
     with bench_database(keep=args.keep_db):
         with psycopg.connect(dsn(DB_NAME), autocommit=True) as control, \
                 psycopg.connect(dsn(DB_NAME), autocommit=True) as raw:
+            if args.cpu_bound:
+                figures = cpu_bound(args, control, raw)
+                path = write_json("throughput_cpu", args, **figures)
+                print(f"written to {path.relative_to(ROOT)}")
+                return
             repeats = []
             for index in range(args.repeat):
                 repeats.append(one_repeat(args, control, raw, index))

@@ -257,3 +257,13 @@ def where_current(payload):
 # is registered only where a test asks for it (a worker started with this variable).
 if os.environ.get("DJANGO_JOBS_TEST_PERIODIC"):
     from tests import periodic_jobs  # noqa: F401
+
+
+_leaked: list[bytes] = []
+
+
+@handler("leak")
+def leak(payload):
+    """Keeps ``mb`` megabytes of resident memory for the life of the process."""
+    _leaked.append(b"\x01" * (payload["mb"] * 1024 * 1024))
+    return {"pid": os.getpid()}

@@ -71,3 +71,16 @@ def fork_dispositions(payload):
         report = pipe.read()
     os.waitpid(pid, 0)
     return json.loads(report)
+
+
+@handler("exec_dispositions")
+def exec_dispositions(payload):
+    """Starts a Python subprocess that reports its handlers of the stop signals."""
+    import subprocess
+    import sys
+
+    code = ("import json, signal; print(json.dumps({n: signal.getsignal(getattr(signal, n)).name"
+            " for n in ('SIGTERM', 'SIGHUP')}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    return json.loads(done.stdout)

@@ -35,3 +35,17 @@ def _one(n):
 def five_steps(steps: int = 5) -> int:
     """A workflow of ``steps`` atomic no-op steps."""
     return sum(step("s", _one, n) for n in range(steps))
+
+
+@handler("bench.cpu")
+def cpu(payload):
+    """Pure Python for ``ms`` milliseconds of this thread's CPU time (the GIL held throughout,
+    but for the interpreter's switches between threads)."""
+    import time
+
+    end = time.thread_time() + payload.get("ms", 10) / 1000
+    n = 0
+    while time.thread_time() < end:
+        for i in range(1000):
+            n += i * i
+    return None

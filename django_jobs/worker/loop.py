@@ -104,7 +104,7 @@ class Worker:
     def _start(self) -> None:
         """Signals, slot threads, the workers table's row (waiting out an outage), the
         listener, systemd's READY."""
-        self.previous_handlers = install_signals(self.stop)
+        self.previous_handlers = install_signals(self.stop, self.options.stop_signals)
         session = parts(jobs_database()).session
         session.keep_generic_plans()  # the loop's: the engine's statements
         self.executor.start_slots(self.options.concurrency)

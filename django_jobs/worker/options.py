@@ -28,3 +28,6 @@ class WorkerOptions:
     # The worker may end its process at shutdown, when a handler outlives the shutdown timeout
     # (runworker from the command line; shutdown.py).
     owns_process: bool = False
+    # The signals that stop it (worker/process.py); a child of ``runworker --processes`` takes
+    # its stop orders from the supervisor instead (worker/supervised.py).
+    stop_signals: tuple[int, ...] | None = None  # None: STOP_SIGNALS

@@ -87,15 +87,31 @@ def _in_forked_child() -> None:
 os.register_at_fork(after_in_child=_in_forked_child)
 
 
-def install_signals(stop: Callable[..., Any]) -> dict[int, Any]:
-    """Route the stop signals to ``stop`` (from the main thread only); returns the handlers
-    they had, for ``restore_signals``."""
+def install_signals(stop: Callable[..., Any],
+                    signals: tuple[int, ...] | None = None) -> dict[int, Any]:
+    """Route the stop signals (``signals``, by default STOP_SIGNALS) to ``stop`` (from the
+    main thread only); returns the handlers they had, for ``restore_signals``."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    previous: dict[int, Any] = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    previous: dict[int, Any] = {
+        sig: signal.signal(sig, stop) for sig in (STOP_SIGNALS if signals is None else signals)}
     for sig, handler in previous.items():
         _installed.setdefault(sig, handler)  # a second install keeps the first one's
     return previous
+
+
+def _held(*_args: object) -> None:
+    """A stop signal a supervised worker process takes and does nothing with."""
+
+
+def hold_signals(signals: tuple[int, ...]) -> None:
+    """Take ``signals`` and do nothing with them: a child of ``runworker --processes``, whose
+    supervisor takes them for it (``worker/supervised.py``). A handler rather than SIG_IGN, so
+    that a subprocess a job starts gets their default disposition at its exec, and a child a job
+    forks gets it back at once."""
+    for sig in signals:
+        signal.signal(sig, _held)
+        _installed[sig] = signal.SIG_DFL
 
 
 def restore_signals(previous: dict[int, Any]) -> None:

@@ -80,6 +80,11 @@ def zero_or_seconds(text: str) -> float:
     return seconds(text)
 
 
+def processes(text: str) -> int:
+    """A number of worker processes, or ``auto`` (0 here: the CPUs the process may use)."""
+    return 0 if text == "auto" else positive_int(text)
+
+
 def queue_list(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     bad = [name for name in names if not QUEUE_RE.fullmatch(name)]
@@ -142,6 +147,18 @@ class Command(BaseCommand):
         parser.add_argument("--heartbeat", type=seconds, default=None,
                             help="seconds between heartbeats and rescue passes (default: "
                             f"HEARTBEAT_SECONDS, now {jobs_settings.HEARTBEAT_SECONDS})")
+        parser.add_argument("--processes", type=processes, default=1, metavar="N|auto",
+                            help="worker processes, each with its own threads, run and "
+                            "restarted by this one; auto: one per CPU this process may use "
+                            "(default: 1, no supervisor)")
+        parser.add_argument("--max-memory-per-process", type=positive_int, default=None,
+                            metavar="MB",
+                            help="a worker process whose memory (RSS) passes this takes no more "
+                            "jobs, finishes its own and is replaced; past 1.5 times it is "
+                            "killed (default: none; a single process too runs under a "
+                            "supervisor then)")
+        # A child of the supervisor: its end of the pipe (worker/supervised.py).
+        parser.add_argument("--supervised-fd", type=int, default=None, help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
         # Django's flag for a run from manage.py (private, so absent from the stubs): a
@@ -149,10 +166,23 @@ class Command(BaseCommand):
         # handler that outlives the shutdown timeout must not outlive the hand-back).
         own_process = bool(self._called_from_command_line)  # type: ignore[attr-defined]
         worker_options = worker_options_from(options, own_process)
+        if options["processes"] != 1 or (options["max_memory_per_process"]
+                                         and options["supervised_fd"] is None):
+            from django_jobs.management.supervising import supervise  # only with --processes
+
+            self._configure_logging(options["verbosity"])
+            status = supervise(options, worker_options)
+            if status:
+                raise SystemExit(status)
+            return
         bound_network_waits()
         self._configure_logging(options["verbosity"])
         check_database(jobs_database(), skip_checks=options["skip_checks"])
         worker = Worker(worker_options)
+        if options["supervised_fd"] is not None:
+            from django_jobs.management.supervising import supervised  # a supervisor's child
+
+            supervised(worker, options)
         if options["reload"]:
             from django_jobs.management.reloading import ReloadingWorker  # only with --reload
 

@@ -32,6 +32,8 @@ def manage(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     (["runworker", "--queues", "a b"], "bad queue name"),
     (["runworker", "--poll-interval", "inf"], "must be from 0.01 to 86400 seconds, not inf"),
     (["runworker", "--lease", "nan"], "must be from 0.01 to 86400 seconds, not nan"),
+    (["runworker", "--processes", "0"], "argument --processes: must be at least 1, not 0"),
+    (["runworker", "--processes", "all"], "argument --processes: 'all' is not an integer"),
     (["prunejobs", "--dead", "soon"], "is not an age"),
     (["jobs", "show", "1"], "is not a job id"),
     (["jobstoken"], "the following arguments are required: ACTION"),
@@ -51,7 +53,7 @@ def test_runworker_help_shows_each_default():
     text = " ".join(result.stdout.split())
     for option in ("--queues", "--concurrency", "--burst", "--reload", "--max-jobs",
                    "--poll-interval", "--worker-id", "--shutdown-timeout", "--lease",
-                   "--heartbeat"):
+                   "--heartbeat", "--processes", "--max-memory-per-process"):
         help_text = text.split(f"{option} ", 2)[-1].split(" --", 1)[0]
         assert "(default: " in help_text, option
 
