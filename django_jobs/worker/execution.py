@@ -12,6 +12,7 @@ import inspect
 import json
 import queue
 import resource
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -34,7 +35,6 @@ from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout, Snooz
 from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.signals import job_started
-from django_jobs.worker import tracing
 from django_jobs.worker.slot_loop import SlotLoop
 from django_jobs.worker.unknown_types import unknown_type_outcome
 
@@ -54,7 +54,7 @@ def run_job(
     found = get_handler(job.type)
     if tidy and _seen.get(threading.get_ident(), 0) != _lost:
         _drop_suspect_connections(found)
-    span = tracing.start(job)  # None unless the job or this process traces
+    span = _traced(job)  # None unless the job or this process traces
     outcome = None
     try:
         if found is None:  # a rolling deploy: wait for a worker that knows the type
@@ -70,6 +70,17 @@ def run_job(
     if tidy and _connected:
         _tidy_thread()
     return outcome
+
+
+def _traced(job: Job) -> Any:
+    """The span of ``job``'s attempt (``worker/tracing.py``), or None without looking there
+    when nothing can be traced: the job carries no trace context and no code of this process
+    has imported OpenTelemetry, so no tracer is configured."""
+    if job.trace_context is None and "opentelemetry.trace" not in sys.modules:
+        return None
+    from django_jobs.worker import tracing
+
+    return tracing.start(job)
 
 
 def _tidy_thread() -> None:

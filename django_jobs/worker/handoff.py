@@ -15,23 +15,27 @@ standard error; a handler or receiver that raises is reported once (``core/obser
 the worker's end what is still queued is handled, for at most ``FLUSH_SECONDS``.
 
 The ends of the worker's spans have a thread of their own (``span_ends.py``), started and
-stopped with this one: an exporter that waits holds neither the log records nor the sends.
+stopped with this one when OpenTelemetry is loaded as the worker starts (a site that traces sets
+its SDK up before): an exporter that waits holds neither the log records nor the sends.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connections
 
 from django_jobs.core import observers
-from django_jobs.worker.span_ends import span_ends
+
+if TYPE_CHECKING:
+    from django_jobs.worker.span_ends import SpanEnds
 
 LOGGERS = ("django_jobs.worker", "django_jobs.clock", "django_jobs.pooler",
            "django_jobs.observers")
@@ -53,6 +57,7 @@ class Handoff(logging.Filter):
         self.users = 0
         self.dropped = 0
         self.lock = threading.Lock()
+        self.spans: SpanEnds | None = None  # started with the thread (span_ends.py)
 
     def start(self) -> None:
         with self.lock:
@@ -65,7 +70,11 @@ class Handoff(logging.Filter):
             self.thread.start()
             for name in LOGGERS:
                 logging.getLogger(name).addFilter(self)
-            span_ends.start()
+            if "opentelemetry.trace" in sys.modules:  # spans can be made (span_ends.py)
+                from django_jobs.worker.span_ends import span_ends
+
+                self.spans = span_ends
+                span_ends.start()
 
     def stop(self, timeout: float = FLUSH_SECONDS) -> None:
         """Stop handing records and span ends off, and write and end those queued, for at
@@ -80,13 +89,15 @@ class Handoff(logging.Filter):
             for name in LOGGERS:
                 logging.getLogger(name).removeFilter(self)
             thread, records, self.thread = self.thread, self.records, None
+            spans, self.spans = self.spans, None
         if thread is None:
             return
         try:
             records.put(None, timeout=max(0.0, deadline - time.monotonic()))
         except queue.Full:
             pass
-        span_ends.stop(deadline)  # meanwhile, the records are written
+        if spans is not None:
+            spans.stop(deadline)  # meanwhile, the records are written
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             observers.write_stderr(

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from django_jobs.core.database_parts import WakeUps, parts
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
-from django_jobs.worker import burst, claim_size, execution, suspects, turn
+from django_jobs.worker import burst, claim_size, execution, turn
 from django_jobs.worker.executor import Executor
 from django_jobs.worker.handoff import handoff
 from django_jobs.worker.heartbeat import heartbeat
@@ -110,8 +110,9 @@ class Worker:
         self.executor.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
             self.wake.wait(self._wait_time())
-        self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
-                                              self.options.queues)
+        if not self.options.burst:  # a burst drains what is ready: it waits for no enqueue
+            self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
+                                                  self.options.queues)
         self.systemd.ready(self)
 
     def _pass(self) -> bool:
@@ -145,7 +146,10 @@ class Worker:
         self.executor.enforce_deadlines(now)
         # Claimed jobs waiting for a thread: to idle threads, or handed back (claim_size.py).
         self.hand_back(self.executor.overdue(now, self.stopping))
-        suspects.tend(self)
+        if self.executor.solo is not None:  # a suspect that must run alone (suspects.py)
+            from django_jobs.worker import suspects
+
+            suspects.tend(self)
 
     def _claim_turn(self) -> bool | None:
         """Write the outcomes and claim (``turn.claim``). True: pass again at once (room left

@@ -41,16 +41,8 @@ from django_jobs.core.states import Outcome
 from django_jobs.exceptions import ClaimConflict
 from django_jobs.models import Job
 from django_jobs.signals import job_finished
-from django_jobs.worker import suspects
 from django_jobs.worker.deadlines import Running
 from django_jobs.worker.handoff import handoff
-from django_jobs.worker.isolation import (
-    describe,
-    failure_in_place,
-    finish_isolating,
-    finish_one_by_one,
-    refused,
-)
 from django_jobs.worker.log_lines import log_end
 
 if TYPE_CHECKING:
@@ -104,8 +96,10 @@ def claim(worker: WorkerState) -> int:
         conflicted(worker, outcomes, conflict, asked.after, asked.sent)
         return 0
     except BaseException as exc:
-        if outcomes and refused(exc):  # one outcome the database will not take: isolate it
-            settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
+        from django_jobs.worker import isolation  # a write that failed
+
+        if outcomes and isolation.refused(exc):  # an outcome the database will not take
+            settle(worker, outcomes, *isolation.finish_one_by_one(outcomes, exc))
             return claim(worker)
         put_back(worker, outcomes, exc)
         if asked.limit > 0:
@@ -163,8 +157,16 @@ def claimed(worker: WorkerState, asked: Claim, outcomes: list[AttemptOutcome],
     if worker.executor.outbox.limit is not None and len(worker.executor.outbox):
         worker.wake.set()  # outcomes held back by the limit: write them in the next turn
     worker.producer.claimed += len(jobs)
-    admitted = suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None))
-    worker.executor.hand_out(admitted)
+    executor = worker.executor
+    if executor.solo is None and not any(job.crashes for job in jobs):
+        if jobs:  # no suspect: every batch but a few after a crash
+            executor.one_at_a_time = False
+        executor.hand_out(jobs)
+        return
+    from django_jobs.worker import suspects  # a suspect: it runs alone
+
+    executor.hand_out(suspects.admit(worker, jobs,
+                                     lambda job: Running(job, time.monotonic(), None)))
 
 
 def conflicted(worker: WorkerState, outcomes: list[AttemptOutcome], conflict: ClaimConflict,
@@ -215,8 +217,10 @@ def finish_outcomes(worker: WorkerState) -> None:
 def _finish_isolating(
     worker: WorkerState, outcomes: list[AttemptOutcome]
 ) -> tuple[list[AttemptOutcome], list[AttemptOutcome]]:
+    from django_jobs.worker import isolation
+
     try:
-        return finish_isolating(outcomes)
+        return isolation.finish_isolating(outcomes)
     except BaseException as exc:
         put_back(worker, outcomes, exc)
         raise
@@ -233,14 +237,16 @@ def put_back(worker: WorkerState, outcomes: list[AttemptOutcome], exc: BaseExcep
             outcome = outcomes[0]
             tries = outbox.timeouts[outcome.job.id] = outbox.timeouts.get(outcome.job.id, 0) + 1
             if tries >= TIMEOUTS_ALONE:
+                from django_jobs.worker import isolation
+
                 del outbox.timeouts[outcome.job.id]
                 logger.error("job %s: writing its outcome alone timed out %d times (%s); "
                              "recorded as a failed attempt", outcome.job.public_id, tries,
-                             describe(exc))
-                outcomes = [failure_in_place(
+                             isolation.describe(exc))
+                outcomes = [isolation.failure_in_place(
                     outcome, "OutcomeTimedOut",
                     f"the database timed out writing this job's outcome, alone, {tries} times: "
-                    f"{describe(exc)}")]
+                    f"{isolation.describe(exc)}")]
     outbox.put_back(outcomes)
 
 
