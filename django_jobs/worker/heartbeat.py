@@ -43,11 +43,11 @@ def rescue(worker: WorkerState) -> list[Job]:
     index's front, for a lease no bounded look saw (one that ran out before the last look
     yet was written after it; one another worker was rescuing)."""
     now, beat = clock.now(Job.objects.db), time.monotonic()
-    since = worker.rescued_until if beat < worker.full_rescue_at else None
+    since = worker.watchman.rescued_until if beat < worker.watchman.full_rescue_at else None
     if since is None:
-        worker.full_rescue_at = beat + worker.options.lease_seconds
+        worker.watchman.full_rescue_at = beat + worker.options.lease_seconds
     rescued = Job.objects.rescue(now=now, since=since)
-    worker.rescued_until = None if rescued else now
+    worker.watchman.rescued_until = None if rescued else now
     return rescued
 
 

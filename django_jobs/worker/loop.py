@@ -7,7 +7,8 @@ jobs no thread has started (``worker/claim_size.py``), tends a suspect job that 
 (``worker/turn.py``), and waits to be woken: by an outcome (``worker/outbox.py``), an enqueue for
 it (``engine/postgres/listener.py``), or the next poll, timeout or heartbeat. The executor's slot
 threads run the jobs (``worker/slots.py``). Database
-errors are waited out (``worker/outage.py``); a stop signal drains the worker, and
+errors are waited out (``worker/outage.py``); a stop signal drains the worker (its watchman,
+``worker/watchman.py``, owns the process's signals, stop, exit and systemd), and
 ``worker/shutdown.py`` ends it.
 """
 
@@ -30,24 +31,20 @@ from django_jobs.worker.log_lines import Tally, default_worker_id
 from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.outage import Outages
 from django_jobs.worker.periodic import Periodic
-from django_jobs.worker.process import install_signals, register
 from django_jobs.worker.producer import Producer
 from django_jobs.worker.shutdown import shut_down
-from django_jobs.worker.systemd import Notifier
 from django_jobs.worker.wake import Wake
+from django_jobs.worker.watchman import Abort, Watchman, register
 
 logger = logging.getLogger("django_jobs.worker")
 
 T = TypeVar("T")
 
 
-class Abort(Exception):
-    """A second stop signal: leave now."""
-
-
 class Worker:
     """One worker: its options, its parts (the producer: what it claims; the executor: what
-    runs the jobs), the state its steps share, and the loop that runs them.
+    runs the jobs; the watchman: what supervises the process), the state its steps share, and
+    the loop that runs them.
 
     The steps see it as a ``WorkerState`` (``worker/state.py``); the loop passes ``self`` to
     them, so mypy holds this class to that protocol."""
@@ -59,20 +56,11 @@ class Worker:
         self.producer = Producer(options)  # what it claims, and how much
         self.tally = Tally(self.worker_id)  # the INFO summary of finished jobs
         self.executor = Executor(self.worker_id, self.wake)  # the slot threads and their jobs
-        self.stopping = False
-        self.ending = False  # shut_down has begun
-        self.failure: BaseException | None = None  # an error that ended the loop
-        self.exit_status = 0  # of a process the worker ends itself (state.py)
-        self.stop_deadline = 0.0
-        self.next_beat = 0.0  # time.monotonic() of the next heartbeat: the first pass beats
-        self.stop_announced = False
+        # signals, stop, exit, systemd, the heartbeat's timing
+        self.watchman = Watchman(self.worker_id, self.wake, options.shutdown_timeout)
         self.processed = 0
-        self.rescued_until: datetime | None = None  # heartbeat.rescue
-        self.full_rescue_at = 0.0
         self.listener: WakeUps | None = None
-        self.previous_handlers: dict[int, object] = {}  # of the stop signals
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
-        self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
         # Database errors: back off, log once; after an outage the job threads reconnect.
         self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)
 
@@ -94,7 +82,7 @@ class Worker:
         except Abort:
             logger.warning("worker %s: second signal, leaving at once", self.worker_id)
         except BaseException as exc:
-            self.failure = exc  # raised on after shut_down, unless it ends the process
+            self.watchman.failure = exc  # raised on after shut_down, unless it ends the process
             raise
         finally:
             shut_down(self)
@@ -104,7 +92,7 @@ class Worker:
     def _start(self) -> None:
         """Signals, slot threads, the workers table's row (waiting out an outage), the
         listener, systemd's READY."""
-        self.previous_handlers = install_signals(self.stop)
+        self.watchman.start()
         session = parts(jobs_database()).session
         session.keep_generic_plans()  # the loop's: the engine's statements
         self.executor.start_slots(self.options.concurrency)
@@ -113,7 +101,7 @@ class Worker:
         if not self.options.burst:  # a burst drains what is ready: it waits for no enqueue
             self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
                                                   self.options.queues)
-        self.systemd.ready(self)
+        self.watchman.ready(self)
 
     def _pass(self) -> bool:
         """One pass of the loop: tend, then write and claim (a stopping worker or one past its
@@ -124,7 +112,7 @@ class Worker:
         now = time.monotonic()
         self._tend(now)
         if self.stopping:
-            if not self.executor.running or now >= self.stop_deadline:
+            if not self.executor.running or now >= self.watchman.stop_deadline:
                 return False
         elif self._out_of_budget():
             if not self.executor.running:
@@ -139,10 +127,9 @@ class Worker:
     def _tend(self, now: float) -> None:
         """systemd's watchdog, the heartbeat when due, the timeouts, the claimed jobs no thread
         has started, a suspect job that must run alone."""
-        self.systemd.tick(now, self)
-        if now >= self.next_beat:
+        if self.watchman.tick(now, self):
             self.safely(heartbeat, self)
-            self.next_beat = now + self.options.heartbeat_seconds
+            self.watchman.beaten(now, self.options.heartbeat_seconds)
         self.executor.enforce_deadlines(now)
         # Claimed jobs waiting for a thread: to idle threads, or handed back (claim_size.py).
         self.hand_back(self.executor.overdue(now, self.stopping))
@@ -204,31 +191,20 @@ class Worker:
                                "reason": f"waited {after:.1f} s for a thread",
                                "next": "pending again for any worker, their attempt not spent"})
 
-    # Start, stop, signals.
+    # Stopping: the watchman's (watchman.py).
 
     def stop(self, *_args: object) -> None:
-        """A stop signal: drain (claim nothing more, give the running jobs the shutdown
-        timeout); a second one leaves at once.
+        """Drain (claim nothing more, give the running jobs the shutdown timeout); a second
+        stop leaves at once (``Abort``): ``Watchman.stop``."""
+        self.watchman.stop()
 
-        It runs as a signal handler, in the main thread between any two bytecodes, so it only
-        sets plain attributes and the wake, whose ``set`` takes no lock (``worker/process.py``):
-        no lock, no log line (the loop logs the stop in ``announce_stop``)."""
-        if self.ending:  # shut_down is under way, and ends the worker whatever comes
-            return
-        if self.stopping:
-            raise Abort
-        self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
-        self.stopping = True
-        self.wake.set()
+    @property
+    def stopping(self) -> bool:
+        return self.watchman.stopping
 
     def announce_stop(self) -> None:
-        """Log a requested stop and tell systemd, once (from the loop, or at the shutdown if
-        the signal came after the loop's last look)."""
-        if self.stopping and not self.stop_announced:
-            self.stop_announced = True
-            logger.info("worker %s: stopping; %d job(s) running", self.worker_id,
-                        len(self.executor.running))
-            self.systemd.stopping(self)
+        """Log a requested stop and tell systemd, once."""
+        self.watchman.announce_stop(self)
 
     def _register(self) -> bool:
         register(self.worker_id, list(self.options.queues), self.options.concurrency)
@@ -281,11 +257,11 @@ class Worker:
         now = time.monotonic()
         wait = self.options.poll_interval
         if self.stopping:
-            wait = min(wait, max(self.stop_deadline - now, 0.0))
+            wait = min(wait, max(self.watchman.stop_deadline - now, 0.0))
         deadline = self.executor.next_deadline_in(now)
         if deadline is not None:
             wait = min(wait, deadline + 0.05)
-        wait = min(wait, self.outages.wait(now, default=wait), self.systemd.next_ping_in(now))
+        wait = min(wait, self.outages.wait(now, default=wait), self.watchman.next_ping_in(now))
         return min(wait, self.executor.next_tend(), self.options.heartbeat_seconds)
 
     def safely(self, func: Callable[..., T], *args: Any) -> T | None:
