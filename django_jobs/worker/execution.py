@@ -35,11 +35,11 @@ from django_jobs.exceptions import InvalidResult, JobCanceled, JobTimeout, Snooz
 from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.signals import job_started
-from django_jobs.worker.slot_loop import SlotLoop
 from django_jobs.worker.unknown_types import unknown_type_outcome
 
 if TYPE_CHECKING:
     from django_jobs.handlers.registry import Handler
+    from django_jobs.worker.slot_loop import SlotLoop
 
 def run_job(
     job: Job, started_at: datetime | int | None = None, *, tidy: bool = True
@@ -259,7 +259,7 @@ class QueryThread(Executor):
             queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.loop = SlotLoop(self)  # closed by ``shutdown``, in the slot thread
+        self.loop: SlotLoop | None = None  # made at the first async job; closed by ``shutdown``
         self.ran = False  # a coroutine ran since the last job ended: tidy after it
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
@@ -289,6 +289,10 @@ class QueryThread(Executor):
         the slot's event loop (``worker/slot_loop.py``)."""
         self.tidy()
         self.ran = True
+        if self.loop is None:
+            from django_jobs.worker.slot_loop import SlotLoop
+
+            self.loop = SlotLoop(self)
         return self.loop.run(coro)
 
     @property
@@ -301,7 +305,8 @@ class QueryThread(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Close the slot's event loop (from the slot thread), then the thread's connections,
         and end it (nothing to do if it never started)."""
-        self.loop.close()
+        if self.loop is not None:
+            self.loop.close()
         with self._lock:
             thread, self._thread = self._thread, None
             if thread is None:

@@ -2,9 +2,9 @@
 
 Each turn of the loop (``Worker.run``) beats the heart when it is due (``worker/heartbeat.py``),
 has its executor (``worker/executor.py``) enforce the running jobs' timeouts and tend the claimed
-jobs no thread has started (``worker/claim_size.py``), tends a suspect job that must run alone
+jobs no thread has started (``worker/producer.py``), tends a suspect job that must run alone
 (``worker/suspects.py``), then writes the outcomes that came in and claims more
-(``worker/turn.py``), and waits to be woken: by an outcome (``worker/outbox.py``), an enqueue for
+(``worker/turn.py``), and waits to be woken: by an outcome (the executor's outbox), an enqueue for
 it (``engine/postgres/listener.py``), or the next poll, timeout or heartbeat. The executor's slot
 threads run the jobs (``worker/slots.py``). Database
 errors are waited out (``worker/outage.py``); a stop signal drains the worker (its watchman,
@@ -23,15 +23,14 @@ from typing import Any, TypeVar
 from django_jobs.core.database_parts import WakeUps, parts
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
-from django_jobs.worker import burst, claim_size, execution, turn
+from django_jobs.worker import burst, execution, turn
 from django_jobs.worker.executor import Executor
 from django_jobs.worker.handoff import handoff
-from django_jobs.worker.heartbeat import heartbeat
+from django_jobs.worker.heartbeat import Periodic, heartbeat
 from django_jobs.worker.log_lines import Tally, default_worker_id
 from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.outage import Outages
-from django_jobs.worker.periodic import Periodic
-from django_jobs.worker.producer import Producer
+from django_jobs.worker.producer import HANDBACK_AFTER_SECONDS, Producer
 from django_jobs.worker.shutdown import shut_down
 from django_jobs.worker.wake import Wake
 from django_jobs.worker.watchman import Abort, Watchman, register
@@ -131,7 +130,7 @@ class Worker:
             self.safely(heartbeat, self)
             self.watchman.beaten(now, self.options.heartbeat_seconds)
         self.executor.enforce_deadlines(now)
-        # Claimed jobs waiting for a thread: to idle threads, or handed back (claim_size.py).
+        # Claimed jobs waiting for a thread: to idle threads, or handed back (producer.py).
         self.hand_back(self.executor.overdue(now, self.stopping))
         if self.executor.solo is not None:  # a suspect that must run alone (suspects.py)
             from django_jobs.worker import suspects
@@ -172,7 +171,7 @@ class Worker:
 
     def hand_back(self, jobs: list[Job]) -> None:
         """Return claimed jobs that never started to the queue, their attempt unspent; while
-        the database is away, keep them and try again a bound later (claim_size.py)."""
+        the database is away, keep them and try again a bound later (producer.py)."""
         if not jobs:
             return
         self.producer.sizer.forget()
@@ -182,7 +181,7 @@ class Worker:
             return
         self.executor.drop(jobs)
         if not self.stopping:
-            after = claim_size.HANDBACK_AFTER_SECONDS
+            after = HANDBACK_AFTER_SECONDS
             logger.info("worker %s: handed back %d claimed job(s) that waited %.1f s for a "
                         "thread; they are pending again for any worker, their attempt not spent",
                         self.worker_id, released, after,

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django_jobs.core.settings import jobs_settings
-from django_jobs.worker.claim_size import PREFETCH_HORIZON_SECONDS
+
+# Seconds of work a claim takes ahead of the free slots (the producer, ``worker/producer.py``).
+PREFETCH_HORIZON_SECONDS = 0.05
 
 
 @dataclass

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from django_jobs.worker.log_lines import Tally
     from django_jobs.worker.options import WorkerOptions
     from django_jobs.worker.outage import Outages
-    from django_jobs.worker.periodic import Periodic
     from django_jobs.worker.producer import Producer
     from django_jobs.worker.wake import Wake
     from django_jobs.worker.watchman import Watchman
@@ -43,11 +42,15 @@ class WorkerState(Protocol):
     producer: Producer  # what it claims and how much: size, cursor, budget, paused queues
     tally: Tally  # the INFO summary of finished jobs
     outages: Outages  # database errors: the backoff, and one log line per outage
-    periodic: Periodic  # the heartbeat's steps: the features', then the release
     # The process's supervisor: signals, stop, exit status, systemd, the heartbeat's timing
     # and how far its last rescue looked.
     watchman: Watchman
     listener: WakeUps | None  # what wakes it on an enqueue, once the loop has started it
+
+    @property
+    def periodic(self) -> Callable[[str], None]:
+        """The heartbeat's steps (``heartbeat.Periodic``), run with the worker's id."""
+        ...
 
     # Where it stands.
     processed: int  # outcomes written so far

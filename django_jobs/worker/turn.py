@@ -41,7 +41,7 @@ from django_jobs.core.states import Outcome
 from django_jobs.exceptions import ClaimConflict
 from django_jobs.models import Job
 from django_jobs.signals import job_finished
-from django_jobs.worker.deadlines import Running
+from django_jobs.worker.executor import Running
 from django_jobs.worker.handoff import handoff
 from django_jobs.worker.log_lines import log_end
 
@@ -73,9 +73,9 @@ class Claim:
 
 
 def claim(worker: WorkerState) -> int:
-    """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
-    transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one statement);
-    hand the claimed jobs out. Returns how many jobs were claimed."""
+    """Write the outcomes that came in and claim what the producer (``worker/producer.py``)
+    says, in one transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one
+    statement); hand the claimed jobs out. Returns how many jobs were claimed."""
     worker.producer.conflicted = False
     release_in_doubt(worker)
     worker.executor.outbox.gather()
@@ -140,7 +140,7 @@ def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
     if free <= 0 and not outcomes:
         return None
     sent = time.monotonic()
-    after = worker.producer.cursor.after(sent) if free > 0 else None  # claim_cursor.py
+    after = worker.producer.cursor.after(sent) if free > 0 else None  # producer.py
     return Claim(free, space, heard, waiter, uuid.uuid4(), sent, after)
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.engine import hooks
 from django_jobs.models import Job
-from django_jobs.worker.periodic import Periodic
+from django_jobs.worker.heartbeat import Periodic
 from tests.helpers import claim, run_burst
 
 pytestmark = pytest.mark.django_db(transaction=True)
