@@ -118,6 +118,7 @@ class Periodic:
     def steps(self) -> list[hooks.Step]:
         """The steps of this heartbeat: the features' configured now (the settings are read at
         each heartbeat), then the release and the horizon."""
+        hooks.decide()  # which features join the claims until the next heartbeat
         features = hooks.periodic_steps(self.made, starting=not self.started)
         return [*features, self.release_waiting, self.horizon]
 

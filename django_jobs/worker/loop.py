@@ -15,6 +15,7 @@ errors are waited out (``worker/outage.py``); a stop signal drains the worker (i
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -25,7 +26,7 @@ from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
 from django_jobs.worker import burst, execution, turn
 from django_jobs.worker.executor import Executor
-from django_jobs.worker.handoff import handoff
+from django_jobs.worker.handoff import PairedThread, handoff
 from django_jobs.worker.heartbeat import Periodic, heartbeat
 from django_jobs.worker.log_lines import Tally, default_worker_id
 from django_jobs.worker.options import WorkerOptions
@@ -67,7 +68,8 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
-        handoff.start()  # log records leave the loop and the slots at once (handoff.py)
+        # Log records leave the loop and the slots at once, and span ends too (handoff.py).
+        handoff.start(companion=_span_ends())
         try:
             return self._run()
         finally:
@@ -266,3 +268,13 @@ class Worker:
     def safely(self, func: Callable[..., T], *args: Any) -> T | None:
         """Run a database step; None if it failed or waits out a backoff (outage.py)."""
         return self.outages.attempt(getattr(func, "__name__", "step").lstrip("_"), func, *args)
+
+
+def _span_ends() -> PairedThread | None:
+    """The span ends' thread (``worker/span_ends.py``), when spans can be made: OpenTelemetry
+    is loaded (a site that traces sets its SDK up before the worker starts)."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from django_jobs.worker.span_ends import span_ends
+
+    return span_ends

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from django.db import connections
 
-from django_jobs.engine import finish_counts
+from django_jobs.engine import finish_counts, hooks
 from django_jobs.models import Job
 from django_jobs.models import Worker as WorkerRow
 from django_jobs.worker import turn
@@ -89,6 +89,7 @@ def shut_down(worker: WorkerState) -> None:
     worker.safely(finish_counts.flush)  # the counts of the jobs finished since the last heartbeat
     if executor.running:
         leave_running(worker, [held.job for held in executor.running.values()])
+    hooks.forget()  # what is configured is read at each call again (engine/hooks.py)
     worker.tally.flush()
     worker.wake.close()  # a thread still running a job may set it: that does nothing now
     logger.info("worker %s: stopped after %d job(s)", worker.worker_id, worker.processed)
