@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from django_jobs.core.database_parts import WakeUps, parts
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
-from django_jobs.worker import burst, execution, turn
+from django_jobs.worker import execution, turn
 from django_jobs.worker.executor import Executor
 from django_jobs.worker.handoff import PairedThread, handoff
 from django_jobs.worker.heartbeat import Periodic, heartbeat
@@ -144,7 +144,7 @@ class Worker:
         after a claim, or a burst's wait done); False: a burst worker's work is done; None:
         wait."""
         processed = self.processed
-        sent = self.safely(burst.now) if self.options.burst else None
+        sent = self.safely(turn.burst_now) if self.options.burst else None
         claimed = self.safely(turn.claim, self) or 0
         if sent is not None and self._idle(claimed):
             return self._burst_end(processed, sent)
@@ -161,11 +161,11 @@ class Worker:
     def _burst_end(self, processed: int, sent: datetime) -> bool:
         """A burst worker that claimed nothing and holds nothing: False if nothing it could
         run is ready or due within ``--burst-wait``; otherwise True, after waiting for what
-        is due (``burst.py``)."""
+        is due (``turn.py``)."""
         if self.processed > processed and (
-                self.safely(burst.released, self, sent) or self.outages.active):
+                self.safely(turn.burst_released, self, sent) or self.outages.active):
             return True  # what its finishes released is claimed by the next turn
-        due = self.safely(burst.due_in, self)
+        due = self.safely(turn.burst_due_in, self)
         if due is None and not self.outages.active:
             return False
         self._wait(due)

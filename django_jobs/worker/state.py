@@ -1,7 +1,7 @@
 """A worker as its steps see it: ``WorkerState``.
 
 The loop (``worker/loop.py``) hands itself to each step (``turn``, ``suspects``, ``heartbeat``,
-``shutdown``, ``burst``); the steps are typed against this protocol, not the loop's class, so
+``shutdown``); the steps are typed against this protocol, not the loop's class, so
 none of them imports the loop, and what they may touch of a worker is written down here.
 ``loop.Worker`` is one: mypy checks it wherever the loop passes ``self`` to a step.
 
