@@ -172,6 +172,7 @@ _asked_at_finish: tuple[Feature, ...] = ()
 # and again at each one, so that its claims do not read the settings and the handlers' options
 # each time. None: undecided, read at each call (a process that runs no worker).
 _decided: tuple[Feature, ...] | None = None
+_decided_handlers = 0  # how many handlers were registered then: a new one is decided on too
 
 
 def register(feature: Feature) -> Feature:
@@ -241,8 +242,11 @@ def configured(feature: Feature) -> bool:
 
 def decide() -> None:
     """Decide which features are configured, as set now, and keep it until the next ``decide``
-    (a worker's heartbeat), a feature's registration, or a setting's change."""
-    global _decided
+    (a worker's heartbeat), a feature's or a handler's registration, or a setting's change."""
+    global _decided, _decided_handlers
+    from django_jobs.handlers import registry
+
+    _decided_handlers = len(registry.registered)
     _decided = tuple(feature for feature in _features if configured(feature))
 
 
@@ -256,8 +260,10 @@ setting_changed.connect(lambda **_kwargs: forget(), weak=False)
 
 
 def _configured() -> Sequence[Feature]:
+    from django_jobs.handlers import registry
+
     decided = _decided
-    if decided is not None:
+    if decided is not None and len(registry.registered) == _decided_handlers:
         return decided
     return [feature for feature in _features if configured(feature)]
 

@@ -24,16 +24,17 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError
 
 from django_jobs.core import clock
+from django_jobs.core.database_parts import parts
 from django_jobs.core.db_errors import REFUSAL, classify
 from django_jobs.core.states import Outcome
 from django_jobs.engine import finish_counts, hooks
 from django_jobs.exceptions import JobCanceled
 from django_jobs.models import Job, QueueState
 from django_jobs.models import Worker as WorkerRow
-from django_jobs.worker.horizon_warning import HorizonWatch
 from django_jobs.worker.log_lines import at_utc, level_for
 
 if TYPE_CHECKING:
+    from django_jobs.worker.horizon_warning import HorizonWatch
     from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
@@ -113,14 +114,19 @@ class Periodic:
         self.made: dict[hooks.Feature, Sequence[hooks.Step]] = {}
         self.started = False  # its first heartbeat is behind it
         self.release_waiting = ReleaseWaiting()
-        self.horizon = HorizonWatch()
+        self.horizon: HorizonWatch | None = None  # made where the database reads a horizon
 
     def steps(self) -> list[hooks.Step]:
         """The steps of this heartbeat: the features' configured now (the settings are read at
-        each heartbeat), then the release and the horizon."""
+        each heartbeat), then the release and, where the database reads one, the horizon."""
         hooks.decide()  # which features join the claims until the next heartbeat
         features = hooks.periodic_steps(self.made, starting=not self.started)
-        return [*features, self.release_waiting, self.horizon]
+        if self.horizon is None and parts(Job.objects.db).horizon.available():
+            from django_jobs.worker.horizon_warning import HorizonWatch
+
+            self.horizon = HorizonWatch()
+        horizon = [] if self.horizon is None else [self.horizon]
+        return [*features, self.release_waiting, *horizon]
 
     def __call__(self, worker_id: str) -> None:
         steps = self.steps()
