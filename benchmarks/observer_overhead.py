@@ -5,8 +5,10 @@ the worker's own thread (``worker/handoff.py``), in one run.
 
 The drain of no-op jobs by one real ``runworker --burst --concurrency 4`` process
 (benchmarks/drain.py) in each mode: ``-v 0`` (no line), ``-v 1`` (the default: the summary
-line), ``-v 2`` (two lines per job, to the drain's log file) and ``receiver`` (``-v 0`` and a
-``job_finished`` receiver that counts: ``BENCH_JOB_FINISHED``). The modes' order turns from
+line), ``-v 2`` (two lines per job, to the drain's log file), ``receiver`` (``-v 0`` and a
+``job_finished`` receiver that counts: ``BENCH_JOB_FINISHED``), and ``sentry`` (``-v 0`` and
+sentry-sdk with django-jobs' integration, as the error trackers' how-to sets it up:
+``BENCH_SENTRY``; it needs sentry-sdk installed). The modes' order turns from
 repeat to repeat. Prints each mode's median rate and the worker's CPU microseconds per job
 (its user and system time less its start-up, which a shared machine disturbs far less than
 the rate). Run it from two checkouts to compare them.
@@ -43,6 +45,7 @@ MODES = {
     "-v 1": (["-v", "1"], {}),
     "-v 2": (["-v", "2"], {}),
     "receiver": (["-v", "0"], {"BENCH_JOB_FINISHED": "1"}),
+    "sentry": (["-v", "0"], {"BENCH_SENTRY": "1"}),
 }
 
 

@@ -45,6 +45,16 @@ if os.environ.get("BENCH_JSON_LOGS"):
 # BENCH_OTEL: how the process meets OpenTelemetry (benchmarks/tracing_overhead.py)
 __import__("benchmarks.tracing_setup").tracing_setup.configure(os.environ.get("BENCH_OTEL", ""))
 
+# BENCH_SENTRY=1: sentry-sdk with django-jobs' integration, as docs/howto-error-trackers.md sets
+# it up, sending to a port nobody listens on (benchmarks/observer_overhead.py).
+if os.environ.get("BENCH_SENTRY"):
+    import sentry_sdk
+
+    from django_jobs.features.sentry import DjangoJobsIntegration
+
+    sentry_sdk.init(dsn="http://public@127.0.0.1:9/1", integrations=[DjangoJobsIntegration()],
+                    data_collection={"stack_frame_variables": False})
+
 # BENCH_JOB_FINISHED=1: a job_finished receiver that counts (benchmarks/observer_overhead.py).
 if os.environ.get("BENCH_JOB_FINISHED"):
     from django_jobs.signals import job_finished

@@ -61,7 +61,12 @@ __all__ = [
 
 
 def current_job() -> "Job | None":
-    """The Job the calling handler is running, or None outside a worker."""
+    """The Job the calling handler is running: in the handler, the ``job_started`` receivers and
+    what runs in the handler's context (its calls, ``async_to_sync``, ``sync_to_async``, an
+    async handler's tasks). None anywhere else: outside a worker (a view, a shell, a test that
+    calls the handler itself), in a thread the handler starts (a new thread begins with an
+    empty context; pass the job to it), and in ``job_finished`` receivers (the job has ended:
+    they are given it as ``job``)."""
     from django_jobs.core.current import current_job as _current
 
     return _current.get()

@@ -23,12 +23,13 @@ class DjangoJobsConfig(AppConfig):
         from django_jobs.features.limits.claim import Limits
         from django_jobs.features.retention import Retention
         from django_jobs.features.schedules.ticker import Schedules
-        from django_jobs.handlers.registry import autodiscover
+        from django_jobs.handlers.registry import autodiscover, register_resolver
         from django_jobs.worker import execution  # noqa: F401
 
         if apps.is_installed("django.contrib.admin"):
             # API tokens are created and revoked there; schedules are paused and run there;
-            # groups show their progress there.
+            # groups and actions over a filter show their progress there.
+            from django_jobs.admin import bulk as bulk_admin  # noqa: F401
             from django_jobs.admin import groups as groups_admin  # noqa: F401
             from django_jobs.admin import schedules as schedules_admin  # noqa: F401
             from django_jobs.admin import tokens as tokens_admin  # noqa: F401
@@ -44,5 +45,19 @@ class DjangoJobsConfig(AppConfig):
                         Limits(), CrashCounting(), Schedules(), Retention()):
             hooks.register(feature)
 
+        # Actions over a filter run as jobs of their own type, its module loaded on first use.
+        register_resolver(BULK_ACTION, bulk_action_handler)
         setup_tasks_backend()  # the django.tasks backend: task: job types, task_finished
         autodiscover()
+
+
+BULK_ACTION = "django_jobs.bulk_action"  # features/bulk_actions.py's TYPE
+
+
+def bulk_action_handler(type: str):  # a Handler, imported with its module
+    """The handler of the jobs that run actions over a filter, imported when one is met."""
+    if type != BULK_ACTION:
+        return None
+    from django_jobs.features import bulk_actions
+
+    return bulk_actions.HANDLER

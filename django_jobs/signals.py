@@ -27,6 +27,8 @@ job_enqueued = JobSignal(use_caching=True)
 #: number.
 job_started = JobSignal(use_caching=True)
 #: Sent by the worker (and ``run_jobs``) after the outcome is written; ``outcome`` is an
-#: Attempt.Outcome value. The worker sends it from a thread of its own, in the order the
-#: outcomes were written, so that a receiver that blocks does not hold its loop.
+#: Attempt.Outcome value, ``exception`` the handler's exception where this process has it (else
+#: None: a job rescued as dead after its worker was lost, or one that did not fail). The worker
+#: sends it from a thread of its own, in the order the outcomes were written, so that a receiver
+#: that blocks does not hold its loop.
 job_finished = JobSignal(use_caching=True)

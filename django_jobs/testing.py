@@ -17,10 +17,11 @@ from django.db import DatabaseError, connections
 from django_jobs.core.settings import jobs_settings
 from django_jobs.models import Job, QueueState
 from django_jobs.signals import job_finished
-from django_jobs.worker.execution import run_job
+from django_jobs.worker.execution import isolation_off, run_job
 from django_jobs.worker.log_lines import log_end
 
 if TYPE_CHECKING:
+    from django_jobs.core.outcomes import AttemptOutcome
     from django_jobs.models.managers import JobQuerySet
 
 __all__ = ["JobsHelper", "TooManyJobs", "assert_enqueued", "enqueued_jobs", "run_jobs"]
@@ -56,7 +57,8 @@ def run_jobs(
     - ``max_jobs``: the most attempts to run; ``TooManyJobs`` is raised if jobs are still
       ready after that (a handler that snoozes or enqueues itself for ever).
 
-    Handler timeouts are not enforced: the handler runs in the caller's thread to its end.
+    Handler timeouts are not enforced: the handler runs in the caller's thread to its end,
+    a handler with ``isolation="process"`` too (it sees the test's data, in its transaction).
     """
     ran: list[Job] = []
     while True:
@@ -92,7 +94,17 @@ def _claim_one(queues: Sequence[str] | None) -> Job | None:
 
 
 def _run_one(job: Job) -> Job:
-    """One attempt of a claimed job: run it, write its outcome, signal and log as a worker."""
+    """One attempt of a claimed job: run it, write its outcome, signal and log as a worker.
+    A handler with ``isolation="process"`` runs here too, where it sees the test's data."""
+    token = isolation_off.set(True)
+    try:
+        return _write(_attempt(job))
+    finally:
+        isolation_off.reset(token)
+
+
+def _attempt(job: Job) -> AttemptOutcome:
+    """Run the handler in this thread, in a savepoint inside a test's transaction."""
     connection = connections[Job.objects.db]
     if not connection.in_atomic_block:  # a transactional test: as in a worker
         outcome = run_job(job)
@@ -104,9 +116,15 @@ def _run_one(job: Job) -> Job:
             connection.savepoint_commit(savepoint)
         except DatabaseError:  # a query of the handler failed and broke the transaction
             connection.savepoint_rollback(savepoint)
+    return outcome
+
+
+def _write(outcome: AttemptOutcome) -> Job:
+    """Write the attempt's outcome, then log and signal it as a worker does."""
     for written in Job.objects.finish([outcome]):
         log_end(WORKER_ID, written)
-        job_finished.send(sender=Job, job=written.job, outcome=written.kind)
+        job_finished.send(sender=Job, job=written.job, outcome=written.kind,
+                          exception=written.exception)
     return outcome.job
 
 

@@ -189,6 +189,7 @@ from tests import clock_jobs  # noqa: E402, F401  (handlers of the clock tests)
 from tests import trace_jobs  # noqa: E402, F401  (handlers of the tracing tests)
 from tests import async_handlers  # noqa: E402, F401  (async twins of the handlers above)
 from tests import typed_jobs  # noqa: E402, F401  (handlers typed by their own arguments)
+from tests import isolated_jobs  # noqa: E402, F401  (each job in a child process)
 
 
 @handler("read_dependencies")
@@ -221,3 +222,32 @@ def follow_ups_one_refused(payload):
     enqueue_after_success("echo", {"kept": True})
     Job.objects.filter(pk=payload["dep"]).delete()
     return None
+
+
+@handler("leaky", max_attempts=2)
+def leaky(payload):
+    """Fails until dead, holding a payload value and a secret of its own in its locals."""
+    card = payload["card"]
+    secret = "-".join(["handler", "local", "secret"])  # in no line of source an event quotes
+    raise RuntimeError(f"declined ({len(card) + len(secret)} characters checked)")
+
+
+@handler("where_current")
+def where_current(payload):
+    """Where ``current_job()`` is this job: here, in a thread it starts, under ``sync_to_async``."""
+    import threading
+
+    from asgiref.sync import async_to_sync, sync_to_async
+
+    here = current_job()
+    seen = {}
+    thread = threading.Thread(target=lambda: seen.setdefault("thread", current_job()))
+    thread.start()
+    thread.join()
+
+    async def in_async():
+        return await sync_to_async(current_job)()
+
+    return {"handler": here.public_id if here else None,
+            "thread": seen["thread"].public_id if seen["thread"] else None,
+            "async_to_sync": getattr(async_to_sync(in_async)(), "public_id", None)}

@@ -10,6 +10,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
+from django_jobs.admin import job_graph
 from django_jobs.admin.display import job_link
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.models import Job, JobGroup, JobGroupMember
@@ -41,7 +42,7 @@ class JobGroupAdmin(StockAnswers, admin.ModelAdmin):
     readonly_fields = ("public_id", "name", "progress", "total", "completed", "dead",
                        "canceled", "remaining", "created_at", "finished_at", "callback_type",
                        "callback_payload", "callback_options", "callback", "error_message",
-                       "jobs")
+                       "jobs", "graph")
     fields = readonly_fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -92,3 +93,9 @@ class JobGroupAdmin(StockAnswers, admin.ModelAdmin):
         if len(ids) > JOBS_SHOWN:
             items.append(format_html("and {} more", group.total - JOBS_SHOWN))
         return format_html_join(mark_safe(", "), "{}", ((item,) for item in items)) or "-"
+
+    @admin.display(description="graph")
+    def graph(self, group: JobGroup) -> str:
+        """The group's jobs and its callback as a graph of their states."""
+        picture = job_graph.group_jobs(group)
+        return "-" if picture is None else picture.svg()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.contrib import admin, messages
@@ -13,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from django_jobs.admin import actions, display, search
+from django_jobs.admin import actions, display, job_graph, search
 from django_jobs.admin.attempts import AttemptInline
 from django_jobs.admin.edit_payload import EditPayloadMixin
 from django_jobs.admin.filters import (
@@ -31,7 +30,6 @@ from django_jobs.core.states import PROCESSING, READY_STATES, DependencyPolicy
 from django_jobs.exceptions import JobConflict
 from django_jobs.models import Job, JobDependency
 
-PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
 HEAVY_FIELDS = ("payload", "result", "error")
 WAITS_ON_SHOWN = 20  # dependencies the job page names
 
@@ -79,7 +77,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
                actions.delete_jobs]
     inlines = [AttemptInline]
     fieldsets = [(name, {"fields": names}) for name, names in DETAIL_SECTIONS]
-    readonly_fields = [name for _, names in DETAIL_SECTIONS for name in names]
+    readonly_fields = [*(name for _, names in DETAIL_SECTIONS for name in names), "related_jobs"]
     change_list_template = "django_jobs/admin/job_change_list.html"
     change_form_template = "django_jobs/admin/job_change_form.html"
     delete_confirmation_template = "django_jobs/admin/job_delete_confirmation.html"
@@ -106,7 +104,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
-        if PUBLIC_ID_RE.fullmatch(term):
+        if search.PUBLIC_ID_RE.fullmatch(term):
             return queryset.filter(public_id=term), False  # the unique index, no scan
         if not term:
             return queryset, False
@@ -118,6 +116,19 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
                 f"{display.when(start)}. To search older jobs, choose a period "
                 f"in the date drill-down above the list."), messages.INFO)
         return super().get_search_results(request, queryset, search_term)
+
+    def get_fieldsets(self, request, obj=None):
+        """The job page's sections, with a picture of its related jobs (its dependency chain
+        or its group) after the first, for a job that has any."""
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or job_graph.related(obj) is None:
+            return fieldsets
+        return [*fieldsets[:1], ("Related jobs", {"fields": ("related_jobs",)}), *fieldsets[1:]]
+
+    @admin.display(description="graph")
+    def related_jobs(self, job: Job):
+        picture = job_graph.related(job)
+        return display.EMPTY if picture is None else picture.svg()
 
     # Permissions: nobody edits a job by hand; each verb has its own permission.
 

@@ -12,6 +12,7 @@ drill-down searches all of that period instead.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import TypeVar
 
@@ -25,6 +26,7 @@ M = TypeVar("M", bound=Model)
 
 # Newest jobs a free-text search reads when no period is chosen.
 SEARCH_WINDOW = newest.NEWEST_WINDOW
+PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")  # a search for one finds that job alone
 
 
 def period_chosen(request: HttpRequest) -> bool:

@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from django_jobs.admin import actions, charts, overview_figures
+from django_jobs.admin import actions, charts, live, overview_figures
 from django_jobs.admin.page_database import list_database, looking, replica_note
 from django_jobs.admin.requests import job_pk
 from django_jobs.core.states import CANCELED, DEAD, FAILED, PENDING, PROCESSING, READY_STATES
@@ -52,6 +52,8 @@ class JobViewsMixin(_AdminBase):
         wrap = self.admin_site.admin_view
         return [
             path("overview/", wrap(self.overview_view), name="django_jobs_job_overview"),
+            path("live/", wrap(self.live_view), name="django_jobs_job_live"),
+            path("bulk/", wrap(self.bulk_view), name="django_jobs_job_bulk"),
             path("overview/queues/", wrap(require_POST(self.queue_view)),
                  name="django_jobs_job_queue"),
             path("<path:object_id>/do/<str:verb>/", wrap(require_POST(self.verb_view)),
@@ -84,6 +86,7 @@ class JobViewsMixin(_AdminBase):
             Job.objects.filter(pk=pk).only("status", "cancel_requested").first())
         if job is not None:
             extra["job_buttons"] = self.job_buttons(request, job)
+            extra.update(live.page_context(self.url("live"), "job", job.pk))
         return super().change_view(request, object_id, form_url, extra)
 
     def job_buttons(self, request: HttpRequest, job: Job) -> list[dict[str, str]]:
@@ -108,12 +111,26 @@ class JobViewsMixin(_AdminBase):
     def changelist_view(self, request, extra_context=None):
         def page():
             extra = {"summary": overview_figures.summary(using=list_database(request)),
-                     "replica_note": replica_note(request), **(extra_context or {})}
+                     "replica_note": replica_note(request),
+                     **live.page_context(self.url("live"), "list"),
+                     "bulk_url": bulk_link(request), **(extra_context or {})}
             return super(JobViewsMixin, self).changelist_view(request, extra)
 
         return looking(request, page)
 
     # The overview page and queue pauses.
+
+    def bulk_view(self, request: HttpRequest):
+        """Retry, cancel or delete every job the list's filter matches (``admin/bulk.py``)."""
+        from django_jobs.admin import bulk
+
+        return bulk.bulk_view(self, request)
+
+    def live_view(self, request: HttpRequest):
+        """The live pages' version (``admin/live.py``), for users who may view jobs."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return live.live_view(request)
 
     def overview_view(self, request: HttpRequest):
         if not self.has_view_permission(request):
@@ -132,6 +149,7 @@ class JobViewsMixin(_AdminBase):
             # the finished jobs, from their counts
             **charts.context(request.GET, using=list_database(request)),
             "replica_note": replica_note(request),
+            **live.page_context(self.url("live"), "overview"),
         }
         return TemplateResponse(request, "django_jobs/admin/overview.html", context)
 
@@ -151,6 +169,12 @@ class JobViewsMixin(_AdminBase):
             text = f"Queue {name} {done}." if changed else f"Queue {name} was already {done}."
             self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
         return HttpResponseRedirect(self.url("overview"))
+
+
+def bulk_link(request: HttpRequest) -> str:
+    from django_jobs.admin import bulk
+
+    return bulk.list_link(request)
 
 
 def get_job_or_404(object_id: str) -> Job:

@@ -1,5 +1,6 @@
 """Who may call the API: a Bearer token with the right scope, or a logged-in user with the
-model permission (session cookie, CSRF checked on writes). Nobody anonymous.
+model permission (session cookie, CSRF checked on writes); the OpenAPI document also a staff
+user's session. Nobody anonymous.
 
 Missing or wrong credentials answer 401; known callers without the right answer 403. What a
 view raises unexpectedly is answered as JSON too: 503 for a database that is away, else 500.
@@ -34,16 +35,21 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)  # at most one write per token per m
 
 @dataclass(frozen=True)
 class Need:
-    """What a route asks of its caller: a token scope, or these model permissions."""
+    """What a route asks of its caller: a token scope, or these model permissions (or, with
+    ``staff``, a staff user's session without them)."""
 
     scope: str
     perms: tuple[str, ...]
+    staff: bool = False
 
 
 READ = Need("read", ("django_jobs.view_job",))
 SUBMIT = Need("submit", ("django_jobs.add_job",))
 CANCEL = Need("manage", ("django_jobs.cancel_job",))
 RETRY = Need("manage", ("django_jobs.retry_job",))
+# The OpenAPI document holds no job: a read token, or any staff user's session (the people who
+# use the admin, exploring the API in a browser), but nobody anonymous.
+DOCUMENT = Need("read", ("django_jobs.view_job",), staff=True)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class Caller:
     def may(self, need: Need) -> bool:
         if self.token is not None:
             return self.token.has_scope(need.scope)
-        return self.user.has_perms(need.perms)
+        return (need.staff and self.user.is_staff) or self.user.has_perms(need.perms)
 
 
 _CALLER = "django_jobs_api_caller"  # the request attribute ``endpoint`` sets

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
 
-from django_jobs.api.auth import READ, endpoint
+from django_jobs.api.auth import DOCUMENT, READ, endpoint
 from django_jobs.api.constraints import WINDOW_MAX_LENGTH, window_seconds
 from django_jobs.api.errors import ApiError, json_response
 from django_jobs.api.metrics import PROMETHEUS_CONTENT_TYPE, job_metrics, prometheus_text
@@ -47,6 +47,6 @@ def parse_window(text: str | None) -> timedelta | None:
     return timedelta(seconds=seconds)
 
 
-@endpoint({"GET": READ})
+@endpoint({"GET": DOCUMENT})
 def openapi(request: HttpRequest) -> HttpResponse:
     return json_response(openapi_document(request.build_absolute_uri("./").rstrip("/")))

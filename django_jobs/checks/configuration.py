@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from difflib import get_close_matches
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -26,13 +27,23 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: obj
     if not isinstance(user, dict):
         return [Error("DJANGO_JOBS must be a dict", id="django_jobs.E001")]
     return [*check_unknown_keys(user), *check_limits(), *check_log_levels(),
-            *check_timing(), *check_jobs_alias(), *check_read_replica()]
+            *check_timing(), *check_jobs_alias(), *check_read_replica(),
+            *check_admin_refresh()]
 
 
 def check_unknown_keys(user: dict) -> list:
+    """A key that is no setting, with the nearest one (a misspelling) as the hint, else them
+    all."""
     return [Error(f"DJANGO_JOBS has an unknown key {key!r}", id="django_jobs.E002",
-                  hint=f"known keys: {', '.join(sorted(DEFAULTS))}")
-            for key in sorted(set(user) - set(DEFAULTS))]
+                  hint=nearest_setting(key))
+            for key in sorted(set(user) - set(DEFAULTS), key=str)]
+
+
+def nearest_setting(key: object) -> str:
+    close = get_close_matches(str(key).upper(), DEFAULTS, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"known keys: {', '.join(sorted(DEFAULTS))}"
 
 
 def check_limits() -> list:
@@ -54,11 +65,16 @@ def check_limits() -> list:
 
 
 def check_timing() -> list:
-    """The horizon warning's seconds, and a lease long enough for two heartbeats."""
+    """The horizon warning's and the kill grace's seconds, and a lease long enough for two
+    heartbeats."""
     problems: list = []
     if not _seconds_or_none(jobs_settings.HORIZON_WARNING_SECONDS):
         problems.append(Error("DJANGO_JOBS['HORIZON_WARNING_SECONDS'] must be a number of "
                               "seconds (0 or more) or None", id="django_jobs.E007"))
+    grace = jobs_settings.KILL_GRACE
+    if not (_number(grace) and not grace < 0):
+        problems.append(Error(f"DJANGO_JOBS['KILL_GRACE'] is {grace!r}, not a number of seconds "
+                              "(0 or more)", id="django_jobs.E008"))
     lease, beat = jobs_settings.LEASE_SECONDS, jobs_settings.HEARTBEAT_SECONDS
     if lease < 2 * beat:
         problems.append(Warning(
@@ -83,6 +99,15 @@ def check_read_replica() -> list:
                 f"DJANGO_JOBS[{key!r}] is {value!r}, not a positive number of seconds"
                 + (" or None" if may_be_none else ""), id="django_jobs.E041"))
     return problems
+
+
+def check_admin_refresh() -> list:
+    """``ADMIN_REFRESH_SECONDS``: seconds between the live pages' polls, 0 for none."""
+    value = jobs_settings.ADMIN_REFRESH_SECONDS
+    if _number(value) and value >= 0:
+        return []
+    return [Error(f"DJANGO_JOBS['ADMIN_REFRESH_SECONDS'] is {value!r}, not a number of seconds "
+                  "(0 turns live refresh off)", id="django_jobs.E042")]
 
 
 def check_replica_alias() -> list:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -35,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 1.0,
     # How long a stopping worker lets running jobs finish before handing them back.
     "SHUTDOWN_TIMEOUT": 30.0,
+    # Seconds a handler run with isolation="process" gets, after its timeout or its job's
+    # cancel, to stop before its process is ended (worker/process_isolation.py).
+    "KILL_GRACE": 10.0,
     "DEFAULT_QUEUE": "default",
     # Seconds a job whose type no worker has a handler for (a rolling deploy) waits for one,
     # handed back with a backoff and its attempt not spent, before it goes dead. 0: dead at once.
@@ -96,6 +100,10 @@ DEFAULTS: dict[str, Any] = {
     # a site's dict overrides these entries one by one. ERROR is what error trackers report.
     "LOG_LEVELS": {"failed": "WARNING", "snoozed": "WARNING", "canceled": "WARNING",
                    "dead": "ERROR", "refused": "ERROR"},
+    # Error trackers (django_jobs.features.sentry): send the job's payload with its event, and
+    # the handler's local variables (which hold what it loaded from the payload). False: the
+    # event has the job's id, type, queue, attempt and error, and no frame's variables.
+    "ERROR_TRACKER_PAYLOAD": False,
     # An alias of DATABASES that replicates the jobs' database: the admin's job list, its
     # overview, the API's GET /jobs and its metrics read there; writes, the workers and the
     # pages that act (a job's page and buttons, the admin's actions) stay on the primary
@@ -107,6 +115,9 @@ DEFAULTS: dict[str, Any] = {
     # How long the pages read the jobs' database after READ_REPLICA failed or fell behind,
     # before they try it again.
     "READ_REPLICA_FALLBACK_SECONDS": 30,
+    # Seconds between the admin's live pages' polls (the job list, a job's page, the
+    # overview: admin/live.py); 0 turns live refresh off.
+    "ADMIN_REFRESH_SECONDS": 5,
     # Recurring jobs, {name: {"type": ..., "cron": ... | "every": ..., ...}}.
     "SCHEDULES": {},
 }
@@ -131,6 +142,16 @@ class Settings:
 
 
 jobs_settings = Settings()
+
+
+def level_for(outcome: str) -> int:
+    """The level of the line that reports an outcome (``failed`` for a retried failure,
+    ``dead``, ``refused``...): the site's ``LOG_LEVELS`` entry for it, else the default one.
+    Error trackers report the outcomes at ERROR and above."""
+    level = (jobs_settings.LOG_LEVELS or {}).get(outcome)
+    if level is None:
+        level = DEFAULTS["LOG_LEVELS"].get(outcome, "WARNING")
+    return level if isinstance(level, int) else logging.getLevelName(str(level).upper())
 
 
 def _changed(*, setting: str, **kwargs: object) -> None:

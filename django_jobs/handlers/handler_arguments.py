@@ -30,11 +30,13 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from difflib import get_close_matches
 from functools import cached_property
 from typing import Any, get_args, get_origin, is_typeddict
 
 from django.core.exceptions import ImproperlyConfigured
 
+from django_jobs.core.contract import EnqueueKeywords
 from django_jobs.core.json_rules import NotStorable, storable_json
 from django_jobs.exceptions import InvalidJob, PermanentError
 from django_jobs.handlers.argument_checks import convert
@@ -185,12 +187,13 @@ class ArgumentSpec:
         return problems or {"arguments": str(exc)}
 
     def _unknown_names(self, kwargs: Mapping[str, object]) -> dict[str, str]:
-        """The names given that are no argument (none is, with a ``**kwargs`` parameter)."""
+        """The names given that are no argument (none is, with a ``**kwargs`` parameter), each
+        with what was meant: ``.using()`` for a job option, else the nearest argument."""
         if self.var_keyword is not None:
             return {}
         params = self.signature.parameters
-        return {name: f"is not an argument of {self.name} (job options go in "
-                      f".using({name}=...))" for name in kwargs if name not in params}
+        return {name: f"is not an argument of {self.name}{_meant(name, params)}"
+                for name in kwargs if name not in params}
 
     def _missing(self, kwargs: Mapping[str, object], by_position: set[str]) -> dict[str, str]:
         """The arguments without a default given neither by position nor by name."""
@@ -243,3 +246,14 @@ class ArgumentSpec:
                 raise Wrong(name, f"is not an argument of {self.name}")
             kwargs[name] = convert(value, self._annotation(name), name, load=True)
         return kwargs
+
+
+def _meant(name: str, params: Mapping[str, inspect.Parameter]) -> str:
+    """What an unknown argument ``name`` may have meant, in parentheses, or nothing."""
+    if name in EnqueueKeywords.__optional_keys__:
+        return f" (job options go in .using({name}=...))"
+    named = [p for p, param in params.items() if param.kind not in _VARIADIC]
+    close = get_close_matches(name, named, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (its arguments: {', '.join(named)})" if named else " (it takes none)"

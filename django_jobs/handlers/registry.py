@@ -21,6 +21,9 @@ TYPE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 ExceptionTypes = tuple[type[BaseException], ...]
 # A crash's policies: give the lost attempt back, or count it as a failed attempt.
 ON_CRASH = ("retry", "fail")
+# Where a handler's jobs run: None, a thread of the worker; "process", each in a child process
+# of its own, which the worker can end (worker/process_isolation.py).
+ISOLATION = ("process",)
 # A handler: called with its arguments (the job's payload: ``handlers/handler_arguments.py``);
 # returns its result (or an awaitable of it).
 P = ParamSpec("P")
@@ -49,6 +52,8 @@ class Handler:
     # How the payload becomes the function's arguments; None: called with the payload as stored
     # (the Tasks backend's handlers, whose payload holds their own args and kwargs).
     arguments: ArgumentSpec | None = None
+    # None: the job runs in a thread of the worker; "process": in a child process of its own.
+    isolation: str | None = None
 
     def is_permanent(self, exc: BaseException) -> bool:
         """True for errors not worth retrying: PermanentError, listed classes, or unlisted ones."""
@@ -81,6 +86,7 @@ def handler(
     limits: Sequence[object] = (),
     on_crash: str | None = None,
     max_crashes: int | None = None,
+    isolation: str | None = None,
 ) -> Callable[[Callable[P, R]], JobHandler[P, R]]:
     """Register ``func`` as the handler of jobs of ``type``; returns it as a ``JobHandler``,
     callable as the function and with typed verbs: ``func.enqueue(...)`` takes the function's
@@ -89,8 +95,15 @@ def handler(
     ``on_crash`` and ``max_crashes`` say what happens to a job when the process running it dies
     (see docs/explanation-guarantees.md): "retry" (the default) gives the lost attempt back;
     "fail" counts it as a failed attempt. Either way a job that has crashed ``max_crashes``
-    times, the last time alone in its worker, goes dead."""
+    times, the last time alone in its worker, goes dead.
+
+    ``isolation="process"`` runs each job in a child process of its own, which the worker ends
+    if the handler is still running ``KILL_GRACE`` seconds after its timeout or a cancel
+    (docs/howto-timeouts.md, "Hard stop")."""
     _check_handler_options(type, max_attempts, timeout, on_crash, max_crashes)
+    if isolation is not None and isolation not in ISOLATION:
+        raise ImproperlyConfigured(
+            f"isolation for {type!r} must be None or one of {', '.join(ISOLATION)}")
 
     def register(func: Callable[P, R]) -> JobHandler[P, R]:
         spec = ArgumentSpec.of(func)
@@ -114,6 +127,7 @@ def handler(
             on_crash=on_crash,
             max_crashes=max_crashes,
             arguments=spec,
+            isolation=isolation,
         )
         return JobHandler(type, func, spec)
 

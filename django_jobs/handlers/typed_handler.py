@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, Unpack
 
-from django_jobs.core.contract import EnqueueKeywords, EnqueueOptions
+from django_jobs.core.contract import EnqueueKeywords
 from django_jobs.exceptions import InvalidJob
 from django_jobs.handlers.handler_arguments import ArgumentSpec
 
@@ -67,8 +68,11 @@ class JobHandler(Generic[P, R]):
 
     def using(self, **options: Unpack[EnqueueKeywords]) -> JobHandler[P, R]:
         """The same handler whose verbs enqueue with these options (those of ``Job.enqueue``)
-        on top of the ones this one has; options left None keep their value."""
-        EnqueueOptions(**options)  # an unknown option is a TypeError here, as in a call
+        on top of the ones this one has; options left None keep their value. TypeError for
+        an unknown option, naming the nearest one, or the handler's argument it may be."""
+        unknown = sorted(set(options) - EnqueueKeywords.__optional_keys__)
+        if unknown:
+            raise TypeError(unknown_option(self.spec, unknown[0]))
         given = {name: value for name, value in options.items() if value is not None}
         return JobHandler(self.type, self.func, self.spec,
                           {**self.options, **given})  # type: ignore[arg-type]  # EnqueueKeywords' own
@@ -115,3 +119,14 @@ class JobHandler(Generic[P, R]):
                 raise InvalidJob({f"[{index}].{name}": messages
                                   for name, messages in exc.message_dict.items()}) from None
         return payloads
+
+
+def unknown_option(spec: ArgumentSpec, name: str) -> str:
+    """The message for an option ``.using()`` does not know."""
+    if name in spec.signature.parameters:
+        return (f"{spec.name}.using() takes job options, and {name!r} is an argument of "
+                f"{spec.name}: give it to .enqueue({name}=...)")
+    known = sorted(EnqueueKeywords.__optional_keys__)
+    close = get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}" if close else f"the options are {', '.join(known)}"
+    return f"{spec.name}.using() got an unknown option {name!r} ({hint})"

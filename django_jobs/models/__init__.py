@@ -3,12 +3,14 @@
 ``jobs`` (``Job``, ``JobAttempt``), ``workers`` (``Worker``, ``QueueState``),
 ``dependencies`` (``JobDependency``), ``groups`` (``JobGroup``, ``JobGroupMember``), ``tokens``
 (the API's tokens and idempotency keys), ``limits`` and ``schedules`` (the features' rows),
-``stats`` (finished jobs counted per minute and hour, ``JobStat``),
+``stats`` (finished jobs counted per minute and hour, ``JobStat``), ``bulk`` (actions over
+every job matching a filter, ``BulkAction``),
 with ``managers`` (the reads, and the verbs that hand writes to the engine), ``store`` (where
 those verbs find the engine), ``instances`` (rows made into instances without
 ``Model.__init__``) and ``schema`` (is the database migrated). Nothing here imports the engine.
 """
 
+from django_jobs.models.bulk import BulkAction
 from django_jobs.models.dependencies import JobDependency, keep_unmet_dependency
 from django_jobs.models.groups import JobGroup, JobGroupMember
 from django_jobs.models.jobs import Job, JobAttempt, new_public_id
@@ -20,6 +22,7 @@ from django_jobs.models.workers import QueueState, Worker
 
 __all__ = [
     "ApiToken",
+    "BulkAction",
     "IdempotencyKey",
     "Job",
     "JobAttempt",

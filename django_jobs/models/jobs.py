@@ -157,6 +157,7 @@ class Job(ReloadsWhereWritten, models.Model):
         permissions = [
             ("retry_job", "Can retry jobs"),
             ("cancel_job", "Can cancel jobs"),
+            ("act_on_filter_job", "Can retry, cancel or delete every job matching a filter"),
         ]
 
     def __str__(self) -> str:

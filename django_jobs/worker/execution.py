@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -99,7 +100,9 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
         if job_started.receivers and job_started.has_listeners(Job):
             # A receiver's error is reported, not the job's (a timeout or cancel still is)
             observers.send(job_started, "job_started", sender=Job, job=job, attempt=job.attempt)
-        if found.arguments is None:
+        if found.isolation is not None and not isolation_off.get():  # (process_isolation.py)
+            result = _run_isolated(found, job)
+        elif found.arguments is None:
             result = _invoke(found.func, (job.payload,), _NO_KEYWORDS)
         else:  # PermanentError if the stored payload does not fit the arguments
             args, kwargs = found.arguments.call(job.payload)
@@ -116,6 +119,15 @@ def _call(found: Handler, job: Job, started_at) -> AttemptOutcome:
 
 
 _NO_KEYWORDS: dict[str, Any] = {}
+# True in ``django_jobs.testing.run_jobs``: a handler with ``isolation="process"`` runs in the
+# caller's thread, in the test's transaction, as every other handler does there.
+isolation_off: ContextVar[bool] = ContextVar("django_jobs_isolation_off", default=False)
+
+
+def _run_isolated(found: Handler, job: Job) -> Any:
+    from django_jobs.worker.process_isolation import run_isolated
+
+    return run_isolated(found, job)
 
 
 def _invoke(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

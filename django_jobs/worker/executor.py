@@ -176,7 +176,8 @@ class Executor:
         for job in jobs:
             if job.type not in deadlines:
                 found = get_handler(job.type)
-                timeout = found.timeout if found else None
+                # A child process keeps its own deadline (worker/process_isolation.py).
+                timeout = found.timeout if found and found.isolation is None else None
                 deadlines[job.type] = now + timeout if timeout else None
             self.running[job.id] = Running(job, now, deadlines[job.type])
         self.inbox.put(jobs)

@@ -3,14 +3,14 @@ queue healthy while it runs.
 
 It renews the leases of the jobs the worker holds (a job whose lease runs out is rescued by
 another worker) and interrupts those with a cancel request; rescues the jobs of workers that
-died; reads which queues are paused; refreshes the worker's own row and removes the rows of
-workers long silent (and, on PostgreSQL, the waiting rows of workers whose session is gone);
-writes the counts of the jobs finished since the last heartbeat (``engine/finish_counts.py``);
-and runs the periodic steps (``Periodic``: the features' steps, such as recurring jobs and
-pruning, then the release of waiting jobs, then the watch on what holds back vacuum,
-``worker/horizon_warning.py``). Any worker may do each of these: the database decides, so no
-worker is special. The worker imports no feature: the app registers them (``apps.py``), and
-each names its steps.
+died (a job rescued as dead is sent ``job_finished``, as a turn's outcomes); reads which queues
+are paused; refreshes the worker's own row and removes the rows of workers long silent (and, on
+PostgreSQL, the waiting rows of workers whose session is gone); writes the counts of the jobs
+finished since the last heartbeat (``engine/finish_counts.py``); and runs the periodic steps
+(``Periodic``: the features' steps, such as recurring jobs and pruning, then the release of
+waiting jobs, then the watch on what holds back vacuum, ``worker/horizon_warning.py``). Any
+worker may do each of these: the database decides, so no worker is special. The worker imports
+no feature: the app registers them (``apps.py``), and each names its steps.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ from django_jobs.engine import finish_counts, hooks
 from django_jobs.exceptions import JobCanceled
 from django_jobs.models import Job, QueueState
 from django_jobs.models import Worker as WorkerRow
+from django_jobs.signals import job_finished
+from django_jobs.worker.handoff import handoff
 from django_jobs.worker.log_lines import at_utc, level_for
+from django_jobs.worker.turn import send_finished
 
 if TYPE_CHECKING:
     from django_jobs.worker.horizon_warning import HorizonWatch
@@ -79,8 +82,11 @@ def heartbeat(worker: WorkerState) -> None:
         )
     for pk in cancel:
         worker.executor.interrupt(pk, JobCanceled)
+    rescued_dead = []
     for job in rescue(worker):
         dead = job.status == Job.Status.DEAD
+        if dead:
+            rescued_dead.append((job, Outcome.DEAD, None))
         then = ("dead: it does not run again" if dead
                 else f"{job.status}, runs again at {at_utc(job.run_at)}")
         # A rescue that ends the job is a failure that ends it: the "dead" level (ERROR).
@@ -93,6 +99,8 @@ def heartbeat(worker: WorkerState) -> None:
                    "event": "job_rescued",
                    "reason": f"the lease of worker {job.worker_id} ran out", "next": then},
         )
+    if rescued_dead and job_finished.has_listeners(Job):  # off the loop, as a turn's
+        handoff.call(send_finished, rescued_dead)
     paused = QueueState.objects.filter(paused=True).values_list("name", flat=True)
     worker.producer.paused = set(paused)
     now = clock.now(WorkerRow.objects.db)

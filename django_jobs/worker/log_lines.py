@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from django_jobs.core.settings import DEFAULTS, jobs_settings
+from django_jobs.core.settings import jobs_settings, level_for
 from django_jobs.core.states import Outcome
 
 if TYPE_CHECKING:
@@ -73,15 +73,6 @@ def log_end(worker_id: str, outcome: AttemptOutcome) -> None:
     logger.log(level, "job %s: %s %s attempt %d in %.1f ms: %s; %s", outcome.kind,
                job.public_id, job.type, attempt, duration_ms, reason, then, extra=extra,
                exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else None)
-
-
-def level_for(outcome: str) -> int:
-    """The level of the line that reports an outcome (``failed`` for a retried failure,
-    ``dead``, ``refused``...): the site's ``LOG_LEVELS`` entry for it, else the default one."""
-    level = (jobs_settings.LOG_LEVELS or {}).get(outcome)
-    if level is None:
-        level = DEFAULTS["LOG_LEVELS"].get(outcome, "WARNING")
-    return level if isinstance(level, int) else logging.getLevelName(str(level).upper())
 
 
 def why(outcome: AttemptOutcome) -> tuple[str, str]:

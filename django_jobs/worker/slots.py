@@ -165,6 +165,10 @@ class Slot(threading.Thread):
                 return False
             if async_jobs.interrupt(self.ident, exc_class):
                 return True
+            from django_jobs.worker import process_isolation  # its waits, if any
+
+            if process_isolation.interrupt(self.ident, exc_class):
+                return True
             done = ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(self.ident), ctypes.py_object(exc_class)
             )

@@ -300,7 +300,7 @@ def record(
         if log or outcome.kind != Outcome.COMPLETED:
             log_end(worker.worker_id, outcome)
     if written and job_finished.has_listeners(Job):  # off the loop (handoff.py)
-        handoff.call(send_finished, [(outcome.job, outcome.kind) for outcome in written])
+        handoff.call(send_finished, [(o.job, o.kind, o.exception) for o in written])
     worker.tally.add(written)
 
 
@@ -316,16 +316,18 @@ def free(worker: WorkerState, outcomes: list[AttemptOutcome]) -> None:
         worker.executor.outbox.limit *= 2  # a write worked: try larger ones
 
 
-def send_finished(finished: list[tuple[Job, str]]) -> None:
+def send_finished(finished: list[tuple[Job, str, BaseException | None]]) -> None:
     """``job_finished`` for each job written, robustly (``core/observers.py``)."""
-    for job, kind in finished:
-        observers.send(job_finished, "job_finished", sender=Job, job=job, outcome=kind)
+    for job, kind, exception in finished:
+        observers.send(job_finished, "job_finished", sender=Job, job=job, outcome=kind,
+                       exception=exception)
 
 
 # When a burst ends (see the module's docstring).
 
-# A job that came due this recently may have come due after the claim before (``burst_due_in``); one
-# made ready this long before a turn began may be that turn's (``burst_released``).
+# A job that came due this recently may have come due after the claim before
+# (``burst_due_in``); one made ready this long before a turn began may be that turn's
+# (``burst_released``).
 MARGIN = 1.0
 # The shortest wait for a job due: it is claimed by the next turn.
 MIN_WAIT = 0.05

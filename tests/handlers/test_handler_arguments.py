@@ -103,6 +103,11 @@ def test_a_typeddict_checks_its_required_and_optional_keys():
     (lambda: problem(send_email, 1, subject=None), {"subject": ["must be str, not NoneType"]}),
     (lambda: problem(send_email, 1, priority=5),
      {"priority": ["is not an argument of send_email (job options go in .using(priority=...))"]}),
+    (lambda: problem(send_email, 1, subjct="hi"),
+     {"subjct": ["is not an argument of send_email (did you mean 'subject'?)"]}),
+    (lambda: problem(send_email, 1, colour="red"),
+     {"colour": ["is not an argument of send_email (its arguments: order_id, subject, urgent, "
+                 "ratio)"]}),
     (lambda: problem(send_email, 1, order_id=2),
      {"order_id": ["is given twice, by position and by name"]}),
     (lambda: problem(send_email, 1, "s", 3),
@@ -251,3 +256,23 @@ def test_the_payload_schema_refuses_what_the_arguments_refuse():
     address = Draft202012Validator(geocode.spec.payload_schema())
     assert address.is_valid({"city": "a", "zip": "b"})
     assert not address.is_valid({"city": "a"})
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"colour": "red"}, "send_email.using() got an unknown option 'colour' (the options are "
+                        "callback_url, delay,"),
+    ({"priorty": 5}, "send_email.using() got an unknown option 'priorty' (did you mean "
+                     "'priority')"),
+    ({"subject": "hi"}, "send_email.using() takes job options, and 'subject' is an argument of "
+                        "send_email: give it to .enqueue(subject=...)"),
+])
+def test_using_refuses_what_is_no_option_saying_what_was_meant(options, message):
+    with pytest.raises(TypeError) as caught:
+        send_email.using(**options)
+    assert str(caught.value).startswith(message)
+
+
+def test_what_enqueue_suggests_for_an_option_using_takes():
+    [hint] = problem(send_email, 1, queue="mail")["queue"]
+    assert hint.endswith("(job options go in .using(queue=...))")
+    assert send_email.using(queue="mail").options == {"queue": "mail"}

@@ -4,6 +4,7 @@
     manage.py jobs show j-2b7001373cf13110e31b
     manage.py jobs retry j-2b7001373cf13110e31b j-9155980434f8c88d698a
     manage.py jobs counts --json
+    manage.py jobs bulk retry --status dead --type email.send --yes
 """
 
 from __future__ import annotations
@@ -56,6 +57,19 @@ class Command(BaseCommand):
             changer = sub.add_parser(verb, help=f"{verb} jobs by id ({rule})")
             changer.add_argument("job_ids", nargs="+", type=arguments.job_id, metavar="job_id")
         sub.add_parser("counts", help="jobs per status and queue (counts every row)")
+        bulk = sub.add_parser("bulk", help="retry, cancel or delete every job matching a "
+                              "filter, as a job of its own (counts first; --yes starts it)")
+        bulk.add_argument("verb", choices=["retry", "cancel", "delete"])
+        bulk.add_argument("--status", type=arguments.statuses, default=None,
+                          help="comma-separated statuses (default: all)")
+        bulk.add_argument("--type", type=arguments.job_type, default=None)
+        bulk.add_argument("--queue", type=arguments.queue, default=None)
+        bulk.add_argument("--since", type=arguments.since, default=None,
+                          help="created within an age (90m, 12h, 7d) or since a date and time")
+        bulk.add_argument("--error-contains", default=None,
+                          help="the error's message contains this text")
+        bulk.add_argument("--yes", action="store_true",
+                          help="start it (without: only count the jobs it would reach)")
         for action in sub.choices.values():
             action.add_argument("--json", action="store_true", help="print JSON")
             arguments.common_options(action)
@@ -69,6 +83,8 @@ class Command(BaseCommand):
             self.show(options["job_id"], options["json"])
         elif action == "counts":
             self.counts(options["json"])
+        elif action == "bulk":
+            self.bulk(options)
         else:
             self.change(action, options["job_ids"], options["json"])
 
@@ -124,6 +140,33 @@ class Command(BaseCommand):
             return False, GONE
         except JobConflict:
             return False, CONFLICT
+
+    def bulk(self, options: dict[str, Any]) -> None:
+        """Count the jobs the filter matches; with --yes, start the action over them."""
+        from django_jobs.features import bulk_actions
+
+        spec = {"status": options["status"], "type": options["type"], "queue": options["queue"],
+                "created_from": options["since"], "error_contains": options["error_contains"]}
+        try:
+            spec = bulk_actions.clean_spec(spec)
+        except bulk_actions.BadSpec as exc:
+            raise CommandError(str(exc)) from None
+        if not options["yes"]:
+            matched, capped = bulk_actions.count(spec)
+            result = {"verb": options["verb"], "matched": matched, "more": capped,
+                      "filter": bulk_actions.describe(spec), "started": False}
+            self.stdout.write(json.dumps(result) if options["json"] else
+                              f"{'more than ' if capped else ''}{matched} job(s) match: "
+                              f"{result['filter']}; add --yes to {options['verb']} them")
+            return
+        action = bulk_actions.start(options["verb"], spec, user="manage.py jobs bulk")
+        job = Job.objects.get(pk=action.job_id or 0)  # set by start()
+        result = {"verb": action.verb, "matched": action.matched, "more": action.matched_capped,
+                  "filter": action.description, "started": True, "action": action.pk,
+                  "job_id": job.public_id}
+        self.stdout.write(json.dumps(result) if options["json"] else
+                          f"started action {action.pk}: {action.verb} {action.description} "
+                          f"({action.matched} jobs), run by job {job.public_id}")
 
     def counts(self, as_json: bool) -> None:
         grouped = Job.objects.order_by().values_list("queue", "status").annotate(n=Count("pk"))

@@ -1,7 +1,8 @@
 /* django-jobs admin: an attempt's traceback opens in a full-width row under the attempt, not
-   in its narrow error cell. Without this script it opens in the cell. */
+   in its narrow error cell. Without this script it opens in the cell. Run again when a live
+   page swaps in its new content (admin_live.js). */
 "use strict";
-document.addEventListener("DOMContentLoaded", function () {
+function djJobsWideTracebacks() {
   document.querySelectorAll("#attempts-group td.field-error_cell details").forEach(function (details) {
     const pre = details.querySelector("pre.dj-jobs-traceback");
     const row = details.closest("tr");
@@ -20,4 +21,6 @@ document.addEventListener("DOMContentLoaded", function () {
       wide.hidden = !details.open;
     });
   });
-});
+}
+document.addEventListener("DOMContentLoaded", djJobsWideTracebacks);
+document.addEventListener("dj-jobs:refreshed", djJobsWideTracebacks);

@@ -178,3 +178,30 @@ def test_schemathesis_without_credentials_gets_only_json_401s(live_server, tmp_p
     assert status == 0, report[-6000:]
     assert "Authentication failed: 7 operations returned only 401/403" in report, report[-6000:]
     assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize(("user", "status"), [
+    ({"is_staff": True}, 200),                        # staff, without view_job
+    ({"is_staff": False, "perm": "view_job"}, 200),   # the route's permission
+    ({"is_staff": False}, 403),                       # neither
+    (None, 401),                                      # anonymous
+])
+def test_the_document_is_served_to_a_staff_session_too(user, status):
+    from django.contrib.auth.models import Permission, User
+    from django.test import Client
+
+    client = Client()
+    if user is not None:
+        person = User.objects.create_user("reader", password="x", is_staff=user["is_staff"])
+        if "perm" in user:
+            person.user_permissions.add(Permission.objects.get(codename=user["perm"]))
+        client.force_login(person)
+    response = client.get("/api/openapi.json")
+    assert response.status_code == status, response.content
+    if status == 200:
+        assert response.json()["openapi"] == "3.1.0"
+    else:
+        assert "detail" in response.json()
+    # The routes with jobs in them stay as they were: staff alone does not read jobs.
+    if user == {"is_staff": True}:
+        assert client.get("/api/jobs").status_code == 403
