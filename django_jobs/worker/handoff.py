@@ -48,7 +48,7 @@ class PairedThread:
     (``started`` routes work to it) and the last ``stop`` ends it (``stopping`` routes work back)
     after what is queued, until a deadline. ``work`` takes the items until ``None``."""
 
-    name = "django-jobs"
+    thread_name = "django-jobs"
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -64,8 +64,8 @@ class PairedThread:
             if self.users > 1:
                 return
             self.items = queue.Queue(self.capacity)
-            self.thread = threading.Thread(target=self.work, args=(self.items,), name=self.name,
-                                           daemon=True)
+            self.thread = threading.Thread(target=self.work, args=(self.items,),
+                                           name=self.thread_name, daemon=True)
             self.thread.start()
             self.started()
 
@@ -126,7 +126,7 @@ class Handoff(PairedThread, logging.Filter):
     """The filter and its thread (see the module's docstring). A companion thread, the span
     ends' (``span_ends.py``), starts and stops with it."""
 
-    name = "django-jobs-observe"
+    thread_name = "django-jobs-observe"
 
     def __init__(self, capacity: int = CAPACITY) -> None:
         PairedThread.__init__(self, capacity)

@@ -40,7 +40,7 @@ class SpanEnds(PairedThread):
     """The queue and its thread (``handoff.PairedThread``), started and stopped with the log
     records' (``Handoff.start``'s companion)."""
 
-    name = "django-jobs-spans"
+    thread_name = "django-jobs-spans"
 
     def __init__(self, capacity: int = CAPACITY) -> None:
         super().__init__(capacity)
