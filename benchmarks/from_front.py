@@ -1,5 +1,5 @@
 """``runworker`` whose every claim reads the ready index from its front: the worker's claim
-cursor (``worker/claim_cursor.py``) never hands out a key, which is the worker without the
+cursor (``worker/producer.py``) never hands out a key, which is the worker without the
 cursor and nothing else changed. For ``benchmarks/held_snapshot.py --from-front`` only.
 
     python -m benchmarks.from_front --settings=benchmarks.settings --burst ...
@@ -20,7 +20,7 @@ def main() -> None:
     django.setup()
     from django.core.management import execute_from_command_line
 
-    from django_jobs.worker.claim_cursor import ClaimCursor
+    from django_jobs.worker.producer import ClaimCursor
 
     ClaimCursor.after = lambda self, now: None  # type: ignore[method-assign]
     execute_from_command_line([sys.argv[0], "runworker", *sys.argv[1:]])

@@ -30,7 +30,7 @@ What is measured, per drain:
 
 ``--from-front`` runs the workers through ``benchmarks/from_front.py``: the same ``runworker``
 whose claim cursor never hands out a key, so every claim reads the ready index from its front
-(``worker/claim_cursor.py``) and the drain shows what the key saves. The rescue is bounded as
+(``worker/producer.py``) and the drain shows what the key saves. The rescue is bounded as
 shipped either way.
 
 Prints, per kind, the rate and the last tenth over the first (seconds per job, and entries per

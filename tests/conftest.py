@@ -64,9 +64,10 @@ def _no_counts_kept():
     """The counts of finished jobs a process keeps until its next flush
     (``engine/finish_counts.py``): none left over from another test's finishes, whose rows that
     test's database held."""
-    from django_jobs.engine import finish_counts
+    from django_jobs.engine import finish_counts, hooks
 
     finish_counts.forget()
+    hooks.forget()  # nor which features a heartbeat of another test's decided were configured
     yield
 
 

@@ -99,7 +99,7 @@ class ClaimRequest:
     found after the key, the claim reads from the front: a claim returns nothing only when
     nothing is ready. A row placed before the key (a higher priority enqueued later, a run_at
     in the past, a job handed back) is taken by the worker's next claim without ``after``,
-    which the worker sends at least once per heartbeat (``worker/claim_cursor.py``)."""
+    which the worker sends at least once per heartbeat (``worker/producer.py``)."""
 
     worker_id: str
     limit: int

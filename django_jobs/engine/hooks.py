@@ -37,8 +37,9 @@ what a job carries when it acts at the job's end (``marks``: ``callback_url``, `
 ...) and what configures it (``configured_by``: settings, handlers' options), and a feature
 joins only the points it overrides. A job that carries no feature's mark is finished, canceled
 or rescued without a call into any feature, and a feature nothing configures joins no claim and
-adds no heartbeat step; the configuration is read at each claim and each heartbeat, so a
-change of it is seen there.
+adds no heartbeat step. A worker decides which features are configured at each heartbeat
+(``decide``; its first is at its start), and its claims go by that until the next; a process
+that runs no worker reads the configuration at each claim.
 
 A hook runs inside the verb's transaction: what it writes commits or rolls back with the
 verb's own write (a periodic step is the exception: it runs in no transaction of the worker's).
@@ -52,6 +53,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+from django.core.signals import setting_changed
 
 if TYPE_CHECKING:
     from django_jobs.core.contract import EnqueueOptions
@@ -165,6 +168,11 @@ handler_reads: tuple[str, ...] = ()
 # and the features without marks whose ``joins_finish`` is asked.
 _finish_marks: tuple[str, ...] = ()
 _asked_at_finish: tuple[Feature, ...] = ()
+# The features configured, as decided last (``decide``): a worker decides at its first heartbeat
+# and again at each one, so that its claims do not read the settings and the handlers' options
+# each time. None: undecided, read at each call (a process that runs no worker).
+_decided: tuple[Feature, ...] | None = None
+_decided_handlers = 0  # how many handlers were registered then: a new one is decided on too
 
 
 def register(feature: Feature) -> Feature:
@@ -177,6 +185,8 @@ def register(feature: Feature) -> Feature:
         _features.append(feature)
     _read()
     _plan()
+    if _decided is not None:
+        decide()
     return feature
 
 
@@ -185,6 +195,8 @@ def unregister(feature: Feature) -> None:
     _features[:] = [known for known in _features if known is not feature]
     _read()
     _plan()
+    if _decided is not None:
+        decide()
 
 
 def _read() -> None:
@@ -228,8 +240,36 @@ def configured(feature: Feature) -> bool:
     return False
 
 
+def decide() -> None:
+    """Decide which features are configured, as set now, and keep it until the next ``decide``
+    (a worker's heartbeat), a feature's or a handler's registration, or a setting's change."""
+    global _decided, _decided_handlers
+    from django_jobs.handlers import registry
+
+    _decided_handlers = len(registry.registered)
+    _decided = tuple(feature for feature in _features if configured(feature))
+
+
+def forget() -> None:
+    """Read what is configured at each call again (a worker's end; a setting changed)."""
+    global _decided
+    _decided = None
+
+
+setting_changed.connect(lambda **_kwargs: forget(), weak=False)
+
+
+def _configured() -> Sequence[Feature]:
+    from django_jobs.handlers import registry
+
+    decided = _decided
+    if decided is not None and len(registry.registered) == _decided_handlers:
+        return decided
+    return [feature for feature in _features if configured(feature)]
+
+
 def _claimers(point: str) -> list[Feature]:
-    return [feature for feature in _features if joins(feature, point) and configured(feature)]
+    return [feature for feature in _configured() if joins(feature, point)]
 
 
 def registered() -> tuple[Feature, ...]:
@@ -371,8 +411,9 @@ def periodic_steps(made: dict[Feature, Sequence[Step]], *, starting: bool = Fals
     for gone in [feature for feature in made if feature not in _features]:
         del made[gone]
     steps: list[Step] = []
+    configured_now = _configured()
     for feature in _features:
-        if not joins(feature, "periodic_steps") or not configured(feature) or \
+        if not joins(feature, "periodic_steps") or feature not in configured_now or \
                 (starting and not feature.steps_at_start):
             continue
         if feature not in made:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 # meets a moved row twice. A claim from the index's start is tried once: under a long-open
 # snapshot it walks the entries of every job claimed since, each try costs that walk again,
 # and the rows it reaches are the ones the other workers are taking (the worker's next claim,
-# sent at once, reads after its key: ``worker/claim_cursor.py``).
+# sent at once, reads after its key: ``worker/producer.py``).
 CLAIM_TRIES = 3
 
 # The databases on which a wrapped claim is running (an inner claim leaves the tries to it).

@@ -37,9 +37,9 @@ from typing import Any
 from django.db import connections
 from django.utils import autoreload
 
-from django_jobs.worker.exit import exit_without_stray_threads
-from django_jobs.worker.loop import Abort, Worker
-from django_jobs.worker.process import STOP_SIGNALS
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.shutdown import exit_without_stray_threads
+from django_jobs.worker.watchman import STOP_SIGNALS, Abort
 
 logger = logging.getLogger("django_jobs")
 
@@ -82,7 +82,7 @@ class ReloadingWorker:
         # The watching ended without a reload: the worker ended (a stop signal drained it).
         if not self.done.is_set():
             if not self.worker.stopping:
-                self.worker.stop()
+                self.worker.watchman.stop()
             self.done.wait()
         if self.error is not None:
             raise self.error
@@ -93,10 +93,9 @@ class ReloadingWorker:
         drains the worker, a second ends the drain now, as for a plain worker. Like the
         worker's own handler it sets attributes and the loop's wake only."""
         try:
-            self.worker.stop()
+            self.worker.watchman.stop()
         except Abort:
-            self.worker.stop_deadline = 0.0
-            self.worker.wake.set()
+            self.worker.watchman.end_drain()
 
     def _work(self) -> None:
         """Django's main thread in the child."""
@@ -107,14 +106,14 @@ class ReloadingWorker:
         finally:
             with self._lock:
                 self.done.set()
-                reloading = self.worker.exit_status == RELOAD_STATUS
+                reloading = self.worker.watchman.exit_status == RELOAD_STATUS
                 if self.reloader is not None and not reloading:
                     self.reloader.stop()
 
     def _watching(self, sender: autoreload.BaseReloader, **_kwargs: Any) -> None:
         with self._lock:
             self.reloader = sender
-            if self.done.is_set() and self.worker.exit_status != RELOAD_STATUS:
+            if self.done.is_set() and self.worker.watchman.exit_status != RELOAD_STATUS:
                 sender.stop()
 
     def _changed(self, sender: autoreload.BaseReloader, file_path: Any, **_kwargs: Any) -> None:
@@ -122,9 +121,7 @@ class ReloadingWorker:
         it; Django's ``trigger_reload`` then ends the child with status 3."""
         logger.info("worker %s: %s changed; stopping to restart", self.worker.worker_id,
                     file_path)
-        self.worker.exit_status = RELOAD_STATUS
-        if not self.worker.stopping:
-            self.worker.stop()
+        self.worker.watchman.stop_for_reload(RELOAD_STATUS)
         self.done.wait()
         exit_without_stray_threads(RELOAD_STATUS)
         # Returning nothing lets Django go on to trigger_reload, which exits with status 3.

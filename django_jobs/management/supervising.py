@@ -60,7 +60,7 @@ def supervised(worker: Worker, options: dict[str, Any]) -> None:
     cap = options["max_memory_per_process"]
     notifier = PipeNotifier(sock, cap * 1024 if cap else None)
     notifier.worker = worker
-    worker.systemd = notifier
+    worker.watchman.systemd = notifier  # started without NOTIFY_SOCKET, it keeps this one
     worker.options.stop_signals = (ORDER_SIGNAL,)
     signal.signal(ORDER_SIGNAL, worker.stop)  # an order before the worker installs it
     take_orders(sock, worker)

@@ -14,7 +14,7 @@ blocks and ``async with`` exits run), and the attempt ends with ``JobCanceled`` 
 ``JobTimeout``, as a sync handler's would. A handler that swallows the cancel and returns
 completes, as a sync handler that catches the exception does. A handler that blocks its loop in
 synchronous code sees the cancel only at its next ``await``; past a timeout's grace its thread
-is abandoned, as a sync handler blocked in C code is (``worker/deadlines.py``).
+is abandoned, as a sync handler blocked in C code is (``worker/executor.py``).
 """
 
 from __future__ import annotations

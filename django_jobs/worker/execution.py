@@ -11,6 +11,7 @@ import functools
 import inspect
 import queue
 import resource
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,12 +34,11 @@ from django_jobs.exceptions import JobCanceled, JobTimeout, Snooze
 from django_jobs.handlers.registry import get_handler
 from django_jobs.models import Job
 from django_jobs.signals import job_started
-from django_jobs.worker import tracing
-from django_jobs.worker.slot_loop import SlotLoop
 from django_jobs.worker.unknown_types import unknown_type_outcome
 
 if TYPE_CHECKING:
     from django_jobs.handlers.registry import Handler
+    from django_jobs.worker.slot_loop import SlotLoop
 
 def run_job(
     job: Job, started_at: datetime | int | None = None, *, tidy: bool = True
@@ -53,7 +53,7 @@ def run_job(
     found = get_handler(job.type)
     if tidy and _seen.get(threading.get_ident(), 0) != _lost:
         _drop_suspect_connections(found)
-    span = tracing.start(job)  # None unless the job or this process traces
+    span = _traced(job)  # None unless the job or this process traces
     outcome = None
     try:
         if found is None:  # a rolling deploy: wait for a worker that knows the type
@@ -69,6 +69,17 @@ def run_job(
     if tidy and _connected:
         _tidy_thread()
     return outcome
+
+
+def _traced(job: Job) -> Any:
+    """The span of ``job``'s attempt (``worker/tracing.py``), or None without looking there
+    when nothing can be traced: the job carries no trace context and no code of this process
+    has imported OpenTelemetry, so no tracer is configured."""
+    if job.trace_context is None and "opentelemetry.trace" not in sys.modules:
+        return None
+    from django_jobs.worker import tracing
+
+    return tracing.start(job)
 
 
 def _tidy_thread() -> None:
@@ -242,7 +253,7 @@ class QueryThread(Executor):
             queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.loop = SlotLoop(self)  # closed by ``shutdown``, in the slot thread
+        self.loop: SlotLoop | None = None  # made at the first async job; closed by ``shutdown``
         self.ran = False  # a coroutine ran since the last job ended: tidy after it
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
@@ -272,6 +283,10 @@ class QueryThread(Executor):
         the slot's event loop (``worker/slot_loop.py``)."""
         self.tidy()
         self.ran = True
+        if self.loop is None:
+            from django_jobs.worker.slot_loop import SlotLoop
+
+            self.loop = SlotLoop(self)
         return self.loop.run(coro)
 
     @property
@@ -284,7 +299,8 @@ class QueryThread(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Close the slot's event loop (from the slot thread), then the thread's connections,
         and end it (nothing to do if it never started)."""
-        self.loop.close()
+        if self.loop is not None:
+            self.loop.close()
         with self._lock:
             thread, self._thread = self._thread, None
             if thread is None:

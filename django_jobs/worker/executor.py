@@ -5,13 +5,25 @@ and not yet written, each with its timeout), the outbox the threads deliver outc
 suspect job that must run alone (``worker/suspects.py``). The loop (``worker/loop.py``) and the
 steps reach these through ``worker.executor``; the executor knows nothing of the database, the
 claim or the process, so the steps that need those (the hand-back, the turn) stay outside it.
+
+The outbox: the outcomes the slot threads hand back to the worker's loop, and when they wake it.
+
+Slot threads finish jobs one at a time; the loop writes their outcomes in batches, one commit
+per turn (``worker/turn.py``), and commits are what bound a queue's throughput. So a delivered
+outcome waits here, and wakes the loop only when waking it is worth a turn: when every running job
+has its outcome, or for the first outcome once no claimed job waits for a thread. The loop then
+gives the other running jobs a moment (``BATCH_WINDOW_SECONDS``) to join the batch.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django_jobs.core.outcomes import AttemptOutcome, now_us
@@ -19,10 +31,8 @@ from django_jobs.core.states import Outcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.exceptions import JobTimeout
 from django_jobs.handlers.registry import get_handler
-from django_jobs.worker.claim_size import HANDBACK_AFTER_SECONDS
-from django_jobs.worker.deadlines import TIMEOUT_GRACE_SECONDS, Running
 from django_jobs.worker.log_lines import log_start
-from django_jobs.worker.outbox import Outbox
+from django_jobs.worker.producer import HANDBACK_AFTER_SECONDS
 from django_jobs.worker.slots import DISPATCH_DELAY_SECONDS, Inbox, Slot
 
 if TYPE_CHECKING:
@@ -30,6 +40,111 @@ if TYPE_CHECKING:
     from django_jobs.worker.wake import Wake
 
 logger = logging.getLogger("django_jobs.worker")
+
+# How long a handler interrupted at its timeout gets to stop before its thread is abandoned.
+TIMEOUT_GRACE_SECONDS = 5.0
+
+
+@dataclass(slots=True)
+class Running:
+    """What the worker holds for a job it claimed: the job, when a thread started it, its
+    deadline, and whether its timeout has interrupted or abandoned it."""
+
+    job: Job
+    started: float
+    deadline: float | None
+    interrupted: bool = False
+    abandoned: bool = False  # its timeout outcome is queued; never abandon it twice
+
+
+# How long finished outcomes wait for the other running jobs of their batch (see gather).
+BATCH_WINDOW_SECONDS = 0.002
+
+
+class Outbox:
+    """Outcomes delivered by the slot threads (any thread), taken by the loop (its thread).
+
+    ``running`` is the worker's own map of the jobs it holds, read here, never changed.
+    """
+
+    def __init__(self, wake: Wake, inbox: Inbox,
+                 running: Mapping[int, Running]) -> None:
+        self.wake, self.inbox, self.running = wake, inbox, running
+        self.outcomes: list[AttemptOutcome] = []  # under _lock
+        self._lock = threading.Lock()
+        self._told = False  # the loop was woken for the outcomes waiting here
+        # After writes that timed out (turn.py): the most outcomes one write takes (None: all
+        # that are here), and by job id how many writes of its outcome alone timed out.
+        self.limit: int | None = None
+        self.timeouts: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.outcomes)
+
+    def deliver(self, outcome: AttemptOutcome) -> None:
+        """A slot's outcome: keep it, and wake the loop when every running job has one, or for
+        the first outcome once no claimed job waits in the inbox (then the loop gives the
+        others up to BATCH_WINDOW_SECONDS, see gather). While jobs still wait there, a thread
+        will take them and deliver their outcomes too, and the loop is woken anyway if none
+        takes them (Inbox); waking it before would only make it wait again: a thread switch,
+        which costs more than a no-op job."""
+        with self._lock:
+            self.outcomes.append(outcome)
+            waiting = len(self.outcomes)
+            first = not self._told and not self.inbox.waiting()
+            if first:  # once per turn: take resets it
+                self._told = True
+        if first or waiting >= len(self.running):
+            self.wake.set()
+
+    def gather(self) -> None:
+        """When some running jobs have finished and others have not, give those a moment
+        (at most BATCH_WINDOW_SECONDS) to finish too, so that one commit finishes and refills
+        many slots rather than a trickle of small batches each paying a commit."""
+        if not 0 < len(self.outcomes) < len(self.running):
+            return
+        deadline = time.monotonic() + BATCH_WINDOW_SECONDS
+        while True:
+            self.wake.clear()
+            if len(self.outcomes) >= len(self.running):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.wake.wait(left):
+                return
+
+    def take(self) -> list[AttemptOutcome]:
+        """The outcomes delivered since the last take, each of an attempt the worker still
+        holds (the same job instance, or its lease token); the others are dropped. At most
+        ``limit`` of them: the rest stay here, first in line for the next take."""
+        with self._lock:
+            taken, self.outcomes = self.outcomes, []
+            self._told = False
+        outcomes: list[AttemptOutcome] = []
+        for outcome in taken:
+            held = self.running.get(outcome.job.id)
+            if held is not None and (
+                held.job is outcome.job or held.job.lease_token == outcome.job.lease_token
+            ):
+                outcomes.append(outcome)
+            else:
+                self.timeouts.pop(outcome.job.id, None)
+        if self.limit is not None and len(outcomes) > self.limit:
+            self.put_back(outcomes[self.limit:])
+            del outcomes[self.limit:]
+        return outcomes
+
+    def put_back(self, outcomes: list[AttemptOutcome]) -> None:
+        """Outcomes a write could not make: taken again, first, on a later turn.
+
+        They may wait here through an outage of hours, so their exceptions keep the traceback
+        (files, lines, functions: the log line's and an error tracker's stack) but let go of
+        the frames' local variables, which can hold whatever a handler had loaded.
+        """
+        for outcome in outcomes:
+            if outcome.exception is not None:
+                traceback.clear_frames(outcome.exception.__traceback__)
+        with self._lock:
+            self.outcomes[:0] = outcomes
 
 
 class Executor:
@@ -117,7 +232,7 @@ class Executor:
         deadlines = [r.deadline for r in self.running.values() if r.deadline is not None]
         return max(min(deadlines) - now, 0.0) if deadlines else None
 
-    # Claimed jobs no thread has started (``worker/claim_size.py`` says why they wait).
+    # Claimed jobs no thread has started (``worker/producer.py`` says why they wait).
 
     def on_start(self, job: Job) -> None:
         """In a slot thread, as it starts ``job`` (one it holds): its timeout counts from now,

@@ -15,7 +15,9 @@ standard error; a handler or receiver that raises is reported once (``core/obser
 the worker's end what is still queued is handled, for at most ``FLUSH_SECONDS``.
 
 The ends of the worker's spans have a thread of their own (``span_ends.py``), started and
-stopped with this one: an exporter that waits holds neither the log records nor the sends.
+stopped with this one as its companion when OpenTelemetry is loaded as the worker starts (a site
+that traces sets its SDK up before): an exporter that waits holds neither the log records nor
+the sends. Both are a ``PairedThread``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from django.conf import settings
 from django.db import connections
 
 from django_jobs.core import observers
-from django_jobs.worker.span_ends import span_ends
 
 LOGGERS = ("django_jobs.worker", "django_jobs.clock", "django_jobs.pooler",
            "django_jobs.observers")
@@ -41,57 +42,133 @@ FLUSH_SECONDS = 5.0
 Item = logging.LogRecord | tuple[Callable[..., Any], tuple[Any, ...]] | None
 
 
-class Handoff(logging.Filter):
-    """The filter and its thread; ``start`` and ``stop`` pair up (workers in one process
-    share it: the last ``stop`` ends the thread)."""
+class PairedThread:
+    """A daemon thread of the worker's, fed by a bounded queue (``offer``). ``start`` and
+    ``stop`` pair up: the workers of a process share it, the first ``start`` makes the thread
+    (``started`` routes work to it) and the last ``stop`` ends it (``stopping`` routes work back)
+    after what is queued, until a deadline. ``work`` takes the items until ``None``."""
 
-    def __init__(self, capacity: int = CAPACITY) -> None:
-        super().__init__()
+    thread_name = "django-jobs"
+
+    def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.records: queue.Queue[Item] = queue.Queue(capacity)
+        self.items: queue.Queue[Any] = queue.Queue(capacity)
         self.thread: threading.Thread | None = None
         self.users = 0
-        self.dropped = 0
-        self.lock = threading.Lock()
+        self.dropped = 0  # items the full queue refused
+        self.lock = threading.RLock()
 
     def start(self) -> None:
         with self.lock:
             self.users += 1
             if self.users > 1:
                 return
-            self.records = queue.Queue(self.capacity)
-            self.thread = threading.Thread(target=self._work, args=(self.records,),
-                                           name="django-jobs-observe", daemon=True)
+            self.items = queue.Queue(self.capacity)
+            self.thread = threading.Thread(target=self.work, args=(self.items,),
+                                           name=self.thread_name, daemon=True)
             self.thread.start()
-            for name in LOGGERS:
-                logging.getLogger(name).addFilter(self)
-            span_ends.start()
+            self.started()
+
+    def started(self) -> None:
+        """Route work to the thread (under the lock, at the first ``start``)."""
+
+    def stopping(self) -> None:
+        """Route work back (under the lock, at the last ``stop``)."""
+
+    def work(self, items: queue.Queue[Any]) -> None:
+        raise NotImplementedError
+
+    def release(self, deadline: float) -> tuple[threading.Thread, queue.Queue[Any]] | None:
+        """The last ``stop``'s first half: route nothing more to the thread and queue its end
+        (waiting until ``deadline``, ``time.monotonic()``, for room); the thread and its queue,
+        for ``finish``. None for another ``stop``."""
+        with self.lock:
+            if self.users == 0:
+                return None
+            self.users -= 1
+            if self.users:
+                return None
+            self.stopping()
+            thread, items, self.thread = self.thread, self.items, None
+        if thread is None:
+            return None
+        try:
+            items.put(None, timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Full:
+            pass
+        return thread, items
+
+    @staticmethod
+    def finish(released: tuple[threading.Thread, queue.Queue[Any]], deadline: float) -> bool:
+        """Wait until ``deadline`` for the released thread to end; True if it has not."""
+        thread, _items = released
+        thread.join(max(0.0, deadline - time.monotonic()))
+        return thread.is_alive()
+
+    def stop(self, deadline: float) -> None:
+        """Pairs with ``start``: the last one ends the thread after what is queued, waiting
+        until ``deadline`` at most."""
+        released = self.release(deadline)
+        if released is not None:
+            self.finish(released, deadline)
+
+    def offer(self, item: Any) -> bool:
+        """Queue ``item`` for the thread without waiting; False (counted) if the queue is full."""
+        try:
+            self.items.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+            return False
+        return True
+
+
+class Handoff(PairedThread, logging.Filter):
+    """The filter and its thread (see the module's docstring). A companion thread, the span
+    ends' (``span_ends.py``), starts and stops with it."""
+
+    thread_name = "django-jobs-observe"
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        PairedThread.__init__(self, capacity)
+        logging.Filter.__init__(self)
+        self.companion: PairedThread | None = None  # started with the thread
+        self._offered: PairedThread | None = None
+        self._ending: PairedThread | None = None  # stopped with it
+
+    def start(self, companion: PairedThread | None = None) -> None:
+        """Start handing records off; ``companion`` starts with the thread (at the first
+        ``start``) and stops with it."""
+        with self.lock:
+            self._offered = companion
+            super().start()
+            self._offered = None
+
+    def started(self) -> None:
+        for name in LOGGERS:
+            logging.getLogger(name).addFilter(self)
+        self.companion = self._offered
+        if self.companion is not None:
+            self.companion.start()
+
+    def stopping(self) -> None:
+        for name in LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+        self._ending, self.companion = self.companion, None
 
     def stop(self, timeout: float = FLUSH_SECONDS) -> None:
         """Stop handing records and span ends off, and write and end those queued, for at
         most ``timeout`` in all."""
         deadline = time.monotonic() + timeout
-        with self.lock:
-            if self.users == 0:
-                return
-            self.users -= 1
-            if self.users:
-                return
-            for name in LOGGERS:
-                logging.getLogger(name).removeFilter(self)
-            thread, records, self.thread = self.thread, self.records, None
-        if thread is None:
+        released = self.release(deadline)
+        if released is None:
             return
-        try:
-            records.put(None, timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Full:
-            pass
-        span_ends.stop(deadline)  # meanwhile, the records are written
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
+        companion, self._ending = self._ending, None
+        if companion is not None:
+            companion.stop(deadline)  # meanwhile, the records are written
+        if self.finish(released, deadline):
             observers.write_stderr(
-                f"django-jobs: {records.qsize()} log record(s) or job_finished send(s) of the "
-                f"worker left: its log handlers or receivers did not take them within "
+                f"django-jobs: {released[1].qsize()} log record(s) or job_finished send(s) of "
+                f"the worker left: its log handlers or receivers did not take them within "
                 f"{timeout:.0f} s")
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -109,17 +186,14 @@ class Handoff(logging.Filter):
             self._put((func, args))
 
     def _put(self, item: Item) -> None:
-        try:
-            self.records.put_nowait(item)
-        except queue.Full:
-            self.dropped += 1
+        if not self.offer(item):
             if self.dropped == 1:
                 observers.write_stderr(
                     f"django-jobs: the worker's log handlers or job_finished receivers take "
                     f"less than it makes ({self.capacity} queued): what comes is dropped until "
                     "they catch up (said once per process)")
 
-    def _work(self, records: queue.Queue[Item]) -> None:
+    def work(self, records: queue.Queue[Item]) -> None:
         try:
             while (item := records.get()) is not None:
                 if isinstance(item, logging.LogRecord):

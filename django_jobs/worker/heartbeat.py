@@ -7,20 +7,27 @@ died (a job rescued as dead is sent ``job_finished``, as a turn's outcomes); rea
 are paused; refreshes the worker's own row and removes the rows of workers long silent (and, on
 PostgreSQL, the waiting rows of workers whose session is gone); writes the counts of the jobs
 finished since the last heartbeat (``engine/finish_counts.py``); and runs the periodic steps
-(``worker/periodic.py``: the features' steps, such as recurring jobs and pruning, then the
-release of waiting jobs). Any worker may do each of these: the database decides.
+(``Periodic``: the features' steps, such as recurring jobs and pruning, then the release of
+waiting jobs, then the watch on what holds back vacuum, ``worker/horizon_warning.py``). Any
+worker may do each of these: the database decides, so no worker is special. The worker imports
+no feature: the app registers them (``apps.py``), and each names its steps.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from django.db import DatabaseError
+
 from django_jobs.core import clock
+from django_jobs.core.database_parts import parts
+from django_jobs.core.db_errors import REFUSAL, classify
 from django_jobs.core.states import Outcome
-from django_jobs.engine import finish_counts
+from django_jobs.engine import finish_counts, hooks
 from django_jobs.exceptions import JobCanceled
 from django_jobs.models import Job, QueueState
 from django_jobs.models import Worker as WorkerRow
@@ -30,6 +37,7 @@ from django_jobs.worker.log_lines import at_utc, level_for
 from django_jobs.worker.turn import send_finished
 
 if TYPE_CHECKING:
+    from django_jobs.worker.horizon_warning import HorizonWatch
     from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
@@ -46,11 +54,11 @@ def rescue(worker: WorkerState) -> list[Job]:
     index's front, for a lease no bounded look saw (one that ran out before the last look
     yet was written after it; one another worker was rescuing)."""
     now, beat = clock.now(Job.objects.db), time.monotonic()
-    since = worker.rescued_until if beat < worker.full_rescue_at else None
+    since = worker.watchman.rescued_until if beat < worker.watchman.full_rescue_at else None
     if since is None:
-        worker.full_rescue_at = beat + worker.options.lease_seconds
+        worker.watchman.full_rescue_at = beat + worker.options.lease_seconds
     rescued = Job.objects.rescue(now=now, since=since)
-    worker.rescued_until = None if rescued else now
+    worker.watchman.rescued_until = None if rescued else now
     return rescued
 
 
@@ -105,3 +113,53 @@ def heartbeat(worker: WorkerState) -> None:
         worker.listener.forget_gone()
     finish_counts.flush()
     worker.periodic(worker.worker_id)
+
+
+class Periodic:
+    """One worker's heartbeat steps, each feature's made once and kept with their state."""
+
+    def __init__(self) -> None:
+        self.made: dict[hooks.Feature, Sequence[hooks.Step]] = {}
+        self.started = False  # its first heartbeat is behind it
+        self.release_waiting = ReleaseWaiting()
+        self.horizon: HorizonWatch | None = None  # made where the database reads a horizon
+
+    def steps(self) -> list[hooks.Step]:
+        """The steps of this heartbeat: the features' configured now (the settings are read at
+        each heartbeat), then the release and, where the database reads one, the horizon."""
+        hooks.decide()  # which features join the claims until the next heartbeat
+        features = hooks.periodic_steps(self.made, starting=not self.started)
+        if self.horizon is None and parts(Job.objects.db).horizon.available():
+            from django_jobs.worker.horizon_warning import HorizonWatch
+
+            self.horizon = HorizonWatch()
+        horizon = [] if self.horizon is None else [self.horizon]
+        return [*features, self.release_waiting, *horizon]
+
+    def __call__(self, worker_id: str) -> None:
+        steps = self.steps()
+        self.started = True
+        for step in steps:
+            try:
+                step(worker_id)
+            except DatabaseError as exc:
+                # An outage (the connection lost, a failover) is the worker's to report, once
+                # (worker/outage.py); a statement the database refused is this step's own.
+                if classify(exc) is REFUSAL:
+                    logger.exception("worker %s: %s failed", worker_id, step_name(step))
+                raise
+            except Exception:  # a bad schedule setting must not stop the worker's heartbeat
+                logger.exception("worker %s: %s failed", worker_id, step_name(step))
+
+
+def step_name(step: hooks.Step) -> str:
+    """A step's name in the log: a function's own, else its class's (``Ticker``)."""
+    return getattr(step, "__name__", type(step).__name__)
+
+
+class ReleaseWaiting:
+    """The step that makes pending the waiting jobs no feature holds back any more (a job whose
+    dependencies all completed): ``Job.objects.release_waiting``."""
+
+    def __call__(self, worker_id: str = "") -> None:
+        Job.objects.release_waiting()

@@ -2,18 +2,20 @@
 
 Each turn of the loop (``Worker.run``) beats the heart when it is due (``worker/heartbeat.py``),
 has its executor (``worker/executor.py``) enforce the running jobs' timeouts and tend the claimed
-jobs no thread has started (``worker/claim_size.py``), tends a suspect job that must run alone
+jobs no thread has started (``worker/producer.py``), tends a suspect job that must run alone
 (``worker/suspects.py``), then writes the outcomes that came in and claims more
-(``worker/turn.py``), and waits to be woken: by an outcome (``worker/outbox.py``), an enqueue for
+(``worker/turn.py``), and waits to be woken: by an outcome (the executor's outbox), an enqueue for
 it (``engine/postgres/listener.py``), or the next poll, timeout or heartbeat. The executor's slot
 threads run the jobs (``worker/slots.py``). Database
-errors are waited out (``worker/outage.py``); a stop signal drains the worker, and
+errors are waited out (``worker/outage.py``); a stop signal drains the worker (its watchman,
+``worker/watchman.py``, owns the process's signals, stop, exit and systemd), and
 ``worker/shutdown.py`` ends it.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -22,32 +24,27 @@ from typing import Any, TypeVar
 from django_jobs.core.database_parts import WakeUps, parts
 from django_jobs.models import Job
 from django_jobs.models.schema import jobs_database
-from django_jobs.worker import burst, claim_size, execution, suspects, turn
+from django_jobs.worker import execution, turn
 from django_jobs.worker.executor import Executor
-from django_jobs.worker.handoff import handoff
-from django_jobs.worker.heartbeat import heartbeat
+from django_jobs.worker.handoff import PairedThread, handoff
+from django_jobs.worker.heartbeat import Periodic, heartbeat
 from django_jobs.worker.log_lines import Tally, default_worker_id
 from django_jobs.worker.options import WorkerOptions
 from django_jobs.worker.outage import Outages
-from django_jobs.worker.periodic import Periodic
-from django_jobs.worker.process import install_signals, register
-from django_jobs.worker.producer import Producer
+from django_jobs.worker.producer import HANDBACK_AFTER_SECONDS, Producer
 from django_jobs.worker.shutdown import shut_down
-from django_jobs.worker.systemd import Notifier
 from django_jobs.worker.wake import Wake
+from django_jobs.worker.watchman import Abort, Watchman, register
 
 logger = logging.getLogger("django_jobs.worker")
 
 T = TypeVar("T")
 
 
-class Abort(Exception):
-    """A second stop signal: leave now."""
-
-
 class Worker:
     """One worker: its options, its parts (the producer: what it claims; the executor: what
-    runs the jobs), the state its steps share, and the loop that runs them.
+    runs the jobs; the watchman: what supervises the process), the state its steps share, and
+    the loop that runs them.
 
     The steps see it as a ``WorkerState`` (``worker/state.py``); the loop passes ``self`` to
     them, so mypy holds this class to that protocol."""
@@ -59,20 +56,11 @@ class Worker:
         self.producer = Producer(options)  # what it claims, and how much
         self.tally = Tally(self.worker_id)  # the INFO summary of finished jobs
         self.executor = Executor(self.worker_id, self.wake)  # the slot threads and their jobs
-        self.stopping = False
-        self.ending = False  # shut_down has begun
-        self.failure: BaseException | None = None  # an error that ended the loop
-        self.exit_status = 0  # of a process the worker ends itself (state.py)
-        self.stop_deadline = 0.0
-        self.next_beat = 0.0  # time.monotonic() of the next heartbeat: the first pass beats
-        self.stop_announced = False
+        # signals, stop, exit, systemd, the heartbeat's timing
+        self.watchman = Watchman(self.worker_id, self.wake, options.shutdown_timeout)
         self.processed = 0
-        self.rescued_until: datetime | None = None  # heartbeat.rescue
-        self.full_rescue_at = 0.0
         self.listener: WakeUps | None = None
-        self.previous_handlers: dict[int, object] = {}  # of the stop signals
         self.periodic = Periodic()  # the heartbeat's steps: the features', then the release
-        self.systemd = Notifier()  # sd_notify under systemd; does nothing elsewhere
         # Database errors: back off, log once; after an outage the job threads reconnect.
         self.outages = Outages(self.worker_id, connections_lost=execution.connections_lost)
 
@@ -80,7 +68,8 @@ class Worker:
 
     def run(self) -> int:
         """Work until stopped (or, in burst mode, until nothing is ready); returns jobs run."""
-        handoff.start()  # log records leave the loop and the slots at once (handoff.py)
+        # Log records leave the loop and the slots at once, and span ends too (handoff.py).
+        handoff.start(companion=_span_ends())
         try:
             return self._run()
         finally:
@@ -94,7 +83,7 @@ class Worker:
         except Abort:
             logger.warning("worker %s: second signal, leaving at once", self.worker_id)
         except BaseException as exc:
-            self.failure = exc  # raised on after shut_down, unless it ends the process
+            self.watchman.failure = exc  # raised on after shut_down, unless it ends the process
             raise
         finally:
             shut_down(self)
@@ -104,15 +93,16 @@ class Worker:
     def _start(self) -> None:
         """Signals, slot threads, the workers table's row (waiting out an outage), the
         listener, systemd's READY."""
-        self.previous_handlers = install_signals(self.stop, self.options.stop_signals)
+        self.watchman.start(self.options.stop_signals)
         session = parts(jobs_database()).session
         session.keep_generic_plans()  # the loop's: the engine's statements
         self.executor.start_slots(self.options.concurrency)
         while not self.safely(self._register) and not self.stopping:
             self.wake.wait(self._wait_time())
-        self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
-                                              self.options.queues)
-        self.systemd.ready(self)
+        if not self.options.burst:  # a burst drains what is ready: it waits for no enqueue
+            self.listener = session.start_wakeups(self.wake, self.options.poll_interval,
+                                                  self.options.queues)
+        self.watchman.ready(self)
 
     def _pass(self) -> bool:
         """One pass of the loop: tend, then write and claim (a stopping worker or one past its
@@ -123,7 +113,7 @@ class Worker:
         now = time.monotonic()
         self._tend(now)
         if self.stopping:
-            if not self.executor.running or now >= self.stop_deadline:
+            if not self.executor.running or now >= self.watchman.stop_deadline:
                 return False
         elif self._out_of_budget():
             if not self.executor.running:
@@ -138,21 +128,23 @@ class Worker:
     def _tend(self, now: float) -> None:
         """systemd's watchdog, the heartbeat when due, the timeouts, the claimed jobs no thread
         has started, a suspect job that must run alone."""
-        self.systemd.tick(now, self)
-        if now >= self.next_beat:
+        if self.watchman.tick(now, self):
             self.safely(heartbeat, self)
-            self.next_beat = now + self.options.heartbeat_seconds
+            self.watchman.beaten(now, self.options.heartbeat_seconds)
         self.executor.enforce_deadlines(now)
-        # Claimed jobs waiting for a thread: to idle threads, or handed back (claim_size.py).
+        # Claimed jobs waiting for a thread: to idle threads, or handed back (producer.py).
         self.hand_back(self.executor.overdue(now, self.stopping))
-        suspects.tend(self)
+        if self.executor.solo is not None:  # a suspect that must run alone (suspects.py)
+            from django_jobs.worker import suspects
+
+            suspects.tend(self)
 
     def _claim_turn(self) -> bool | None:
         """Write the outcomes and claim (``turn.claim``). True: pass again at once (room left
         after a claim, or a burst's wait done); False: a burst worker's work is done; None:
         wait."""
         processed = self.processed
-        sent = self.safely(burst.now) if self.options.burst else None
+        sent = self.safely(turn.burst_now) if self.options.burst else None
         claimed = self.safely(turn.claim, self) or 0
         if sent is not None and self._idle(claimed):
             return self._burst_end(processed, sent)
@@ -169,11 +161,11 @@ class Worker:
     def _burst_end(self, processed: int, sent: datetime) -> bool:
         """A burst worker that claimed nothing and holds nothing: False if nothing it could
         run is ready or due within ``--burst-wait``; otherwise True, after waiting for what
-        is due (``burst.py``)."""
+        is due (``turn.py``)."""
         if self.processed > processed and (
-                self.safely(burst.released, self, sent) or self.outages.active):
+                self.safely(turn.burst_released, self, sent) or self.outages.active):
             return True  # what its finishes released is claimed by the next turn
-        due = self.safely(burst.due_in, self)
+        due = self.safely(turn.burst_due_in, self)
         if due is None and not self.outages.active:
             return False
         self._wait(due)
@@ -181,7 +173,7 @@ class Worker:
 
     def hand_back(self, jobs: list[Job]) -> None:
         """Return claimed jobs that never started to the queue, their attempt unspent; while
-        the database is away, keep them and try again a bound later (claim_size.py)."""
+        the database is away, keep them and try again a bound later (producer.py)."""
         if not jobs:
             return
         self.producer.sizer.forget()
@@ -191,7 +183,7 @@ class Worker:
             return
         self.executor.drop(jobs)
         if not self.stopping:
-            after = claim_size.HANDBACK_AFTER_SECONDS
+            after = HANDBACK_AFTER_SECONDS
             logger.info("worker %s: handed back %d claimed job(s) that waited %.1f s for a "
                         "thread; they are pending again for any worker, their attempt not spent",
                         self.worker_id, released, after,
@@ -200,31 +192,20 @@ class Worker:
                                "reason": f"waited {after:.1f} s for a thread",
                                "next": "pending again for any worker, their attempt not spent"})
 
-    # Start, stop, signals.
+    # Stopping: the watchman's (watchman.py).
 
     def stop(self, *_args: object) -> None:
-        """A stop signal: drain (claim nothing more, give the running jobs the shutdown
-        timeout); a second one leaves at once.
+        """Drain (claim nothing more, give the running jobs the shutdown timeout); a second
+        stop leaves at once (``Abort``): ``Watchman.stop``."""
+        self.watchman.stop()
 
-        It runs as a signal handler, in the main thread between any two bytecodes, so it only
-        sets plain attributes and the wake, whose ``set`` takes no lock (``worker/process.py``):
-        no lock, no log line (the loop logs the stop in ``announce_stop``)."""
-        if self.ending:  # shut_down is under way, and ends the worker whatever comes
-            return
-        if self.stopping:
-            raise Abort
-        self.stop_deadline = time.monotonic() + self.options.shutdown_timeout
-        self.stopping = True
-        self.wake.set()
+    @property
+    def stopping(self) -> bool:
+        return self.watchman.stopping
 
     def announce_stop(self) -> None:
-        """Log a requested stop and tell systemd, once (from the loop, or at the shutdown if
-        the signal came after the loop's last look)."""
-        if self.stopping and not self.stop_announced:
-            self.stop_announced = True
-            logger.info("worker %s: stopping; %d job(s) running", self.worker_id,
-                        len(self.executor.running))
-            self.systemd.stopping(self)
+        """Log a requested stop and tell systemd, once."""
+        self.watchman.announce_stop(self)
 
     def _register(self) -> bool:
         register(self.worker_id, list(self.options.queues), self.options.concurrency)
@@ -277,13 +258,23 @@ class Worker:
         now = time.monotonic()
         wait = self.options.poll_interval
         if self.stopping:
-            wait = min(wait, max(self.stop_deadline - now, 0.0))
+            wait = min(wait, max(self.watchman.stop_deadline - now, 0.0))
         deadline = self.executor.next_deadline_in(now)
         if deadline is not None:
             wait = min(wait, deadline + 0.05)
-        wait = min(wait, self.outages.wait(now, default=wait), self.systemd.next_ping_in(now))
+        wait = min(wait, self.outages.wait(now, default=wait), self.watchman.next_ping_in(now))
         return min(wait, self.executor.next_tend(), self.options.heartbeat_seconds)
 
     def safely(self, func: Callable[..., T], *args: Any) -> T | None:
         """Run a database step; None if it failed or waits out a backoff (outage.py)."""
         return self.outages.attempt(getattr(func, "__name__", "step").lstrip("_"), func, *args)
+
+
+def _span_ends() -> PairedThread | None:
+    """The span ends' thread (``worker/span_ends.py``), when spans can be made: OpenTelemetry
+    is loaded (a site that traces sets its SDK up before the worker starts)."""
+    if "opentelemetry.trace" not in sys.modules:
+        return None
+    from django_jobs.worker.span_ends import span_ends
+
+    return span_ends

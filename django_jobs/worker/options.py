@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django_jobs.core.settings import jobs_settings
-from django_jobs.worker.claim_size import PREFETCH_HORIZON_SECONDS
+
+# Seconds of work a claim takes ahead of the free slots (the producer, ``worker/producer.py``).
+PREFETCH_HORIZON_SECONDS = 0.05
 
 
 @dataclass
@@ -28,6 +30,6 @@ class WorkerOptions:
     # The worker may end its process at shutdown, when a handler outlives the shutdown timeout
     # (runworker from the command line; shutdown.py).
     owns_process: bool = False
-    # The signals that stop it (worker/process.py); a child of ``runworker --processes`` takes
+    # The signals that stop it (worker/watchman.py); a child of ``runworker --processes`` takes
     # its stop orders from the supervisor instead (worker/supervised.py).
     stop_signals: tuple[int, ...] | None = None  # None: STOP_SIGNALS

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from django.db import connections
 
 from django_jobs.core.outcomes import AttemptOutcome, now_us
-from django_jobs.worker import async_jobs
 from django_jobs.worker.execution import outcome_for_exception, query_thread, run_job
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ class Inbox:
     the worker's loop calls ``spread`` and they go to as many idle threads, so ``--concurrency``
     jobs still run at once, each started at most that much later. Jobs that wait longer still
     (every thread is in a slow job) the loop takes back with ``take_waiting`` and hands back to
-    the queue (``worker/claim_size.py``).
+    the queue (``worker/producer.py``).
     """
 
     def __init__(self) -> None:
@@ -159,6 +158,8 @@ class Slot(threading.Thread):
         socket read, ``time.sleep``) sees it only when that call returns. An async handler's
         task is cancelled instead (``worker/async_jobs.py``).
         """
+        from django_jobs.worker import async_jobs  # an async handler's, if one runs
+
         with self.lock:
             if self.current != job_id or self.ident is None:
                 return False

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from django_jobs.core import observers, tracing
+from django_jobs.worker.handoff import PairedThread
 
 CAPACITY = 10_000  # span ends queued at most: some seconds of a busy worker's
 
@@ -35,55 +36,36 @@ CAPACITY = 10_000  # span ends queued at most: some seconds of a busy worker's
 Item = tuple[Any, int, str, str] | None
 
 
-class SpanEnds:
-    """The queue and its thread, started and stopped by ``handoff.py``'s ``start`` and
-    ``stop``; these pair up (the last ``stop`` ends the thread)."""
+class SpanEnds(PairedThread):
+    """The queue and its thread (``handoff.PairedThread``), started and stopped with the log
+    records' (``Handoff.start``'s companion)."""
+
+    thread_name = "django-jobs-spans"
 
     def __init__(self, capacity: int = CAPACITY) -> None:
-        self.capacity = capacity
-        self.spans: queue.Queue[Item] = queue.Queue(capacity)
-        self.thread: threading.Thread | None = None
-        self.dropped = 0
-        self.users = 0
-        self.lock = threading.Lock()
+        super().__init__(capacity)
 
-    def start(self) -> None:
-        with self.lock:
-            self.users += 1
-            if self.users > 1:
-                return
-            self.spans = queue.Queue(self.capacity)
-            self.dropped = 0
-            self.thread = threading.Thread(target=self._work, args=(self.spans,),
-                                           name="django-jobs-spans", daemon=True)
-            self.thread.start()
-            tracing.end_spans_with(self.end)
+    def started(self) -> None:
+        self.dropped = 0
+        tracing.end_spans_with(self.end)
+
+    def stopping(self) -> None:
+        tracing.end_spans_with(None)
 
     def stop(self, deadline: float) -> None:
         """End the spans still queued, until ``deadline`` (``time.monotonic()``); those left
         are said on standard error. Spans ended from now on end at once."""
-        with self.lock:
-            if self.users == 0:
-                return
-            self.users -= 1
-            if self.users:
-                return
-            tracing.end_spans_with(None)
-            thread, spans, self.thread = self.thread, self.spans, None
-        if thread is None:
+        released = self.release(deadline)
+        if released is None:
             return
-        try:
-            spans.put(None, timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Full:
-            pass
-        thread.join(max(0.0, deadline - time.monotonic()))
+        alive = self.finish(released, deadline)
         if self.dropped:
             observers.write_stderr(
                 f"django-jobs: {self.dropped} span(s) of the worker dropped, never exported: "
                 f"its span processors did not keep up ({self.capacity} span ends queued)")
-        if thread.is_alive():
+        if alive:
             observers.write_stderr(
-                f"django-jobs: {spans.qsize()} span(s) of the worker left unended, never "
+                f"django-jobs: {released[1].qsize()} span(s) of the worker left unended, never "
                 "exported: its span processors did not take them before it stopped")
 
     def end(self, span: Any, what: str, then: str) -> None:
@@ -92,17 +74,14 @@ class SpanEnds:
         if threading.current_thread() is self.thread:
             span.end()
             return
-        try:
-            self.spans.put_nowait((span, time.time_ns(), what, then))
-        except queue.Full:
-            self.dropped += 1
+        if not self.offer((span, time.time_ns(), what, then)):
             if self.dropped == 1:
                 observers.write_stderr(
                     f"django-jobs: the worker's span processors take less than it makes "
                     f"({self.capacity} span ends queued): the spans that come are dropped, "
                     "never exported, until they catch up (said once; the count at the end)")
 
-    def _work(self, spans: queue.Queue[Item]) -> None:
+    def work(self, spans: queue.Queue[Item]) -> None:
         while (item := spans.get()) is not None:
             span, end_time, what, then = item
             try:

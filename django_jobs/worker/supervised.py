@@ -3,7 +3,7 @@ the pipe to the supervisor.
 
 The supervisor alone takes stop signals. The child takes SIGTERM, SIGINT and SIGHUP (which
 systemd's kill modes and a terminal's Ctrl-C send to every process of the group) and does
-nothing with them (``process.hold_signals``); it takes its stop orders over the pipe: each
+nothing with them (``watchman.hold_signals``); it takes its stop orders over the pipe: each
 ``stop`` line is a stop signal to the worker (the first drains it, a second hands its running
 jobs back), delivered as SIGUSR1 to the main thread so that the worker's own signal handling
 does the rest. If the pipe closes (the supervisor is gone, even killed with SIGKILL) the child
@@ -31,8 +31,8 @@ import time
 from typing import TYPE_CHECKING
 
 from django_jobs.models import Job
-from django_jobs.worker.process import hold_signals
 from django_jobs.worker.systemd import Notifier, StatusSource
+from django_jobs.worker.watchman import hold_signals
 
 if TYPE_CHECKING:
     from django_jobs.worker.state import WorkerState

@@ -24,6 +24,19 @@ the server and before its reply came back (a pooler or the network cut it). The 
 token is chosen here, before the statement is sent, so that such a claim is in doubt rather
 than lost: its token is kept, and the next turn (or the shutdown) hands back whatever is still
 held under it, instead of leaving those jobs in ``processing`` until their lease runs out.
+
+When a burst worker (``runworker --burst``) ends: when its claim took nothing, nothing runs,
+its finishes released nothing it could run, and no job it could run comes due within
+``--burst-wait`` seconds (default 0: a job due later is left for other workers).
+
+A turn writes its outcomes and claims in one transaction; on PostgreSQL the plain turn is one
+statement, whose claim does not see the rows its own finish made ready, and a waiting worker's
+claim takes only the jobs it was told of. So after a turn that wrote outcomes and claimed
+nothing, the worker looks for jobs that its finishes made ready (``burst_released``: dependents, a
+group's callback, follow-ups, each written ready at once, ``run_at`` not after ``updated_at``)
+and claims them in its next turn. A retry or a snooze is written due later: it is not counted,
+so whether a burst runs it does not depend on how fast the host is. A burst worker claims
+whatever is ready (it is never registered as a waiter).
 """
 
 from __future__ import annotations
@@ -32,29 +45,27 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django_jobs.core import contract, observers
+from django.db.models import F, Min
+from django.utils import timezone
+
+from django_jobs.core import clock, contract, observers
 from django_jobs.core.contract import ClaimKey, ClaimRequest, Waiting
 from django_jobs.core.db_errors import TIMEOUT, classify
-from django_jobs.core.states import Outcome
+from django_jobs.core.states import READY_STATES, Outcome
 from django_jobs.exceptions import ClaimConflict
 from django_jobs.models import Job
+from django_jobs.models.schema import jobs_database
 from django_jobs.signals import job_finished
-from django_jobs.worker import suspects
-from django_jobs.worker.deadlines import Running
+from django_jobs.worker.executor import Running
 from django_jobs.worker.handoff import handoff
-from django_jobs.worker.isolation import (
-    describe,
-    failure_in_place,
-    finish_isolating,
-    finish_one_by_one,
-    refused,
-)
 from django_jobs.worker.log_lines import log_end
 
 if TYPE_CHECKING:
     from django_jobs.core.outcomes import AttemptOutcome
+    from django_jobs.models.managers import JobQuerySet
     from django_jobs.worker.state import WorkerState
 
 logger = logging.getLogger("django_jobs.worker")
@@ -81,9 +92,9 @@ class Claim:
 
 
 def claim(worker: WorkerState) -> int:
-    """Write the outcomes that came in and claim what ``worker/claim_size.py`` says, in one
-    transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one statement);
-    hand the claimed jobs out. Returns how many jobs were claimed."""
+    """Write the outcomes that came in and claim what the producer (``worker/producer.py``)
+    says, in one transaction (the engine's ``finish_and_claim``: on PostgreSQL usually one
+    statement); hand the claimed jobs out. Returns how many jobs were claimed."""
     worker.producer.conflicted = False
     release_in_doubt(worker)
     worker.executor.outbox.gather()
@@ -104,8 +115,10 @@ def claim(worker: WorkerState) -> int:
         conflicted(worker, outcomes, conflict, asked.after, asked.sent)
         return 0
     except BaseException as exc:
-        if outcomes and refused(exc):  # one outcome the database will not take: isolate it
-            settle(worker, outcomes, *finish_one_by_one(outcomes, exc))
+        from django_jobs.worker import isolation  # a write that failed
+
+        if outcomes and isolation.refused(exc):  # an outcome the database will not take
+            settle(worker, outcomes, *isolation.finish_one_by_one(outcomes, exc))
             return claim(worker)
         put_back(worker, outcomes, exc)
         if asked.limit > 0:
@@ -134,7 +147,7 @@ def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
     heard, waiter, listener = (0, 0), None, worker.listener
     if listener is not None:
         heard, pid, allowed = listener.heard_so_far(), listener.pid, listener.allowance()
-        if worker.options.burst:  # it claims whatever is ready, and is no waiter (burst.py)
+        if worker.options.burst:  # it claims whatever is ready, and is no waiter (see above)
             pid, allowed = None, None
         elif listener.overlooked:
             # The overlooked jobs are at the ready index's front.
@@ -146,7 +159,7 @@ def ask(worker: WorkerState, outcomes: list[AttemptOutcome]) -> Claim | None:
     if free <= 0 and not outcomes:
         return None
     sent = time.monotonic()
-    after = worker.producer.cursor.after(sent) if free > 0 else None  # claim_cursor.py
+    after = worker.producer.cursor.after(sent) if free > 0 else None  # producer.py
     return Claim(free, space, heard, waiter, uuid.uuid4(), sent, after)
 
 
@@ -163,8 +176,16 @@ def claimed(worker: WorkerState, asked: Claim, outcomes: list[AttemptOutcome],
     if worker.executor.outbox.limit is not None and len(worker.executor.outbox):
         worker.wake.set()  # outcomes held back by the limit: write them in the next turn
     worker.producer.claimed += len(jobs)
-    admitted = suspects.admit(worker, jobs, lambda job: Running(job, time.monotonic(), None))
-    worker.executor.hand_out(admitted)
+    executor = worker.executor
+    if executor.solo is None and not any(job.crashes for job in jobs):
+        if jobs:  # no suspect: every batch but a few after a crash
+            executor.one_at_a_time = False
+        executor.hand_out(jobs)
+        return
+    from django_jobs.worker import suspects  # a suspect: it runs alone
+
+    executor.hand_out(suspects.admit(worker, jobs,
+                                     lambda job: Running(job, time.monotonic(), None)))
 
 
 def conflicted(worker: WorkerState, outcomes: list[AttemptOutcome], conflict: ClaimConflict,
@@ -215,8 +236,10 @@ def finish_outcomes(worker: WorkerState) -> None:
 def _finish_isolating(
     worker: WorkerState, outcomes: list[AttemptOutcome]
 ) -> tuple[list[AttemptOutcome], list[AttemptOutcome]]:
+    from django_jobs.worker import isolation
+
     try:
-        return finish_isolating(outcomes)
+        return isolation.finish_isolating(outcomes)
     except BaseException as exc:
         put_back(worker, outcomes, exc)
         raise
@@ -233,14 +256,16 @@ def put_back(worker: WorkerState, outcomes: list[AttemptOutcome], exc: BaseExcep
             outcome = outcomes[0]
             tries = outbox.timeouts[outcome.job.id] = outbox.timeouts.get(outcome.job.id, 0) + 1
             if tries >= TIMEOUTS_ALONE:
+                from django_jobs.worker import isolation
+
                 del outbox.timeouts[outcome.job.id]
                 logger.error("job %s: writing its outcome alone timed out %d times (%s); "
                              "recorded as a failed attempt", outcome.job.public_id, tries,
-                             describe(exc))
-                outcomes = [failure_in_place(
+                             isolation.describe(exc))
+                outcomes = [isolation.failure_in_place(
                     outcome, "OutcomeTimedOut",
                     f"the database timed out writing this job's outcome, alone, {tries} times: "
-                    f"{describe(exc)}")]
+                    f"{isolation.describe(exc)}")]
     outbox.put_back(outcomes)
 
 
@@ -296,3 +321,55 @@ def send_finished(finished: list[tuple[Job, str, BaseException | None]]) -> None
     for job, kind, exception in finished:
         observers.send(job_finished, "job_finished", sender=Job, job=job, outcome=kind,
                        exception=exception)
+
+
+# When a burst ends (see the module's docstring).
+
+# A job that came due this recently may have come due after the claim before
+# (``burst_due_in``); one made ready this long before a turn began may be that turn's
+# (``burst_released``).
+MARGIN = 1.0
+# The shortest wait for a job due: it is claimed by the next turn.
+MIN_WAIT = 0.05
+
+
+def burst_now() -> datetime:
+    """The database's time, taken before a turn: what that turn's writes are at or after (by
+    the offset the heartbeat measured: no query)."""
+    return timezone.now() + clock.offset(jobs_database())
+
+
+def burst_released(worker: WorkerState, since: datetime) -> bool:
+    """Whether a job of the worker's queues was made ready at once, at or after ``since``
+    (less ``MARGIN``, for a clock offset measured again meanwhile), and is still ready: a turn
+    begun then released it (see the module's docstring)."""
+    jobs = Job.objects.in_states(*READY_STATES).filter(
+        updated_at__gte=since - timedelta(seconds=MARGIN), run_at__lte=F("updated_at"))
+    return _theirs(worker, jobs).exists()
+
+
+def burst_due_in(worker: WorkerState) -> float | None:
+    """Seconds until the first job the worker could run comes due, by the database's clock,
+    if that is within ``burst_wait``; None if none is. A job due for longer than ``MARGIN``
+    that the claim just before did not take is one the worker cannot run now (a limit refuses
+    it): not waited for."""
+    window = worker.options.burst_wait
+    if window <= 0:
+        return None
+    jobs = Job.objects.in_states(*READY_STATES)
+    at = clock.now(jobs.db)
+    jobs = jobs.filter(run_at__gt=at - timedelta(seconds=MARGIN),
+                       run_at__lte=at + timedelta(seconds=window))
+    first = _theirs(worker, jobs).aggregate(first=Min("run_at"))["first"]
+    if first is None:
+        return None
+    return max((first - at).total_seconds(), MIN_WAIT)
+
+
+def _theirs(worker: WorkerState, jobs: JobQuerySet) -> JobQuerySet:
+    """Those of ``jobs`` in the worker's queues, and not in a queue it finds paused."""
+    if worker.options.queues:
+        jobs = jobs.filter(queue__in=list(worker.options.queues))
+    if worker.producer.paused:
+        jobs = jobs.exclude(queue__in=sorted(worker.producer.paused))
+    return jobs

@@ -4,7 +4,7 @@ socket (``engine/postgres/listener.py``).
 
 A notification then wakes the loop itself, as its bytes arrive: no thread reads it first and
 hands it on (each hand-off is one more thread the scheduler must run before the claim is sent,
-milliseconds on a busy host). The slot threads, the stop signals' handler (``worker/process.py``)
+milliseconds on a busy host). The slot threads, the stop signals' handler (``worker/watchman.py``)
 and the loop's own steps wake it with ``set``, which takes no lock: it sets a flag and writes a
 byte to the pipe without blocking, only when the flag was not set already, so the pipe holds a
 byte or two at most. So a signal handler, which runs in the main thread between two bytecodes,

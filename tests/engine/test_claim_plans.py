@@ -46,7 +46,7 @@ SELECTIONS = [(None, ()), (["default"], ()), (["default", "mail"], ()), (QUEUES,
 # the selections of at most one queue.
 LIMITED_SELECTIONS = [(queues, excluded) for queues, excluded in SELECTIONS
                       if queues is None or len(queues) == 1]
-# A worker of two or more queues claims without a key (``worker/claim_cursor.py``).
+# A worker of two or more queues claims without a key (``worker/producer.py``).
 ONE_WALK_SELECTIONS = [(queues, excluded) for queues, excluded in SELECTIONS
                        if queues is None or len(queues) == 1]
 # Large enough that after an ANALYZE of a small table a ready index, read from its start,
@@ -205,7 +205,7 @@ def test_the_claim_walks_the_ready_index_in_order(jobs_table, state):
 @pytest.mark.parametrize("state", STATES, ids=lambda state: state.__name__)
 def test_a_claim_after_a_key_starts_its_walk_of_the_ready_index_at_the_key(jobs_table, state):
     """The key's priority and its (run_at, id) bound the index scan itself (its Index Cond),
-    so the walk does not pass the entries before the key (claim_cursor.py)."""
+    so the walk does not pass the entries before the key (worker/producer.py)."""
     state()
     key = ClaimKey(0, timezone.now() - timezone.timedelta(minutes=1), 5)
     faults = {}

@@ -8,7 +8,7 @@ claim from a small or empty queue read every ready row of the others. The claim 
 by the queue (``ONE_QUEUE`` in ``engine/postgres/statements.py``); these tests read its plans,
 made for the call's values and generic, in the states where the statistics say so, for a worker
 of one queue, of two (one of them the full one, or neither), and of one queue after a key (a
-worker of two or more queues claims without one: ``worker/claim_cursor.py``).
+worker of two or more queues claims without one: ``worker/producer.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from django_jobs import InvalidJob, Snooze, enqueue_after_success, set_progress
 from django_jobs.features.dependencies import JobDependency
 from django_jobs.models import Job, JobAttempt
 from django_jobs.worker.execution import query_thread, run_job
-from django_jobs.worker.periodic import ReleaseWaiting
+from django_jobs.worker.heartbeat import ReleaseWaiting
 from tests.conftest import wait_for
 
 

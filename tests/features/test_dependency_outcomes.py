@@ -11,7 +11,7 @@ from django.utils import timezone
 from django_jobs.features.retention import prune
 from django_jobs.models import Job, JobDependency
 from django_jobs.worker.execution import run_job
-from django_jobs.worker.periodic import ReleaseWaiting
+from django_jobs.worker.heartbeat import ReleaseWaiting
 from tests.admin_helpers import job_url, staff
 
 from .test_control import run_once

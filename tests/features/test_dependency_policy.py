@@ -13,7 +13,7 @@ from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.stored_errors import error_dict
 from django_jobs.models import Job
 from django_jobs.worker.execution import run_job
-from django_jobs.worker.periodic import ReleaseWaiting
+from django_jobs.worker.heartbeat import ReleaseWaiting
 from tests.admin_helpers import job_url, staff
 
 from .test_control import run_once

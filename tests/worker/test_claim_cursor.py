@@ -1,4 +1,4 @@
-"""Where a worker's next claim starts (``worker/claim_cursor.py``): after the last job of its
+"""Where a worker's next claim starts (``worker/producer.py``): after the last job of its
 last claim, from the start after a claim that took nothing and once per heartbeat."""
 
 from datetime import timedelta
@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from django_jobs.core.contract import ClaimKey
 from django_jobs.models import Job
-from django_jobs.worker.claim_cursor import ClaimCursor
+from django_jobs.worker.producer import ClaimCursor
 
 pytestmark = pytest.mark.django_db
 

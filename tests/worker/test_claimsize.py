@@ -13,7 +13,7 @@ from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.handlers.registry import handler, unregister
 from django_jobs.models import Job, JobAttempt
 from django_jobs.signals import job_started
-from django_jobs.worker.claim_size import ClaimSize
+from django_jobs.worker.producer import ClaimSize
 from tests.conftest import wait_for
 from tests.helpers import run_burst
 

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, connections
 
 from django_jobs.worker.outage import RETRY_BASE_SECONDS, RETRY_CAP_SECONDS, Outages
-from django_jobs.worker.process import bound_network_waits
+from django_jobs.worker.watchman import bound_network_waits
 from tests.conftest import requires_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)

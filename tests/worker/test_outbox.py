@@ -1,4 +1,4 @@
-"""The outbox (django_jobs/worker/outbox.py): which outcomes the worker's loop takes, and when a
+"""The outbox (django_jobs/worker/executor.py): which outcomes the worker's loop takes, and when a
 delivered outcome wakes it."""
 
 import uuid
@@ -9,8 +9,7 @@ import pytest
 from django_jobs.core.outcomes import AttemptOutcome
 from django_jobs.core.states import Outcome
 from django_jobs.models import Job
-from django_jobs.worker.deadlines import Running
-from django_jobs.worker.outbox import Outbox
+from django_jobs.worker.executor import Outbox, Running
 from django_jobs.worker.slots import Inbox
 from django_jobs.worker.wake import Wake
 

@@ -1,4 +1,4 @@
-"""A heartbeat step's database error (``worker/periodic.py``): an outage is the worker's to
+"""A heartbeat step's database error (``worker/heartbeat.py``): an outage is the worker's to
 report, once, as it reports one anywhere (``worker/outage.py``); a statement the database
 refused is the step's own, logged with its traceback."""
 
@@ -7,7 +7,7 @@ import logging
 import pytest
 from django.db import DatabaseError, connection
 
-from django_jobs.worker.periodic import Periodic
+from django_jobs.worker.heartbeat import Periodic
 
 # A statement that ends its own session on the server: the step's connection is lost.
 ENDS_ITS_SESSION = {

@@ -28,19 +28,20 @@ def lease_ran_out(seconds_ago: float) -> Job:
 def test_a_look_that_found_nothing_bounds_the_next_one_until_a_lease_has_passed():
     worker = Worker(WorkerOptions(lease_seconds=30))
     assert rescue(worker) == []  # from the front: nothing ran out
-    looked = worker.rescued_until
-    assert looked is not None and worker.full_rescue_at > time.monotonic()
+    looked = worker.watchman.rescued_until
+    assert looked is not None and worker.watchman.full_rescue_at > time.monotonic()
     job = lease_ran_out(60)  # ran out before that look: no bounded look reads it
     assert rescue(worker) == []
-    assert worker.rescued_until > looked
-    worker.full_rescue_at = time.monotonic()  # a lease has passed: from the front again
+    assert worker.watchman.rescued_until > looked
+    worker.watchman.full_rescue_at = time.monotonic()  # a lease has passed: from the front again
     assert [j.pk for j in rescue(worker)] == [job.pk]
-    assert worker.rescued_until is None  # it found one: the next look is from the front too
+    # it found one: the next look is from the front too
+    assert worker.watchman.rescued_until is None
 
 
 def test_a_lease_that_runs_out_after_a_look_is_found_by_the_next():
     worker = Worker(WorkerOptions(lease_seconds=30))
-    worker.rescued_until = timezone.now() - timedelta(seconds=5)
-    worker.full_rescue_at = time.monotonic() + 60
+    worker.watchman.rescued_until = timezone.now() - timedelta(seconds=5)
+    worker.watchman.full_rescue_at = time.monotonic() + 60
     job = lease_ran_out(1)
     assert [j.pk for j in rescue(worker)] == [job.pk]

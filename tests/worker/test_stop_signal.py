@@ -41,7 +41,7 @@ def test_a_stop_that_lands_while_the_loop_waits_returns_and_wakes_the_loop():
 def test_a_real_stop_signal_wakes_the_loop_waiting_on_its_wake():
     """SIGTERM delivered while the main thread waits on the wake: the handler (``stop``) runs
     in the main thread, inside that wait, and its ``Wake.set`` ends it."""
-    from django_jobs.worker.process import install_signals, restore_signals
+    from django_jobs.worker.watchman import install_signals, restore_signals
 
     worker = Worker(WorkerOptions())
     previous = install_signals(worker.stop)

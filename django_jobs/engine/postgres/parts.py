@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from django_jobs.core.database_parts import DatabaseParts, Wakes, WakeUps
-from django_jobs.engine.postgres import horizon_holders, partitions
+from django_jobs.engine.postgres import partitions
 from django_jobs.engine.postgres.cursor import keep_generic_plans
-from django_jobs.engine.postgres.listener import Listener
 
 if TYPE_CHECKING:
     from django.db.models import Exists, Q
@@ -33,6 +32,8 @@ class PostgresSession:
 
     def start_wakeups(self, wake: Wakes, poll_interval: float, queues: Sequence[str] = ()
                       ) -> WakeUps | None:
+        from django_jobs.engine.postgres.listener import Listener  # a waiting worker's only
+
         return Listener.start_for(connections[self.using], wake, poll_interval, queues)
 
 
@@ -69,12 +70,18 @@ class PostgresHorizon:
         self.using = using
 
     def available(self) -> bool:
+        from django_jobs.engine.postgres import horizon_holders
+
         return horizon_holders.available(self.using)
 
     def holders(self) -> list[Holder]:
+        from django_jobs.engine.postgres import horizon_holders
+
         return horizon_holders.holders(self.using)
 
     def read(self) -> Horizon | None:
+        from django_jobs.engine.postgres import horizon_holders
+
         return horizon_holders.read(self.using)
 
 

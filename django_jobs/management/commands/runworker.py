@@ -16,11 +16,10 @@ from django_jobs.checks.databases import database_checks, vendor_problems
 from django_jobs.core.settings import jobs_settings
 from django_jobs.core.validation import QUEUE_RE
 from django_jobs.models.schema import NotMigrated, Unreachable, jobs_database, require_migrated
-from django_jobs.worker.claim_size import PREFETCH_HORIZON_SECONDS
-from django_jobs.worker.exit import exit_without_stray_threads
 from django_jobs.worker.loop import Worker
-from django_jobs.worker.options import WorkerOptions
-from django_jobs.worker.process import bound_network_waits
+from django_jobs.worker.options import PREFETCH_HORIZON_SECONDS, WorkerOptions
+from django_jobs.worker.shutdown import exit_without_stray_threads
+from django_jobs.worker.watchman import bound_network_waits
 
 # Each slot is a thread with its own database connection, and the worker holds two more (the
 # loop's, and on PostgreSQL the LISTEN connection): --concurrency + 2 in all. Past a few hundred
