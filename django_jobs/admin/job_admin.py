@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import PAGE_VAR
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
@@ -23,6 +24,7 @@ from django_jobs.admin.filters import (
     StatusFilter,
     TypeFilter,
 )
+from django_jobs.admin.first_page import newest_first
 from django_jobs.admin.page_database import list_database
 from django_jobs.admin.paginator import EstimatedCountPaginator
 from django_jobs.admin.requests import StockAnswers
@@ -31,6 +33,7 @@ from django_jobs.core.states import PROCESSING, READY_STATES, DependencyPolicy
 from django_jobs.exceptions import JobConflict
 from django_jobs.models import Job, JobDependency
 
+OLDER_THAN = "created_at__lt"  # the created filter's upper bound (DateFieldListFilter)
 PUBLIC_ID_RE = re.compile(r"j-[0-9a-f]{20}")
 HEAVY_FIELDS = ("payload", "result", "error")
 WAITS_ON_SHOWN = 20  # dependencies the job page names
@@ -50,6 +53,19 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     ("Result", ("result_json",)),
     ("Error", ("error_details",)),
 ]
+
+
+def older_query(changelist: Any) -> str | None:
+    """The query string of the jobs older than the last one of the list's last reachable
+    page (``EstimatedCountPaginator.pages_stop``): the list's filters, and ``created_at``
+    before that job's. None on any other page, or where the list is not newest first."""
+    paginator, rows = changelist.paginator, changelist.result_list
+    if not (getattr(paginator, "pages_stop", False) and rows
+            and changelist.page_num >= paginator.num_pages
+            and newest_first(changelist.queryset)):
+        return None
+    return changelist.get_query_string(
+        {OLDER_THAN: rows[len(rows) - 1].created_at.isoformat()}, [PAGE_VAR, OLDER_THAN])
 
 
 class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
@@ -102,6 +118,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         search or a rare filter bounded it (``search.window_of``): the drill-down's span."""
         changelist = super().get_changelist_instance(request)
         changelist.window_start = search.window_of(request)  # type: ignore[attr-defined]
+        changelist.older_query = older_query(changelist)  # type: ignore[attr-defined]
         return changelist
 
     def get_search_results(self, request, queryset, search_term):
