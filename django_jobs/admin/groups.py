@@ -10,7 +10,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from django_jobs.admin.display import job_link
+from django_jobs.admin.display import job_link, when_column
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.models import Job, JobGroup, JobGroupMember
 
@@ -35,14 +35,16 @@ def group_link(group_id: int) -> str:
 @admin.register(JobGroup)
 class JobGroupAdmin(StockAnswers, admin.ModelAdmin):
     list_display = ("public_id", "name", "progress", "total", "completed", "dead", "canceled",
-                    "remaining", "created_at", "finished_at", "callback", "error_message")
+                    "remaining", "created", "finished", "callback", "error_message")
     search_fields = ("=public_id", "name")
     ordering = ("-created_at",)
     readonly_fields = ("public_id", "name", "progress", "total", "completed", "dead",
-                       "canceled", "remaining", "created_at", "finished_at", "callback_type",
+                       "canceled", "remaining", "created", "finished", "callback_type",
                        "callback_payload", "callback_options", "callback", "error_message",
                        "jobs")
     fields = readonly_fields
+    created = staticmethod(when_column("created_at", "created"))
+    finished = staticmethod(when_column("finished_at", "finished"))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
