@@ -167,6 +167,9 @@ def test_triage_starts_with_why_and_every_list_fits(browser, live_server, settin
         page, inner = browser.execute_script(
             "return [document.documentElement.scrollWidth, window.innerWidth];")
         assert page <= inner, f"{path} scrolls sideways at {size}: {page} > {inner}"
+        table, box = scrolls_sideways(browser, "#changelist .results") if \
+            browser.find_elements(By.CSS_SELECTOR, "#changelist .results") else (0, 0)
+        assert table <= box, f"{path}'s table scrolls at {size}: {table} > {box}"
         # No cell breaks inside a word: every cell's word is as wide as its text asks.
         broken = browser.execute_script("""
             return [...document.querySelectorAll('#result_list td, #result_list th')]
