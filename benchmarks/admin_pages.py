@@ -171,10 +171,15 @@ def measure(get, repeat: int) -> tuple[int, float, list[tuple[float, str]]]:
     return len(log.queries), statistics.median(times), log.queries
 
 
-def pages(job_id: int) -> dict[str, str]:
+def pages(job_id: int, deep: dict[str, str] | None = None) -> dict[str, str]:
     jobs = "/admin/django_jobs/job/"
     return {
         "list": jobs,
+        # Pages past the first: the paginator's links, and numbers typed into the URL.
+        "list ?p=2000": jobs + "?p=2000",
+        "list ?p=20000": jobs + "?p=20000",
+        "list ?status=completed&p=50": jobs + "?status__exact=completed&p=50",
+        **(deep or {}),
         "list ?status=dead": jobs + "?status__exact=dead",
         "list ?status=completed": jobs + "?status__exact=completed",
         "list ?type=webhook": jobs + "?type=webhook",
@@ -287,7 +292,8 @@ def run(rows_list: list[int], repeat: int, reuse: bool = False,
                 cursor.execute("SELECT id FROM django_jobs_job WHERE status = 'dead' "
                                "ORDER BY id DESC LIMIT 1")
                 job_id = cursor.fetchone()[0]
-            for name, url in pages(job_id).items():
+            urls = pages(job_id, deep_pages(client))
+            for name, url in urls.items():
                 for site in ("admin", "naive"):
                     if site == "naive" and (not naive or name in ("job page", "overview")):
                         continue
@@ -302,14 +308,27 @@ def run(rows_list: list[int], repeat: int, reuse: bool = False,
                         "slowest": [(round(t * 1000, 1), sql[:300]) for t, sql in
                                     sorted(log, reverse=True)[:3]],
                     })
-            results += new_connections(client, pages(job_id), rows, repeat)
+            results += new_connections(client, urls, rows, repeat)
     return results
 
 
 # Pages measured again on a new database connection each, as a site with Django's default
 # CONN_MAX_AGE = 0 serves every request: the server then reads the catalog of each table and
 # partition a statement plans over anew (on the partitioned tables, every day partition).
-NEW_CONNECTION_PAGES = ("list", "job page", "overview")
+NEW_CONNECTION_PAGES = ("list", "list ?p=2000", "list last page",
+                        "list ?status=completed&p=50", "job page", "overview")
+
+
+def deep_pages(client: Any) -> dict[str, str]:
+    """The list's last page as its paginator links it, and the page its "older jobs" link
+    leads to from there, if it has one."""
+    jobs = "/admin/django_jobs/job/"
+    last = client.get(jobs).context["cl"].paginator.num_pages
+    found = {"list last page": jobs + f"?p={last}"}
+    older = getattr(client.get(jobs + f"?p={last}").context["cl"], "older_query", None)
+    if older:
+        found["list older than the last page"] = jobs + older
+    return found
 
 
 def new_connections(client: Any, urls: dict[str, str], rows: int, repeat: int) -> list[dict]:

@@ -50,15 +50,15 @@ class AttemptInline(admin.TabularInline):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.display(description="started")
+    @admin.display(description="handler started")
     def started(self, attempt: JobAttempt) -> str:
         return display.when(attempt.started_at, precise=True)
 
-    @admin.display(description="finished")
+    @admin.display(description="handler ended")
     def finished(self, attempt: JobAttempt) -> str:
         return display.when(attempt.finished_at, precise=True)
 
-    @admin.display(description="duration")
+    @admin.display(description="handler ran")
     def took(self, attempt: JobAttempt) -> str:
         return display.duration(attempt.duration)
 

@@ -4,6 +4,8 @@ links to a job's page."""
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -59,8 +61,50 @@ def pretty_json(value: JSONValue) -> SafeString | str:
     return format_html('<pre class="dj-jobs-json">{}</pre>', text)
 
 
+# A traceback's frame: its ``File "...", line N, in name`` line and the indented lines under it.
+FRAME_RE = re.compile(r'^  File "(?P<path>[^"]*)", line \d+, in ')
+# The worker's own frames (the call into the handler): folded, so the handler's come first.
+WORKER_PATH_RE = re.compile(r"django_jobs[/\\]worker[/\\]")
+
+
+def traceback_parts(text: str) -> list[tuple[bool, str]]:
+    """``text`` (a traceback as Python prints it) as runs of lines, each marked True if it is
+    a run of the worker's own frames."""
+    runs: list[tuple[bool, list[str]]] = []
+    worker = False
+    for line in text.splitlines():
+        frame = FRAME_RE.match(line)
+        if frame:
+            worker = bool(WORKER_PATH_RE.search(frame.group("path")))
+        elif not line.startswith("    "):
+            worker = False  # the header, the exception line, a chained exception's note
+        if runs and runs[-1][0] == worker:
+            runs[-1][1].append(line)
+        else:
+            runs.append((worker, [line]))
+    return [(worker, "\n".join(lines)) for worker, lines in runs]
+
+
+def folded_traceback(text: str) -> SafeString:
+    """The traceback in a <pre>, each run of the worker's own frames folded in a <details>
+    (a block: no line break is written next to one)."""
+    pieces: list[SafeString] = []
+    for worker, chunk in traceback_parts(text):  # runs alternate: worker, handler, worker...
+        if worker:
+            frames = sum(1 for line in chunk.splitlines() if FRAME_RE.match(line))
+            pieces.append(format_html(
+                '<details class="dj-jobs-worker-frames"><summary>{} frame{} of the worker '
+                "(django_jobs.worker)</summary>{}</details>",
+                frames, "" if frames == 1 else "s", chunk))
+        else:
+            pieces.append(format_html("{}", chunk))
+    return format_html('<pre class="dj-jobs-traceback">{}</pre>',
+                       format_html_join("", "{}", ((p,) for p in pieces)))
+
+
 def error_block(error: JSONValue) -> SafeString | str:
-    """The error's type and message, its full traceback and its details."""
+    """The error's type and message, its traceback (the worker's frames folded) and its
+    details."""
     if not error:
         return EMPTY
     if not isinstance(error, dict):
@@ -72,7 +116,7 @@ def error_block(error: JSONValue) -> SafeString | str:
         )
     ]
     if error.get("traceback"):
-        parts.append(format_html('<pre class="dj-jobs-traceback">{}</pre>', error["traceback"]))
+        parts.append(folded_traceback(str(error["traceback"])))
     if error.get("details"):
         parts.append(format_html("<p>Details:</p>{}", pretty_json(error["details"])))
     return format_html_join("", "{}", ((p,) for p in parts))
@@ -88,6 +132,15 @@ def error_summary(error: JSONValue, *, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def error_line(type_: str | None, message: str | None, *, limit: int = 90) -> str:
+    """``Type: first line of the message``, cut to ``limit`` characters: a list's error cell."""
+    if not type_ and not message:
+        return EMPTY
+    first = (message or "").strip().split("\n", 1)[0]
+    text = f"{type_ or 'Error'}: {first}" if first else (type_ or "Error")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def duration(value: timedelta | None) -> str:
     """``850 ms``, ``12.3 s``, ``4 min 05 s`` or ``2 h 03 min``."""
     if value is None:
@@ -100,6 +153,19 @@ def duration(value: timedelta | None) -> str:
     if seconds < 3600:
         return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
     return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+
+
+def duration_words(value: timedelta) -> str:
+    """A schedule's interval as people say it: ``5 s``, ``10 min``, ``1 h 30 min``, ``1 day``."""
+    seconds = value.total_seconds()
+    if seconds != int(seconds):
+        return f"{seconds:g} s"
+    rest, parts = int(seconds), []
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if unit == 'day' and count > 1 else ''}")
+    return " ".join(parts) or "0 s"
 
 
 def size(num_bytes: int | None) -> str:
@@ -123,13 +189,26 @@ def local(value: datetime) -> datetime:
 
 
 def when(value: datetime | None, *, precise: bool = False) -> str:
-    """A compact local timestamp: ``2026-11-30 09:41:07``, or ``09:41:07.250 UTC`` precise."""
+    """A local timestamp with its zone, the one date format of every page of the app's admin:
+    ``2026-11-30 09:41:07 UTC``, or ``2026-11-30 09:41:07.250 UTC`` precise."""
     if value is None:
         return EMPTY
     local_value = local(value)
     if precise:
         return local_value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + local_value.strftime(" %Z")
-    return local_value.strftime("%Y-%m-%d %H:%M:%S")
+    return local_value.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def when_column(field: str, description: str) -> Callable[[object], str]:
+    """A list column or read-only field showing the datetime ``field`` as ``when`` does
+    (Django's own would read "Dec. 7, 2026, 9:56 a.m."), ordered by that field."""
+    from django.contrib import admin
+
+    def column(obj: object) -> str:
+        return when(getattr(obj, field))
+
+    column.__name__ = column.__qualname__ = f"{field}_shown"
+    return admin.display(description=description, ordering=field)(column)
 
 
 def age(value: datetime | None, now: datetime | None = None) -> str:

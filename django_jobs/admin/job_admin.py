@@ -6,7 +6,10 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import PAGE_VAR
 from django.db.models import QuerySet
+from django.db.models.fields.json import KT
+from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -22,6 +25,7 @@ from django_jobs.admin.filters import (
     StatusFilter,
     TypeFilter,
 )
+from django_jobs.admin.first_page import newest_first
 from django_jobs.admin.page_database import list_database
 from django_jobs.admin.paginator import EstimatedCountPaginator
 from django_jobs.admin.requests import StockAnswers
@@ -30,9 +34,16 @@ from django_jobs.core.states import PROCESSING, READY_STATES, DependencyPolicy
 from django_jobs.exceptions import JobConflict
 from django_jobs.models import Job, JobDependency
 
+OLDER_THAN = "created_at__lt"  # the created filter's upper bound (DateFieldListFilter)
 HEAVY_FIELDS = ("payload", "result", "error")
+ERROR_STATES = (Job.Status.FAILED, Job.Status.DEAD)
+ERROR_LINE_CHARS = 300  # of the message, read for the list's error column
 WAITS_ON_SHOWN = 20  # dependencies the job page names
 
+# What the job's times are, beside its attempts' (which are each handler's own).
+TIMES_NOTE = ("The job's times are the database's: its last claim by a worker and the writing "
+              "of its outcome. Each attempt's, below, are its handler's own start and end on "
+              "the worker's host: the difference is the hand-over to the handler and the write.")
 # The job page's sections and their fields, every one read-only.
 DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
     (None, (
@@ -51,10 +62,36 @@ DETAIL_SECTIONS: list[tuple[str | None, tuple[str, ...]]] = [
 ]
 
 
+def older_query(changelist: Any) -> str | None:
+    """The query string of the jobs older than the last one of the list's last reachable
+    page (``EstimatedCountPaginator.pages_stop``): the list's filters, and ``created_at``
+    before that job's. None on any other page, or where the list is not newest first."""
+    paginator, rows = changelist.paginator, changelist.result_list
+    if not (getattr(paginator, "pages_stop", False) and rows
+            and changelist.page_num >= paginator.num_pages
+            and newest_first(changelist.queryset)):
+        return None
+    return changelist.get_query_string(
+        {OLDER_THAN: rows[len(rows) - 1].created_at.isoformat()}, [PAGE_VAR, OLDER_THAN])
+
+
+def lists_errors(request: HttpRequest) -> bool:
+    """Whether the list asked for is of failed or dead jobs, or of jobs with an error: its
+    rows then show their error."""
+    return (request.GET.get("status__exact") in ERROR_STATES
+            or request.GET.get("has_error") == "yes")
+
+
 class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     list_display = [
         "public_id", "type", "status_badge", "queue", "priority_label", "attempts",
         "next_run", "created", "updated", "took",
+    ]
+    # The columns of a list of failed or dead jobs: the error after the status; no next run
+    # for the dead.
+    error_list_display = [
+        "public_id", "type", "status_badge", "error_line", "queue", "attempts",
+        "next_run", "created", "took",
     ]
     list_filter = [
         ("status", StatusFilter), TypeFilter, QueueFilter, PriorityFilter,
@@ -77,7 +114,10 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     actions = [actions.retry_jobs, actions.cancel_jobs, actions.run_jobs_now,
                actions.delete_jobs]
     inlines = [AttemptInline]
-    fieldsets = [(name, {"fields": names}) for name, names in DETAIL_SECTIONS]
+    fieldsets = [
+        (name, {"fields": names, "description": TIMES_NOTE} if name == "Times"
+         else {"fields": names}) for name, names in DETAIL_SECTIONS
+    ]
     readonly_fields = [*(name for _, names in DETAIL_SECTIONS for name in names), "related_jobs"]
     change_list_template = "django_jobs/admin/job_change_list.html"
     change_form_template = "django_jobs/admin/job_change_form.html"
@@ -94,13 +134,25 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
         if match is not None and match.url_name == "django_jobs_job_changelist":
             # The list never shows them; a GET of it reads the replica, if the site has one.
             qs = qs.defer(*HEAVY_FIELDS).using(list_database(request))
+            if lists_errors(request):  # the error's type and the start of its message only
+                qs = qs.annotate(error_type=KT("error__type"), error_start=Substr(
+                    KT("error__message"), 1, ERROR_LINE_CHARS))
         return qs
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        if not lists_errors(request):
+            return self.list_display
+        columns = list(self.error_list_display)
+        if request.GET.get("status__exact") == Job.Status.DEAD:
+            columns.remove("next_run")
+        return columns
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
         """The stock change list, with the start of the window its list was read in, if a
         search or a rare filter bounded it (``search.window_of``): the drill-down's span."""
         changelist = super().get_changelist_instance(request)
         changelist.window_start = search.window_of(request)  # type: ignore[attr-defined]
+        changelist.older_query = older_query(changelist)  # type: ignore[attr-defined]
         return changelist
 
     def get_search_results(self, request, queryset, search_term):
@@ -118,19 +170,24 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
                 f"in the date drill-down above the list."), messages.INFO)
         return super().get_search_results(request, queryset, search_term)
 
-    def get_fieldsets(self, request, obj=None):
-        """The job page's sections, with a picture of its related jobs (its dependency chain
-        or its group) after the first, for a job that has any; a workflow's steps only on a
+    def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
+        """The job page's sections: a failed or dead job's starts with its error (why is what
+        triage reads first); a picture of its related jobs (its dependency chain or its
+        group) follows the main section, for a job that has any; a workflow's steps only on a
         workflow's page."""
         from django_jobs.features.workflows.registry import is_workflow
 
-        fieldsets = super().get_fieldsets(request, obj)
+        fieldsets = list(super().get_fieldsets(request, obj))
         if obj is None or not is_workflow(obj.type):
             fieldsets = [(name, options) for name, options in fieldsets
                          if name != "Workflow steps"]
-        if obj is None or job_graph.related(obj) is None:
+        if obj is not None and job_graph.related(obj) is not None:
+            fieldsets = [*fieldsets[:1], ("Related jobs", {"fields": ("related_jobs",)}),
+                         *fieldsets[1:]]
+        if obj is None or obj.status not in ERROR_STATES or not obj.error:
             return fieldsets
-        return [*fieldsets[:1], ("Related jobs", {"fields": ("related_jobs",)}), *fieldsets[1:]]
+        return ([entry for entry in fieldsets if entry[0] == "Error"]
+                + [entry for entry in fieldsets if entry[0] != "Error"])
 
     @admin.display(description="graph")
     def related_jobs(self, job: Job):
@@ -213,6 +270,13 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
 
     # Columns.
 
+    @admin.display(description="error")
+    def error_line(self, job: Job) -> str:
+        if hasattr(job, "error_type"):  # the list's annotations (get_queryset)
+            return display.error_line(job.error_type, getattr(job, "error_start", None))
+        error = job.error if isinstance(job.error, dict) else {}
+        return display.error_line(error.get("type"), error.get("message"))
+
     @admin.display(description="status", ordering="status")
     def status_badge(self, job: Job):
         badge = display.status_badge(
@@ -263,11 +327,11 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     def run_at_precise(self, job: Job) -> str:
         return display.when(job.run_at, precise=True)
 
-    @admin.display(description="last attempt started")
+    @admin.display(description="claimed by its worker")
     def started_precise(self, job: Job) -> str:
         return display.when(job.started_at, precise=True)
 
-    @admin.display(description="finished")
+    @admin.display(description="outcome written")
     def finished_precise(self, job: Job) -> str:
         return display.when(job.finished_at, precise=True)
 
@@ -275,7 +339,7 @@ class JobAdmin(StockAnswers, EditPayloadMixin, JobViewsMixin, admin.ModelAdmin):
     def leased_precise(self, job: Job) -> str:
         return display.when(job.leased_until, precise=True)
 
-    @admin.display(description="duration")
+    @admin.display(description="claim to outcome")
     def took(self, job: Job) -> str:
         return display.duration(job.duration)
 

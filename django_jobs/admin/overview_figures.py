@@ -42,6 +42,7 @@ from django_jobs.core.states import (
     PENDING,
     PROCESSING,
     READY_STATES,
+    WAITING,
 )
 from django_jobs.models import Job, QueueState, Worker
 from django_jobs.models.counts import COUNT_CAP, capped_counts, planner_estimate
@@ -49,11 +50,12 @@ from django_jobs.models.managers import JobQuerySet
 from django_jobs.models.ready import oldest_ready
 from django_jobs.models.schema import jobs_database
 
-OPEN_STATES = (PENDING, PROCESSING, FAILED, DEAD, CANCELED)
+OPEN_STATES = (WAITING, PENDING, PROCESSING, FAILED, DEAD, CANCELED)
 # The open states the partial status index holds (``LISTED_BY_STATUS``): all but processing.
-INDEXED_OPEN_STATES = (PENDING, FAILED, DEAD, CANCELED)
+INDEXED_OPEN_STATES = (WAITING, PENDING, FAILED, DEAD, CANCELED)
 SCHEDULED = "scheduled"  # a column, not a state: pending jobs due later
-COLUMNS = (PENDING, SCHEDULED, PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
+# Waiting jobs wait for the jobs they depend on; pending ones are due now, scheduled later.
+COLUMNS = (WAITING, PENDING, SCHEDULED, PROCESSING, FAILED, DEAD, CANCELED, COMPLETED)
 RECENT = timedelta(hours=24)
 # Jobs of one state the overview reads for its per-queue and per-type counts.
 SAMPLE = 2_000

@@ -13,7 +13,13 @@ from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.html import format_html, format_html_join
 
-from django_jobs.admin.display import job_link
+from django_jobs.admin.display import (
+    duration_words,
+    job_link,
+    status_badge,
+    when,
+    when_column,
+)
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.core import clock
 from django_jobs.features.schedules.config import ScheduleSpec, schedules
@@ -35,13 +41,18 @@ def _specs() -> dict[str, ScheduleSpec]:
 
 @admin.register(Schedule)
 class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
-    list_display = ("name", "job_type", "when", "misfire", "paused", "last_run_at",
-                    "next_run_at", "last_job_link", "declared_in")
-    list_filter = ("paused",)
+    # What fits 1280 px beside the filter and the sidebar; the rest is on each schedule's page.
+    list_display = ("name", "job_type", "when", "state", "next_run", "last_run",
+                    "last_job_link")
+    # No filter column: a site has a handful of schedules, and the paused ones say so.
     search_fields = ("name",)
-    readonly_fields = ("name", "job_type", "when", "misfire", "paused", "last_occurrence",
-                       "last_run_at", "next_run_at", "last_job_link", "recent_occurrences")
+    readonly_fields = ("name", "job_type", "when", "misfire", "state", "declared_in",
+                       "last_occurrence_shown", "last_run", "next_run", "last_job_link",
+                       "recent_occurrences")
     fields = readonly_fields
+    last_run = staticmethod(when_column("last_run_at", "last run"))
+    next_run = staticmethod(when_column("next_run_at", "next run"))
+    last_occurrence_shown = staticmethod(when_column("last_occurrence", "last occurrence"))
     actions = ("pause", "resume", "run_now_action")
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, object] | None = None
@@ -77,7 +88,7 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
         if spec is None:
             return "-"
         if spec.every is not None:
-            return f"every {spec.every}"
+            return f"every {duration_words(spec.every)}"
         return f"{spec.cron} ({spec.timezone})"
 
     @admin.display(description="after downtime")
@@ -85,9 +96,19 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
         spec = _specs().get(obj.name)
         return spec.misfire if spec else "-"
 
+    @admin.display(description="state", ordering="paused")
+    def state(self, obj: Schedule) -> str:
+        """"paused" as a pill (a paused schedule enqueues nothing), "active" otherwise, and
+        "no longer declared" for a schedule neither the settings nor a handler declare now."""
+        if obj.name not in _specs():
+            return "no longer declared"
+        if obj.paused:
+            return status_badge("paused", "paused")
+        return "active"
+
     @admin.display(description="declared in")
     def declared_in(self, obj: Schedule) -> str:
-        """settings, @periodic, or "-" for a schedule no longer declared (its history kept)."""
+        """settings or @periodic; "-" for a schedule no longer declared (its history kept)."""
         spec = _specs().get(obj.name)
         return spec.declared_in if spec else "- (no longer declared)"
 
@@ -100,7 +121,7 @@ class ScheduleAdmin(StockAnswers, admin.ModelAdmin):
         rows = obj.occurrences.order_by("-at")[:20]
         return format_html("<ul>{}</ul>", format_html_join(
             "", "<li>{} {} {}</li>",
-            ((o.at.isoformat(), "(run now)" if o.manual else "", job_link(o.job_id, "job"))
+            ((when(o.at), "(run now)" if o.manual else "", job_link(o.job_id, "job"))
              for o in rows),
         ))
 

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from django_jobs.admin.display import when_column
 from django_jobs.admin.requests import StockAnswers
 from django_jobs.models.tokens import ApiToken
 
@@ -28,10 +29,14 @@ class ApiTokenForm(forms.ModelForm):
 @admin.register(ApiToken)
 class ApiTokenAdmin(StockAnswers, admin.ModelAdmin):
     form = ApiTokenForm
-    list_display = ["name", "key_prefix", "scope_list", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["name", "key_prefix", "scope_list", when_column("created_at", "created"),
+                    when_column("last_used_at", "last used"),
+                    when_column("revoked_at", "revoked")]
     list_filter = ["revoked_at"]
     search_fields = ["name", "key_prefix"]
-    readonly_fields = ["key_prefix", "created_at", "last_used_at"]
+    readonly_fields = ["key_prefix", "created", "last_used"]
+    created = staticmethod(when_column("created_at", "created"))
+    last_used = staticmethod(when_column("last_used_at", "last used"))
     actions = ["revoke"]
 
     @admin.display(description="scopes")
@@ -41,7 +46,7 @@ class ApiTokenAdmin(StockAnswers, admin.ModelAdmin):
     def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         if obj is None:
             return ("name", "scopes")
-        return ("name", "key_prefix", "scopes", "created_at", "last_used_at", "revoked_at")
+        return ("name", "key_prefix", "scopes", "created", "last_used", "revoked_at")
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if not change:

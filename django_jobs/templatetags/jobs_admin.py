@@ -30,6 +30,14 @@ def since(value: datetime.datetime | None) -> str:
     return age(value)
 
 
+@register.filter
+def when(value: datetime.datetime | None) -> str:
+    """``2026-11-30 09:41:07 UTC``: the admin's one date format (``display.when``)."""
+    from django_jobs.admin.display import when as shown
+
+    return shown(value)
+
+
 def _int(value: Any) -> int | None:
     try:
         return int(value)

@@ -79,6 +79,9 @@ def test_staff_find_a_dead_job_retry_it_and_see_it_completed(browser, live_serve
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     assert len(rows) == 3
     assert target.public_id in browser.find_element(By.ID, "result_list").text
+    # Each row says why it died.
+    errors = browser.find_elements(By.CSS_SELECTOR, "#result_list td.field-error_line")
+    assert "Fragile: attempt 1 failed" in [cell.text for cell in errors]
     shoot(browser, "admin-list-dead")
 
     # Open the job: the error and its traceback are on the page.
@@ -86,6 +89,14 @@ def test_staff_find_a_dead_job_retry_it_and_see_it_completed(browser, live_serve
     page = browser.find_element(By.ID, "content").text
     assert "Fragile: attempt 1 failed" in page
     assert "Traceback (most recent call last)" in page
+    # A real worker's traceback: its own frames are folded, the handler's shown.
+    folded = browser.find_elements(By.CSS_SELECTOR,
+                                   ".field-error_details details.dj-jobs-worker-frames")
+    assert folded and "of the worker (django_jobs.worker)" in folded[0].text
+    assert "worker/" not in browser.execute_script(
+        "const pre = document.querySelector('.field-error_details pre.dj-jobs-traceback');"
+        "return [...pre.childNodes].filter(n => n.nodeType === 3)"
+        ".map(n => n.textContent).join('');")
     shoot(browser, "admin-job-dead")
 
     # Retry it from the job page.

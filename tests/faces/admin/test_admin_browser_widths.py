@@ -119,3 +119,98 @@ def test_the_list_and_the_attempts_fit_the_screen(browser, live_server,
     assert width(browser, traceback) >= 600, f"the attempt's traceback at {size} px"
     page, client = scrolls_sideways(browser)
     assert page <= client, f"the job page scrolls sideways at {size} px: {page} > {client}"
+
+
+LONG_ERROR = error_dict(
+    type="SMTPRecipientsRefused",
+    message="mailbox unavailable for accounts-payable@customer-with-a-long-name.example.com "
+            "(550 5.1.1 the email account that you tried to reach does not exist)",
+    traceback="Traceback (most recent call last):\n"
+    '  File "/srv/shop/venv/lib/python3.12/site-packages/django_jobs/worker/execution.py", '
+    "line 90, in _call\n    result = _invoke(found, job)\n"
+    '  File "/srv/shop/venv/lib/python3.12/site-packages/django_jobs/worker/execution.py", '
+    "line 131, in _invoke\n    return found.func(**arguments)\n" + TRACEBACK.split("\n", 1)[1])
+SCHEDULES = {"DJANGO_JOBS": {"SCHEDULES": {
+    "nightly_invoice_reminders": {"type": "invoice_pdf_render", "cron": "0 3 * * 1-5",
+                                  "timezone": "Europe/Vienna"},
+    "refresh_exchange_rates": {"type": "email_send", "every": 5, "misfire": "skip"},
+}}}
+
+
+@pytest.mark.parametrize("sidebar", ["open", "folded"])
+@pytest.mark.parametrize(("window_width", "window_height"), SIZES)
+def test_triage_starts_with_why_and_every_list_fits(browser, live_server, settings,
+                                                    window_width, window_height, sidebar):
+    """The dead list shows each error; a dead job's page shows its error above the fold;
+    the dead list, the schedules, groups and API tokens lists and the overview do not scroll
+    sideways, and no list cell breaks inside a word."""
+    from django_jobs.models import JobGroup, Schedule
+    from django_jobs.models.tokens import ApiToken
+
+    settings.DJANGO_JOBS = SCHEDULES["DJANGO_JOBS"]
+    staff("triage", superuser=True)
+    for n in range(3):
+        make_job("dead", type="invoice_pdf_render", queue="billing-exports", error=LONG_ERROR,
+                 attempt=3, payload={"invoice": 1040 + n, "lines": list(range(40))})
+    dead = make_job("dead", type="email_send", queue="mail", error=LONG_ERROR, attempt=3,
+                    payload={"to": "ada@example.com", "body": "x" * 3000})
+    for number in (1, 2, 3):
+        add_attempt(dead, "dead" if number == 3 else "failed", number=number, error=LONG_ERROR)
+    JobGroup.objects.create(name="monthly invoices for every customer of the shop")
+    ApiToken.generate("deploy pipeline of the shop", ["submit", "read"])
+    browser.set_window_size(window_width, window_height)
+    log_in(browser, live_server.url, fold_sidebar=sidebar == "folded")
+    size = f"{window_width}" + ("" if sidebar == "open" else "-folded")
+
+    def fits(path: str) -> None:
+        browser.get(live_server.url + path)
+        page, inner = browser.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth];")
+        assert page <= inner, f"{path} scrolls sideways at {size}: {page} > {inner}"
+        table, box = scrolls_sideways(browser, "#changelist .results") if \
+            browser.find_elements(By.CSS_SELECTOR, "#changelist .results") else (0, 0)
+        assert table <= box, f"{path}'s table scrolls at {size}: {table} > {box}"
+        # No cell breaks inside a word: every cell's word is as wide as its text asks.
+        broken = browser.execute_script("""
+            return [...document.querySelectorAll('#result_list td, #result_list th')]
+              .filter(c => getComputedStyle(c).wordBreak === 'break-all'
+                        || getComputedStyle(c).overflowWrap === 'anywhere')
+              .map(c => c.className);""")
+        assert not broken, f"{path}: cells that may break inside a word: {broken}"
+
+    fits("/admin/django_jobs/job/?status__exact=dead")
+    screenshot(browser, f"admin-list-dead-{size}")
+    errors = browser.find_elements(By.CSS_SELECTOR, "#result_list td.field-error_line")
+    assert len(errors) == 4 and all("SMTPRecipientsRefused: mailbox" in e.text for e in errors)
+    for cell in browser.find_elements(By.CSS_SELECTOR, "#result_list td.field-type"):
+        assert cell.text in ("invoice_pdf_render", "email_send")  # on one line, whole
+    fits("/admin/django_jobs/schedule/")  # which makes the schedules' rows
+    Schedule.objects.filter(name="refresh_exchange_rates").update(paused=True)
+    fits("/admin/django_jobs/schedule/")
+    screenshot(browser, f"admin-schedules-{size}")
+    rows = browser.find_element(By.ID, "result_list").text
+    assert "every 5 s" in rows and "paused" in rows and "active" in rows
+    header = browser.find_element(By.CSS_SELECTOR, "#result_list th.column-next_run")
+    right = browser.execute_script("return arguments[0].getBoundingClientRect().right;", header)
+    assert right <= window_width, f"next run is off screen at {size}"
+    fits("/admin/django_jobs/jobgroup/")
+    fits("/admin/django_jobs/apitoken/")
+    fits("/admin/django_jobs/job/overview/")
+
+    browser.get(live_server.url + job_url(dead))
+    head = browser.find_element(By.CSS_SELECTOR, ".dj-jobs-error-head")
+    top = browser.execute_script("return arguments[0].getBoundingClientRect().top;", head)
+    assert top < window_height / 2, f"the error is {top} px down at {size}"
+    handler = browser.execute_script(
+        "const pre = document.querySelector('.field-error_details pre.dj-jobs-traceback');"
+        "return pre.getBoundingClientRect().top;")
+    assert handler < window_height, f"the traceback starts below the fold at {size}"
+    folded = browser.find_element(By.CSS_SELECTOR, "details.dj-jobs-worker-frames")
+    # Folded: one line, the summary's (the frames' lines are not drawn).
+    assert folded.get_attribute("open") is None and width(browser, folded) > 0
+    lines = browser.execute_script("return arguments[0].getBoundingClientRect().height;",
+                                   folded) / 14
+    assert lines < 2, f"the worker's frames are not folded at {size}"
+    assert "render_invoice_pdf" in browser.find_element(
+        By.CSS_SELECTOR, ".field-error_details pre.dj-jobs-traceback").text
+    screenshot(browser, f"admin-job-dead-{size}")

@@ -25,6 +25,7 @@ def test_overview_counts_each_status_per_queue_and_type(viewer):
     make_job("pending", queue="mail", type="email", run_at=timezone.now() - hour)
     make_job("pending", queue="mail", type="email", run_at=timezone.now() + hour)
     make_job("dead", queue="mail", type="email")
+    make_job("waiting", queue="mail", type="email")  # on a job it depends on
     make_job("failed", queue="default", type="pdf")
     make_job("processing", queue="default", type="pdf")
     make_job("completed", queue="default", type="pdf")
@@ -32,7 +33,7 @@ def test_overview_counts_each_status_per_queue_and_type(viewer):
     response = viewer.get(OVERVIEW)
     assert response.status_code == 200
     queues, types = rows(response, "queues"), rows(response, "types")
-    assert queues["mail"].counts == {"pending": 1, "scheduled": 1, "processing": 0,
+    assert queues["mail"].counts == {"waiting": 1, "pending": 1, "scheduled": 1, "processing": 0,
                                      "failed": 0, "dead": 1, "canceled": 0, "completed": 0}
     assert queues["default"].counts["completed"] == 1  # only the last 24 hours
     assert types["pdf"].counts["processing"] == 1 and types["pdf"].counts["failed"] == 1
@@ -40,6 +41,7 @@ def test_overview_counts_each_status_per_queue_and_type(viewer):
     assert response.context["oldest_ready_age"] >= hour
     html = response.content.decode()
     assert 'href="/admin/django_jobs/job/?queue=mail"' in html
+    assert "<th>waiting</th>" in html
 
 
 @pytest.mark.django_db

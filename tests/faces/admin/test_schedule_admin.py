@@ -5,6 +5,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import override_settings
 from django.urls import reverse
 
+from django_jobs.admin import display
 from django_jobs.models import Job, Schedule, ScheduleOccurrence
 
 SCHEDULES = {"DJANGO_JOBS": {"SCHEDULES": {
@@ -29,8 +30,17 @@ def act(client, action, *names):
 def test_the_changelist_shows_every_configured_schedule_with_its_next_run(admin_client_):
     page = admin_client_.get(URL).content.decode()
     assert "nightly" in page and "0 3 * * * (Europe/Paris)" in page
-    assert "every 0:15:00" in page and "skip" in page
+    assert "every 15 min" in page and "skip" in page
     assert Schedule.objects.filter(next_run_at__isnull=False).count() == 2
+    # Dates read as everywhere in the app's admin; a paused schedule says so in words.
+    nightly = Schedule.objects.get(name="nightly")
+    assert display.when(nightly.next_run_at) in page and " UTC" in display.when(
+        nightly.next_run_at)
+    assert "a.m." not in page and "p.m." not in page
+    assert "dj-jobs-status-paused" not in page and ">active<" in page
+    Schedule.objects.filter(name="often").update(paused=True)
+    page = admin_client_.get(URL).content.decode()
+    assert '<span class="dj-jobs-status dj-jobs-status-paused">paused</span>' in page
 
 
 @pytest.mark.django_db
