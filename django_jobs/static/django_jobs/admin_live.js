@@ -16,7 +16,7 @@
   let wait = base, version = null, timer = null, busy = false;
 
   function say(text) {
-    const when = new Date().toLocaleTimeString();
+    const when = new Date().toTimeString().slice(0, 8);  // 19:28:30, as the admin's times
     status.querySelector(".dj-jobs-live-text").textContent = text.replace("{time}", when);
   }
 
