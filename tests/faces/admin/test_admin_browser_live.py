@@ -14,10 +14,18 @@ from tests.faces.admin.conftest import BROWSER_TESTS
 from .test_admin_browser import log_in
 
 try:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.wait import WebDriverWait
 except ImportError:  # pragma: no cover - depends on the machine
-    By = WebDriverWait = None
+    By = WebDriverWait = StaleElementReferenceException = None
+
+
+def until(driver, condition, seconds: float = 15):
+    """Wait for ``condition``; an element swapped out while it was read (the page refreshing
+    itself, which is what these tests wait for) is read again."""
+    return WebDriverWait(driver, seconds, ignored_exceptions=(StaleElementReferenceException,)
+                         ).until(condition)
 
 pytestmark = BROWSER_TESTS
 
@@ -52,29 +60,29 @@ def test_the_list_and_a_jobs_page_follow_the_queue_without_a_reload(
     browser.set_window_size(1280, 800)
     log_in(browser, live_server.url)
     browser.get(live_server.url + "/admin/django_jobs/job/")
-    WebDriverWait(browser, 10).until(lambda d: polls(d) >= 1)
+    until(browser, lambda d: polls(d) >= 1, 10)
     mark_page(browser)
 
     later = Job.enqueue("echo", {"n": 2})
-    WebDriverWait(browser, 15).until(
-        lambda d: later.public_id in d.find_element(By.ID, "result_list").text)
+    until(browser, lambda d: later.public_id in d.find_element(By.ID, "result_list").text)
     assert same_page(browser)
     assert "Live: checked at" in browser.find_element(By.ID, "dj-jobs-live").text
 
-    # A ticked row keeps the page as it is: the line offers the reload instead.
-    browser.find_element(By.CSS_SELECTOR, "tr input.action-select").click()
+    # A ticked row keeps the page as it is: the line offers the reload instead. (The tick
+    # can meet a swap that lands at that moment: tick the row as the page then is.)
+    until(browser, lambda d: d.find_element(By.CSS_SELECTOR, "tr input.action-select").click()
+          or True)
     Job.enqueue("echo", {"n": 3})
-    WebDriverWait(browser, 15).until(
-        lambda d: "reload the page" in d.find_element(By.ID, "dj-jobs-live").text)
+    until(browser, lambda d: "reload the page" in d.find_element(By.ID, "dj-jobs-live").text)
     assert browser.find_element(By.CSS_SELECTOR, "tr input.action-select").is_selected()
     assert same_page(browser)
 
     browser.get(live_server.url + job_url(first))
-    WebDriverWait(browser, 10).until(lambda d: polls(d) >= 1)
+    until(browser, lambda d: polls(d) >= 1, 10)
     mark_page(browser)
     Job.objects.filter(pk=first.pk).update(status="dead")
-    WebDriverWait(browser, 15).until(
-        lambda d: "Dead" in d.find_element(By.CSS_SELECTOR, ".field-status_badge").text)
+    until(browser,
+          lambda d: "Dead" in d.find_element(By.CSS_SELECTOR, ".field-status_badge").text)
     assert same_page(browser)
 
 
@@ -84,7 +92,7 @@ def test_a_hidden_tab_polls_nothing_and_polls_again_when_shown(
     browser.set_window_size(1280, 800)
     log_in(browser, live_server.url)
     browser.get(live_server.url + "/admin/django_jobs/job/overview/")
-    WebDriverWait(browser, 10).until(lambda d: polls(d) >= 2)
+    until(browser, lambda d: polls(d) >= 2, 10)
     # The page as the browser has it when the user switches tabs.
     browser.execute_script(
         "Object.defineProperty(document, 'visibilityState', {value: 'hidden', "
@@ -96,4 +104,4 @@ def test_a_hidden_tab_polls_nothing_and_polls_again_when_shown(
     browser.execute_script(
         "Object.defineProperty(document, 'visibilityState', {value: 'visible', "
         "configurable: true}); document.dispatchEvent(new Event('visibilitychange'));")
-    WebDriverWait(browser, 5).until(lambda d: polls(d) > hidden_from)
+    until(browser, lambda d: polls(d) > hidden_from, 5)
