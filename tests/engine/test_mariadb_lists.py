@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_jobs.admin.overview_figures import overview, summary
+from django_jobs.admin.overview_figures import INDEXED_OPEN_STATES, overview, summary
 from django_jobs.admin.paginator import EstimatedCountPaginator, planner_estimate
 from django_jobs.engine.mariadb.schema import (
     COVERING_STATUS_INDEX,
@@ -182,9 +182,10 @@ def test_the_overview_counts_from_the_status_index_alone(many_jobs):
     sent = sent_by(overview)
     grouped = [(sql, p) for sql, p in sent
                if "GROUP BY" in sql and f"`{TABLE}`" in sql and "processing" not in map(str, p)]
-    # Per state but processing (the lease index): the newest jobs grouped, then, being fewer
-    # than the sample, all of them grouped with their oldest due job.
-    assert len(grouped) == 10
+    # Per state but processing (the lease index), and the completed jobs of the last day: the
+    # newest jobs grouped, then, being fewer than the sample, all of them grouped with their
+    # oldest due job.
+    assert len(grouped) == 2 * (len(INDEXED_OPEN_STATES) + 1)
     for sql, params in grouped:
         [plan] = table_plans(sql, params)
         assert plan["key"] == "django_jobs_status_idx" and "Using index" in plan["Extra"], plan
